@@ -1,0 +1,47 @@
+/* fabula: one binary, one subcommand per job. Runs under mpiexec/srun. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "util/error.h"
+
+static void print_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fabula <command> [options]\n"
+            "\n"
+            "MPI-native trainer for mixture-of-experts language models on novels.\n"
+            "Run under mpiexec or srun; every rank runs the same command.\n"
+            "\n"
+            "commands:\n"
+            "  train     train a model from a JSON run config (DeepSpeed keys accepted)\n"
+            "\n"
+            "options:\n"
+            "  -h, --help     this help; `fabula <command> --help` for a command's options\n"
+            "  --version      version and the libraries this build uses\n"
+            "\n"
+            "exit codes: 0 ok, 1 internal error, 2 usage or config, 3 input data,\n"
+            "            4 I/O, 5 diverged (NaN/Inf), 75 preempted after a checkpoint\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(stderr);
+        return FB_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        print_usage(stdout);
+        return FB_EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        cli_print_version();
+        return FB_EXIT_OK;
+    }
+    if (!strcmp(cmd, "train"))
+        return cli_train(argc - 1, argv + 1);
+    fprintf(stderr, "fabula: error: unknown command '%s'\n\n", cmd);
+    print_usage(stderr);
+    return FB_EXIT_USAGE;
+}

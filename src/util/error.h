@@ -1,0 +1,67 @@
+/* Error reporting and exit codes shared by every part of fabula.
+ *
+ * Two kinds of failure:
+ *  - a call that should not fail did (libc, MPI, HDF5, BLAS, ...): the CHECK_*
+ *    macros print file:line, the call text and the library's own message,
+ *    then abort the whole MPI job with FB_EXIT_INTERNAL or FB_EXIT_IO;
+ *  - a mistake the user can fix (config, input data, usage): fb_fatal()
+ *    prints one clear message (once, from the calling rank) and exits with
+ *    the documented code.
+ */
+#ifndef FABULA_UTIL_ERROR_H
+#define FABULA_UTIL_ERROR_H
+
+#include <stddef.h>
+
+enum fb_exit_code {
+    FB_EXIT_OK = 0,
+    FB_EXIT_INTERNAL = 1,  /* a bug or an unexpected library failure */
+    FB_EXIT_USAGE = 2,     /* bad command line or config */
+    FB_EXIT_DATA = 3,      /* bad input data (corpus, tokenizer, reference) */
+    FB_EXIT_IO = 4,        /* file system: cannot read, write, rename */
+    FB_EXIT_DIVERGED = 5,  /* NaN/Inf in loss or gradients */
+    FB_EXIT_PREEMPTED = 75 /* checkpoint written after SIGUSR1/SIGTERM */
+};
+
+/* Prints "fabula: error: <msg>" on stderr and terminates the process (and,
+ * when MPI is up, the job) with `code`. */
+_Noreturn void fb_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A failed internal call: names where and what. */
+_Noreturn void fb_fail_call(int code, const char *file, int line, const char *call, const char *detail);
+
+/* Warnings and information go to stderr / stdout prefixed with "fabula:". */
+void fb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Set by the MPI layer once MPI_Init succeeded, so fatal errors abort the
+ * job instead of leaving other ranks hanging in a collective. */
+void fb_error_set_mpi_active(int active, int rank);
+int fb_error_rank(void);
+
+/* malloc/calloc that never return NULL (fail with FB_EXIT_INTERNAL). */
+void *fb_malloc(size_t n);
+void *fb_calloc(size_t n, size_t size);
+void *fb_realloc(void *p, size_t n);
+char *fb_strdup(const char *s);
+
+/* libc calls that return -1/NULL and set errno. */
+#define CHECK_SYS(call)                                                       \
+    do {                                                                      \
+        if ((call) < 0)                                                       \
+            fb_fail_call(FB_EXIT_IO, __FILE__, __LINE__, #call, NULL);        \
+    } while (0)
+
+/* HDF5 calls return a negative herr_t/hid_t on failure. */
+#define CHECK_H5(call)                                                        \
+    do {                                                                      \
+        if ((long long)(call) < 0)                                            \
+            fb_fail_call(FB_EXIT_IO, __FILE__, __LINE__, #call, "HDF5 call failed (see the HDF5 error stack above)"); \
+    } while (0)
+
+#define FB_ASSERT(cond)                                                       \
+    do {                                                                      \
+        if (!(cond))                                                          \
+            fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, #cond, "assertion failed"); \
+    } while (0)
+
+#endif
