@@ -1,0 +1,41 @@
+/* Softmax cross-entropy with its gradient, one pass per row. */
+#include "cpu/real.h"
+#include "cpu/cpu_kernels.h"
+
+#include "util/error.h"
+
+/* dlogits may alias logits: within a row every logit is read (max, sum,
+ * target) before the row is overwritten, and the final loop reads element j
+ * just before writing it. Nothing here may be declared restrict. */
+void CPU_FN(cpu_cross_entropy)(real *loss, real *dlogits, const real *logits, const int32_t *targets,
+                               int T, int V, real grad_scale)
+{
+    for (int t = 0; t < T; t++)
+        FB_ASSERT(targets[t] < V);
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        const real *l = logits + (size_t)t * V;
+        real *d = dlogits + (size_t)t * V;
+        int y = targets[t];
+        if (y < 0) {
+            loss[t] = 0;
+            for (int j = 0; j < V; j++)
+                d[j] = 0;
+            continue;
+        }
+        real m = l[0];
+        for (int j = 1; j < V; j++)
+            if (l[j] > m)
+                m = l[j];
+        double sum = 0;
+        for (int j = 0; j < V; j++)
+            sum += (double)R_EXP(l[j] - m);
+        double lse = (double)m + log(sum);
+        loss[t] = (real)(lse - (double)l[y]);
+        real rl = (real)lse;
+        for (int j = 0; j < V; j++) {
+            real pj = R_EXP(l[j] - rl);
+            d[j] = grad_scale * (j == y ? pj - (real)1 : pj);
+        }
+    }
+}

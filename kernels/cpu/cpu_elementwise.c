@@ -1,0 +1,83 @@
+/* Elementwise ops: axpy, scale, sum of squares, SwiGLU, dropout. */
+#include "cpu/real.h"
+#include "cpu/cpu_kernels.h"
+
+#include "rng.h"
+
+void CPU_FN(cpu_axpy)(real *y, const real *x, size_t n, real alpha)
+{
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++)
+        y[i] += alpha * x[i];
+}
+
+void CPU_FN(cpu_scale)(real *x, size_t n, real s)
+{
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+}
+
+/* The partition into SUMSQ_BLOCKS contiguous blocks depends only on n, and
+ * the block sums are added in block order, so the result is the same for any
+ * thread count while the blocks still run in parallel. */
+#define SUMSQ_BLOCKS 64
+
+double CPU_FN(cpu_sumsq)(const real *x, size_t n)
+{
+    double part[SUMSQ_BLOCKS];
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+    for (int b = 0; b < SUMSQ_BLOCKS; b++) {
+        size_t lo = n * (size_t)b / SUMSQ_BLOCKS;
+        size_t hi = n * (size_t)(b + 1) / SUMSQ_BLOCKS;
+        double s = 0;
+        for (size_t i = lo; i < hi; i++)
+            s += (double)x[i] * (double)x[i];
+        part[b] = s;
+    }
+    double s = 0;
+    for (int b = 0; b < SUMSQ_BLOCKS; b++)
+        s += part[b];
+    return s;
+}
+
+static real sigmoid(real g) { return (real)1 / ((real)1 + R_EXP(-g)); }
+
+void CPU_FN(cpu_swiglu_fwd)(real *h, const real *g, const real *u, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++)
+        h[i] = g[i] * sigmoid(g[i]) * u[i];
+}
+
+/* d silu(g)/dg = s + g s (1 - s), s = sigmoid(g). */
+void CPU_FN(cpu_swiglu_bwd)(real *dg, real *du, const real *dh, const real *g, const real *u, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++) {
+        real s = sigmoid(g[i]);
+        real silu = g[i] * s;
+        real d = dh[i];
+        dg[i] = d * u[i] * (s + silu * ((real)1 - s));
+        du[i] = d * silu;
+    }
+}
+
+void CPU_FN(cpu_dropout_fwd)(real *x, uint8_t *mask, size_t n, real p, uint64_t seed, uint64_t offset)
+{
+    real keep_scale = (real)1 / ((real)1 - p);
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++) {
+        int keep = (real)fb_uniform_hash(seed, offset + i) >= p;
+        mask[i] = (uint8_t)keep;
+        x[i] = keep ? x[i] * keep_scale : (real)0;
+    }
+}
+
+void CPU_FN(cpu_dropout_bwd)(real *dx, const uint8_t *mask, size_t n, real p)
+{
+    real keep_scale = (real)1 / ((real)1 - p);
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++)
+        dx[i] = mask[i] ? dx[i] * keep_scale : (real)0;
+}
