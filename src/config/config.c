@@ -1,0 +1,183 @@
+/* config_load: the embedded default, the user's files and --set overrides,
+ * merged into one tree and read section by section.
+ *
+ * The merge is plain (objects recursively, anything else replaces) except
+ * where merging a DeepSpeed config over the default would mix two runs:
+ *  - batch keys: the default's micro batch and accumulation apply only if
+ *    the user gives none of the three batch keys (config_batch.c);
+ *  - "optimizer" of another family than the default's (Adam/AdamW): the
+ *    user's block replaces the default's whole instead of merging params;
+ *  - "scheduler": a user file with an "optimizer" but no "scheduler" gets no
+ *    schedule (constant lr, as DeepSpeed would run that file); a scheduler of
+ *    another type replaces the default's whole.
+ */
+#include "config/config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config/config_internal.h"
+#include "config/config_json.h"
+#include "config/config_source.h"
+#include "util/error.h"
+
+static json_t *parse_default(void)
+{
+    json_error_t err;
+    json_t *d = json_loads(config_default_json(), JSON_REJECT_DUPLICATES, &err);
+    if (!d)
+        fb_fatal(FB_EXIT_INTERNAL, "embedded default config:%d:%d: %s", err.line, err.column, err.text);
+    return d;
+}
+
+static int is_adam(const char *t) { return strcasecmp(t, "adam") == 0 || strcasecmp(t, "adamw") == 0; }
+
+/* A "type" of the user's block that differs from the default's: a string
+ * other than "auto" naming something else (Adam and AdamW are one family). */
+static int type_differs(json_t *user_block, json_t *default_block, int adam_family)
+{
+    json_t *ut = json_object_get(user_block, "type");
+    json_t *dt = json_object_get(default_block, "type");
+    if (!json_is_string(ut) || cj_is_auto(ut) || !json_is_string(dt))
+        return 0;
+    const char *u = json_string_value(ut), *d = json_string_value(dt);
+    if (adam_family && is_adam(u) && is_adam(d))
+        return 0;
+    return strcmp(u, d) != 0;
+}
+
+/* Removes from `base` (a copy of the default) what must not be merged with
+ * the user's config. Returns 1 when the default's scheduler stays. */
+static int adjust_defaults(const cj_ctx_t *c, json_t *base, int files_optimizer)
+{
+    json_t *uo = json_object_get(c->user, "optimizer");
+    if (json_is_object(uo) && type_differs(uo, json_object_get(base, "optimizer"), 1))
+        json_object_del(base, "optimizer");
+    json_t *us = json_object_get(c->user, "scheduler");
+    if (files_optimizer && !us) {
+        cj_note(c, "the config gives an \"optimizer\" but no \"scheduler\": constant lr (the default's schedule "
+                   "is not used)");
+        json_object_del(base, "scheduler");
+    } else if (json_is_object(us) && type_differs(us, json_object_get(base, "scheduler"), 0)) {
+        json_object_del(base, "scheduler");
+    }
+    return json_object_get(base, "scheduler") != NULL;
+}
+
+/* The effective config in a reading order: fabula's sections, the batch
+ * triple together, then DeepSpeed's blocks; anything else keeps its place
+ * after them. */
+static json_t *reading_order(json_t *root)
+{
+    static const char *const order[] = {"model", "data", "run", "train_batch_size", "train_micro_batch_size_per_gpu",
+                                        "gradient_accumulation_steps", "steps_per_print", "gradient_clipping",
+                                        "optimizer", "scheduler", "fp16", "bf16", "zero_optimization"};
+    json_t *out = json_object();
+    FB_ASSERT(out);
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+        json_t *v = json_object_get(root, order[i]);
+        if (v)
+            FB_ASSERT(json_object_set(out, order[i], v) == 0);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (!json_object_get(out, key))
+            FB_ASSERT(json_object_set(out, key, v) == 0);
+    }
+    return out;
+}
+
+static void note_list(const cj_ctx_t *c, const char *what, const cj_strs_t *s)
+{
+    if (s->n == 0)
+        return;
+    size_t len = 1;
+    for (size_t i = 0; i < s->n; i++)
+        len += strlen(s->items[i]) + 2;
+    char *text = fb_malloc(len);
+    text[0] = '\0';
+    for (size_t i = 0; i < s->n; i++) {
+        if (i)
+            strcat(text, ", ");
+        strcat(text, s->items[i]);
+    }
+    cj_note(c, "%s: %s", what, text);
+    free(text);
+}
+
+void config_load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
+                 int world_size, int verbose)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cj_ctx_t c;
+    cj_ctx_init(&c, verbose);
+    c.defaults = parse_default();
+
+    /* The user's tree alone decides which parts of the default apply. */
+    c.user = json_object();
+    FB_ASSERT(c.user);
+    json_t **files = fb_calloc((size_t)(npaths > 0 ? npaths : 1), sizeof *files);
+    for (int i = 0; i < npaths; i++) {
+        files[i] = source_load_file(&c, paths[i]);
+        source_merge(c.user, files[i]);
+    }
+    json_t *uo = json_object_get(c.user, "optimizer");
+    int files_optimizer = uo && !json_is_null(uo);
+    source_set_t *ss = fb_calloc((size_t)(nsets > 0 ? nsets : 1), sizeof *ss);
+    for (int i = 0; i < nsets; i++) {
+        source_set_parse(&c, sets[i], &ss[i]);
+        source_set_apply(&c, c.user, &ss[i], 0);
+        cj_strs_push(&c.set_keys, ss[i].path);
+        cj_strs_push(&c.set_keys, ss[i].raw);
+    }
+
+    /* The merged tree: adjusted default, then each file in order, then the
+     * sets (checked against the merged structure). */
+    c.root = json_deep_copy(c.defaults);
+    FB_ASSERT(c.root);
+    int linked = adjust_defaults(&c, c.root, files_optimizer);
+    for (int i = 0; i < npaths; i++) {
+        source_merge(c.root, files[i]);
+        json_decref(files[i]);
+    }
+    free(files);
+    for (int i = 0; i < nsets; i++) {
+        source_set_apply(&c, c.root, &ss[i], 1);
+        source_set_free(&ss[i]);
+    }
+    free(ss);
+
+    config_read_run(&c, cfg);
+    config_read_model(&c, cfg);
+    config_read_data(&c, cfg);
+    config_read_batch(&c, cfg, world_size);
+    config_read_optimizer(&c, cfg);
+    config_read_scheduler(&c, cfg, linked);
+    config_read_precision(&c, cfg);
+    config_read_zero(&c, cfg);
+    config_read_compat(&c);
+
+    cj_warn_unknown(&c);
+    note_list(&c, "resolved from \"auto\"", &c.autos);
+    note_list(&c, "accepted without effect in fabula", &c.inert);
+
+    json_t *ordered = reading_order(c.root);
+    char *text = json_dumps(ordered, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(16));
+    json_decref(ordered);
+    if (!text)
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "json_dumps", "out of memory");
+    cfg->effective_json = fb_strdup(text);
+    free(text);
+    cj_ctx_free(&c);
+}
+
+void config_free(config_t *cfg)
+{
+    free(cfg->data.train_path);
+    free(cfg->data.tokenizer);
+    free(cfg->run.run_dir);
+    free(cfg->effective_json);
+    memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,133 @@
+/* The run configuration: one JSON document (or several merged, later files
+ * winning) plus --set overrides, validated into typed structs.
+ *
+ * Layout of the JSON (documented in docs/config.md):
+ *   "model":  Hugging Face field names (hidden_size, num_local_experts, ...)
+ *   "data":   corpus and tokenizer inputs, sequence length
+ *   "run":    steps, seed, run directory, resume policy
+ *   top level: DeepSpeed's keys with DeepSpeed's semantics (train_batch_size,
+ *             optimizer, scheduler, fp16, bf16, zero_optimization, ...) so a
+ *             user's ds_config.json is accepted unchanged.
+ */
+#ifndef FABULA_CONFIG_CONFIG_H
+#define FABULA_CONFIG_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Smallest vocab_size the built-in byte tokenizer (data.tokenizer "bytes")
+ * needs: 256 byte values + pad, bos, eos, <|chapter_sep|> + 9 genre tokens. */
+#define FB_BYTES_VOCAB_MIN 269
+
+typedef struct model_config {
+    int vocab_size;
+    int hidden_size;
+    int intermediate_size;      /* dense FFN and each expert */
+    int num_hidden_layers;
+    int num_attention_heads;
+    int num_key_value_heads;
+    int num_local_experts;      /* 0 or 1: dense model */
+    int num_experts_per_tok;
+    int moe_layer_freq;         /* layer l is MoE iff num_local_experts > 1 and l % freq == 0 */
+    double rope_theta;
+    double rms_norm_eps;
+    int tie_word_embeddings;
+    double router_aux_loss_coef;
+    double router_z_loss_coef;
+    double capacity_factor;     /* 0 = dropless */
+    double expert_dropout;      /* dropout on the expert hidden activation */
+    double initializer_range;   /* std of the normal init of weights */
+    int max_position_embeddings;
+} model_config_t;
+
+typedef struct data_config {
+    char *train_path;           /* corpus: .jsonl/.json text (byte tokenizer) */
+    char *tokenizer;            /* "bytes" for the built-in byte-level tokenizer */
+    int seq_len;                /* window length in tokens (== max sample length) */
+    int overlap;                /* tokens shared by consecutive windows */
+    int min_seq_len;            /* windows shorter than this are dropped */
+} data_config_t;
+
+typedef enum { SCHED_CONSTANT = 0, SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR } sched_type_t;
+typedef enum { WARMUP_LOG = 0, WARMUP_LINEAR } warmup_type_t;
+
+typedef struct optim_config {
+    int adam_w_mode;            /* 1 = AdamW (decoupled decay); 0 = Adam + L2 */
+    double lr, beta1, beta2, eps, weight_decay;
+} optim_config_t;
+
+typedef struct sched_config {
+    sched_type_t type;
+    double warmup_min_lr, warmup_max_lr;     /* WarmupLR, WarmupDecayLR (WarmupCosineLR: optim lr) */
+    long warmup_num_steps;
+    warmup_type_t warmup_type;
+    long total_num_steps;                    /* WarmupDecayLR, WarmupCosineLR */
+    double warmup_min_ratio, cos_min_ratio;  /* WarmupCosineLR */
+} sched_config_t;
+
+typedef struct fp16_config {
+    int enabled;
+    double loss_scale;          /* 0 = dynamic */
+    int initial_scale_power;
+    int loss_scale_window;
+    int hysteresis;
+    double min_loss_scale;
+} fp16_config_t;
+
+typedef struct zero_config {
+    int stage;                  /* 0..3 */
+    int offload_optimizer;      /* device "cpu" */
+    int offload_param;          /* device "cpu" (stage 3 only) */
+    int overlap_comm;
+    int contiguous_gradients;
+    int reduce_scatter;         /* reduce-scatter (1) or allreduce (0) of gradients */
+    int allgather_partitions;   /* allgather (1) or broadcasts (0) of updated shards */
+    int round_robin_gradients;
+    double reduce_bucket_size;  /* elements */
+    double allgather_bucket_size;
+    double stage3_prefetch_bucket_size;
+    double stage3_param_persistence_threshold;
+    double stage3_max_live_parameters;
+    double stage3_max_reuse_distance;
+    int stage3_gather_16bit_weights_on_model_save;
+} zero_config_t;
+
+typedef struct run_config {
+    long steps;                 /* optimizer steps to run */
+    uint64_t seed;
+    char *run_dir;
+    int steps_per_print;
+} run_config_t;
+
+typedef struct config {
+    model_config_t model;
+    data_config_t data;
+    optim_config_t optim;
+    sched_config_t sched;
+    fp16_config_t fp16;
+    int bf16_enabled;
+    zero_config_t zero;
+    run_config_t run;
+    /* DeepSpeed batch triple, after the identity rule and inference:
+     * train_batch_size = micro_batch * grad_accum * world_size. */
+    int train_batch_size;
+    int micro_batch;            /* train_micro_batch_size_per_gpu: samples per micro-batch */
+    int grad_accum;             /* gradient_accumulation_steps */
+    double gradient_clipping;   /* 0 = off */
+    char *effective_json;       /* the merged, completed config, pretty-printed */
+} config_t;
+
+/* Loads the embedded default, merges each file of `paths` over it in order,
+ * applies `sets` ("a.b.c=value", JSON value or bare string), validates for a
+ * world of `world_size` ranks and fills `cfg`. Any user error: message naming
+ * the file/key and exit FB_EXIT_USAGE. Unknown keys: one warning each
+ * (printed when `verbose`). */
+void config_load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
+                 int world_size, int verbose);
+
+void config_free(config_t *cfg);
+
+/* The built-in default run (tiny MoE on the bundled sample), as JSON text. */
+const char *config_default_json(void);
+
+#endif

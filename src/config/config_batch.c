@@ -1,0 +1,122 @@
+/* DeepSpeed's batch triple (deepspeed/runtime/config.py,
+ * _set_batch_related_parameters and _batch_assertion):
+ *
+ *   train_batch_size = train_micro_batch_size_per_gpu
+ *                      * gradient_accumulation_steps * world_size
+ *
+ * Given all three they must satisfy it; given two, the third is inferred;
+ * train_batch_size alone: gas = 1; micro alone: gas = 1; gas alone: error.
+ * DeepSpeed infers with floor division and then asserts the identity; here
+ * a division that is not exact is reported as such. "auto" (the Hugging Face
+ * convention) and null count as absent. The default config's micro batch and
+ * accumulation apply only when the user gives none of the three keys.
+ */
+#include <limits.h>
+#include <stdio.h>
+
+#include "config/config_internal.h"
+#include "util/error.h"
+
+static const char *const batch_keys[3] = {"train_batch_size", "train_micro_batch_size_per_gpu",
+                                          "gradient_accumulation_steps"};
+
+/* Reads one key if given (> 0), else removes it from the tree. */
+static int batch_key(cj_ctx_t *c, const char *key, int *out)
+{
+    json_t *v = cj_lookup(c, c->root, key);
+    if (!v || json_is_null(v) || cj_is_auto(v)) {
+        if (!cj_strs_has(&c->known, key))
+            cj_strs_push(&c->known, key);
+        cj_remove(c->root, key);
+        return 0;
+    }
+    *out = cj_int(c, key, 0);
+    if (*out <= 0)
+        cj_invalid(c, key, "a positive integer");
+    return 1;
+}
+
+static void store_int(cj_ctx_t *c, const char *key, long long v)
+{
+    if (v > INT_MAX)
+        cj_fail(c, "%s would be %lld, more than %d", key, v, INT_MAX);
+    FB_ASSERT(cj_store(c->root, key, json_integer(v), NULL) == 0);
+}
+
+void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
+{
+    FB_ASSERT(world_size >= 1);
+    int was_auto[3], user_gave = 0;
+    for (int i = 0; i < 3; i++) {
+        was_auto[i] = cj_is_auto(cj_lookup(c, c->user, batch_keys[i]));
+        user_gave |= cj_given(c, c->user, batch_keys[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        json_t *d = cj_lookup(NULL, c->defaults, batch_keys[i]);
+        if (!user_gave && d)
+            FB_ASSERT(cj_store(c->root, batch_keys[i], json_deep_copy(d), NULL) == 0);
+        else if (user_gave && !cj_given(c, c->user, batch_keys[i]))
+            cj_remove(c->root, batch_keys[i]);
+    }
+
+    int tb = 0, mb = 0, ga = 0;
+    int has_t = batch_key(c, batch_keys[0], &tb);
+    int has_m = batch_key(c, batch_keys[1], &mb);
+    int has_g = batch_key(c, batch_keys[2], &ga);
+    long long w = world_size;
+    if (has_t && has_m && has_g) {
+        if ((long long)mb * ga * w != tb)
+            cj_fail(c,
+                    "inconsistent batch sizes: train_batch_size (%d) must equal train_micro_batch_size_per_gpu "
+                    "(%d) * gradient_accumulation_steps (%d) * world size (%d) = %lld",
+                    tb, mb, ga, world_size, (long long)mb * ga * w);
+    } else if (has_t && has_m) {
+        if (tb % ((long long)mb * w) != 0)
+            cj_fail(c,
+                    "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
+                    "train_micro_batch_size_per_gpu (%d) * world size (%d) to infer gradient_accumulation_steps",
+                    tb, mb, world_size);
+        ga = (int)(tb / ((long long)mb * w));
+    } else if (has_t && has_g) {
+        if (tb % ((long long)ga * w) != 0)
+            cj_fail(c,
+                    "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
+                    "gradient_accumulation_steps (%d) * world size (%d) to infer train_micro_batch_size_per_gpu",
+                    tb, ga, world_size);
+        mb = (int)(tb / ((long long)ga * w));
+    } else if (has_m && has_g) {
+        store_int(c, batch_keys[0], (long long)mb * ga * w);
+        tb = (int)((long long)mb * ga * w);
+    } else if (has_t) {
+        if (tb % w != 0)
+            cj_fail(c,
+                    "inconsistent batch sizes: train_batch_size (%d) must be a multiple of the world size (%d) "
+                    "(gradient_accumulation_steps = 1, train_micro_batch_size_per_gpu = train_batch_size / world size)",
+                    tb, world_size);
+        ga = 1;
+        mb = (int)(tb / w);
+    } else if (has_m) {
+        ga = 1;
+        store_int(c, batch_keys[0], (long long)mb * w);
+        tb = (int)((long long)mb * w);
+    } else {
+        cj_fail(c, "gradient_accumulation_steps (%d) alone does not fix the batch: give train_batch_size or "
+                   "train_micro_batch_size_per_gpu too, e.g. --set train_micro_batch_size_per_gpu=8 (as in "
+                   "DeepSpeed; \"auto\" counts as absent)",
+                ga);
+    }
+    store_int(c, batch_keys[0], tb);
+    store_int(c, batch_keys[1], mb);
+    store_int(c, batch_keys[2], ga);
+    cfg->train_batch_size = tb;
+    cfg->micro_batch = mb;
+    cfg->grad_accum = ga;
+    const int final[3] = {tb, mb, ga};
+    for (int i = 0; i < 3; i++) {
+        if (was_auto[i]) {
+            char s[96];
+            snprintf(s, sizeof s, "%s=%d", batch_keys[i], final[i]);
+            cj_strs_push(&c->autos, s);
+        }
+    }
+}

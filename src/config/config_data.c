@@ -1,0 +1,57 @@
+/* "data" (corpus, tokenizer, windows) and "run" (steps, seed, directory). */
+#include <string.h>
+
+#include "config/config_internal.h"
+#include "util/error.h"
+
+void config_read_run(cj_ctx_t *c, config_t *cfg)
+{
+    run_config_t *r = &cfg->run;
+    cj_section(c, "run");
+    r->steps = (long)cj_integer(c, "run.steps", cj_default_integer(c, "run.steps"));
+    if (r->steps <= 0)
+        cj_invalid(c, "run.steps", "a positive integer (optimizer steps to run)");
+    long long seed = cj_integer(c, "run.seed", cj_default_integer(c, "run.seed"));
+    if (seed < 0)
+        cj_invalid(c, "run.seed", "an integer >= 0");
+    r->seed = (uint64_t)seed;
+    const char *dir = cj_string(c, "run.run_dir", cj_default_string(c, "run.run_dir"));
+    if (!*dir)
+        cj_invalid(c, "run.run_dir", "a non-empty directory path");
+    r->run_dir = fb_strdup(dir);
+    /* DeepSpeed's key, top level. */
+    r->steps_per_print = cj_int(c, "steps_per_print", 10);
+    if (r->steps_per_print <= 0)
+        cj_invalid(c, "steps_per_print", "a positive integer");
+}
+
+void config_read_data(cj_ctx_t *c, config_t *cfg)
+{
+    data_config_t *d = &cfg->data;
+    const model_config_t *m = &cfg->model;
+    cj_section(c, "data");
+    const char *train = cj_string(c, "data.train", cj_default_string(c, "data.train"));
+    if (!*train)
+        cj_invalid(c, "data.train", "a non-empty path of the training corpus");
+    d->train_path = fb_strdup(train);
+    const char *tok = cj_string(c, "data.tokenizer", cj_default_string(c, "data.tokenizer"));
+    if (!*tok)
+        cj_invalid(c, "data.tokenizer", "\"bytes\" or a tokenizer file");
+    d->tokenizer = fb_strdup(tok);
+    d->seq_len = cj_int(c, "data.seq_len", (int)cj_default_integer(c, "data.seq_len"));
+    d->overlap = cj_int(c, "data.overlap", (int)cj_default_integer(c, "data.overlap"));
+    d->min_seq_len = cj_int(c, "data.min_seq_len", (int)cj_default_integer(c, "data.min_seq_len"));
+    if (d->seq_len < 2)
+        cj_invalid(c, "data.seq_len", "an integer >= 2 (a window needs an input and a target token)");
+    if (d->overlap < 0 || d->overlap >= d->seq_len)
+        cj_invalid(c, "data.overlap", "an integer in [0, data.seq_len = %d)", d->seq_len);
+    if (d->min_seq_len < 2 || d->min_seq_len > d->seq_len)
+        cj_invalid(c, "data.min_seq_len", "an integer in [2, data.seq_len = %d]", d->seq_len);
+    if (d->seq_len > m->max_position_embeddings)
+        cj_invalid(c, "data.seq_len", "at most model.max_position_embeddings (%d)", m->max_position_embeddings);
+    if (strcmp(d->tokenizer, "bytes") == 0 && m->vocab_size < FB_BYTES_VOCAB_MIN)
+        cj_invalid(c, "model.vocab_size",
+                   "at least %d with data.tokenizer \"bytes\" (256 bytes + pad, bos, eos, <|chapter_sep|> "
+                   "and 9 genre tokens)",
+                   FB_BYTES_VOCAB_MIN);
+}

@@ -1,0 +1,27 @@
+/* The section readers config_load runs over the merged tree, in this order
+ * (later readers use earlier results: the scheduler needs run.steps and the
+ * optimizer's lr). Internal to src/config. */
+#ifndef FABULA_CONFIG_CONFIG_INTERNAL_H
+#define FABULA_CONFIG_CONFIG_INTERNAL_H
+
+#include "config/config.h"
+#include "config/config_json.h"
+
+/* run.* and steps_per_print. */
+void config_read_run(cj_ctx_t *c, config_t *cfg);
+void config_read_model(cj_ctx_t *c, config_t *cfg);
+/* data.*, checked against the model (vocabulary, positions). */
+void config_read_data(cj_ctx_t *c, config_t *cfg);
+/* The DeepSpeed batch triple for `world_size` data-parallel ranks. */
+void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size);
+void config_read_optimizer(cj_ctx_t *c, config_t *cfg);
+/* `linked`: the scheduler is the default's, whose total_num_steps and
+ * warmup_max_lr follow run.steps and the optimizer's lr unless given. */
+void config_read_scheduler(cj_ctx_t *c, config_t *cfg, int linked);
+/* fp16, bf16, gradient_clipping. */
+void config_read_precision(cj_ctx_t *c, config_t *cfg);
+void config_read_zero(cj_ctx_t *c, config_t *cfg);
+/* Top-level DeepSpeed keys accepted without effect, and the refused ones. */
+void config_read_compat(cj_ctx_t *c);
+
+#endif

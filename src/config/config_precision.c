@@ -1,0 +1,50 @@
+/* "fp16", "bf16" and "gradient_clipping". fp16 defaults are DeepSpeed's
+ * dynamic loss scaler's (deepspeed/runtime/fp16/loss_scaler.py and
+ * runtime/constants.py): scale 2^16, window 1000, hysteresis 2, min 1. */
+#include "config/config_internal.h"
+
+static const cj_inert_t fp16_inert[] = {
+    {"auto_cast", CJ_BOOL},                     /* fabula casts inside its kernels */
+    {"fp16_master_weights_and_grads", CJ_BOOL}, /* master weights are always fp32 */
+    {"consecutive_hysteresis", CJ_BOOL},
+};
+
+static const cj_inert_t bf16_inert[] = {
+    {"immediate_grad_update", CJ_BOOL},
+};
+
+static void read_fp16(cj_ctx_t *c, fp16_config_t *f)
+{
+    cj_section(c, "fp16");
+    f->enabled = cj_bool(c, "fp16.enabled", 0);
+    f->loss_scale = cj_real(c, "fp16.loss_scale", 0.0);
+    if (!(f->loss_scale >= 0))
+        cj_invalid(c, "fp16.loss_scale", "a number >= 0 (0 = dynamic loss scaling)");
+    f->initial_scale_power = cj_int(c, "fp16.initial_scale_power", 16);
+    if (f->initial_scale_power < 0 || f->initial_scale_power > 64)
+        cj_invalid(c, "fp16.initial_scale_power", "an integer in [0, 64] (initial scale 2^power)");
+    f->loss_scale_window = cj_int(c, "fp16.loss_scale_window", 1000);
+    if (f->loss_scale_window <= 0)
+        cj_invalid(c, "fp16.loss_scale_window", "a positive integer");
+    f->hysteresis = cj_int(c, "fp16.hysteresis", 2);
+    if (f->hysteresis < 1)
+        cj_invalid(c, "fp16.hysteresis", "an integer >= 1");
+    f->min_loss_scale = cj_real(c, "fp16.min_loss_scale", 1.0);
+    if (!(f->min_loss_scale > 0))
+        cj_invalid(c, "fp16.min_loss_scale", "a number > 0");
+    cj_accept_inert(c, "fp16", fp16_inert, sizeof fp16_inert / sizeof *fp16_inert);
+}
+
+void config_read_precision(cj_ctx_t *c, config_t *cfg)
+{
+    read_fp16(c, &cfg->fp16);
+    cj_section(c, "bf16");
+    cfg->bf16_enabled = cj_bool(c, "bf16.enabled", 0);
+    cj_accept_inert(c, "bf16", bf16_inert, sizeof bf16_inert / sizeof *bf16_inert);
+    if (cfg->fp16.enabled && cfg->bf16_enabled)
+        cj_fail(c, "fp16.enabled and bf16.enabled are both true: choose one (as DeepSpeed requires)");
+
+    cfg->gradient_clipping = cj_real(c, "gradient_clipping", 0.0);
+    if (!(cfg->gradient_clipping >= 0))
+        cj_invalid(c, "gradient_clipping", "a number >= 0 (0 = no clipping)");
+}

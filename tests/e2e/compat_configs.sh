@@ -1,0 +1,81 @@
+#!/bin/sh
+# DeepSpeed configs as users write them (tests/data/ds_configs, see its
+# SOURCES.md) run unchanged under `fabula train --dry-run`, or are refused
+# with exit 2 naming the key. The effective config must hold the batch triple
+# that DeepSpeed's rule gives: train_batch_size = micro * gas * world size.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+cd "$SCRATCH" || exit 99
+DS="$FB_SRCDIR/tests/data/ds_configs"
+RD="$SCRATCH/rundir"
+
+# dry NP [OPTIONS...] [CONFIG]: dry run on NP ranks, output in out.txt/err.txt
+# (options before the config files: `fabula train` stops at the first file).
+dry() {
+    np=$1; shift
+    timeout 120 $MPIEXEC -n "$np" "$FABULA" train --dry-run --set "run.run_dir=$RD" "$@" \
+        >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
+    RC=$?
+}
+
+# The value of a top-level integer key in the effective config (printed
+# after 'fabula: effective config:', indented by 2 at the top level).
+eff() {
+    sed -n '/^fabula: effective config:/,$p' "$SCRATCH/out.txt" | sed -n "s/^  \"$1\": \([0-9][0-9]*\),\{0,1\}\$/\1/p"
+}
+
+# The integer a config file gives for a key ("" when absent or "auto").
+given() {
+    sed -n "s/.*\"$2\": *\([0-9][0-9]*\).*/\1/p" "$1" | head -n 1
+}
+
+# expect_triple NAME TBS MICRO GAS NP: exit 0, the triple, and the identity.
+expect_triple() {
+    t=$(eff train_batch_size); m=$(eff train_micro_batch_size_per_gpu); g=$(eff gradient_accumulation_steps)
+    wt=$2; wm=$3; wg=$4; wn=$5
+    check "$1: exit 0, batch ($2, $3, $4) on $5 rank(s)" \
+        '[ $RC -eq 0 ] && [ "$t" = "$wt" ] && [ "$m" = "$wm" ] && [ "$g" = "$wg" ] && [ $((m * g * wn)) -eq "$t" ]'
+    [ "$RC" -eq 0 ] || sed 's/^/  /' "$SCRATCH/err.txt"
+}
+
+# The default's micro batch and gas: what all-"auto" batch keys resolve to.
+dry 1
+DM=$(eff train_micro_batch_size_per_gpu); DG=$(eff gradient_accumulation_steps)
+check "default config: exit 0 with a micro batch" '[ $RC -eq 0 ] && [ -n "$DM" ] && [ -n "$DG" ]'
+
+# train_batch_size (and gas 1) given: micro = tbs / (gas * world).
+for f in deepspeedai__DeepSpeedExamples__ds_fp16_z1_config microsoft__DeepSpeedExamples__ds_config; do
+    tbs=$(given "$DS/$f.json" train_batch_size)
+    for np in 1 2; do
+        dry "$np" "$DS/$f.json"
+        expect_triple "$f" "$tbs" $((tbs / np)) 1 "$np"
+    done
+    check "$f: fp16 enabled as the file says" 'grep -q "\"enabled\": true" "$SCRATCH/out.txt"'
+done
+check "no-effect keys are noted, not warned" \
+    'grep -q "note: accepted without effect.*wall_clock_breakdown" "$SCRATCH/err.txt" && ! grep -q warning "$SCRATCH/err.txt"'
+
+# All batch keys "auto" (or absent): the default's micro batch and gas.
+for f in hiyouga__LLaMA-Factory__ds_z0_config lm-sys__FastChat__deepspeed_config_s2 modelscope__ms-swift__zero1; do
+    dry 1 "$DS/$f.json"
+    expect_triple "$f" $((DM * DG)) "$DM" "$DG" 1
+    check "$f: \"auto\" resolutions are noted" 'grep -q "note: resolved from \"auto\":.*train_micro_batch_size_per_gpu=" "$SCRATCH/err.txt"'
+done
+dry 2 "$DS/lm-sys__FastChat__deepspeed_config_s2.json"
+expect_triple "FastChat on 2 ranks" $((DM * DG * 2)) "$DM" "$DG" 2
+check "FastChat: ZeRO 2 with optimizer offload to the CPU" \
+    'grep -q "\"stage\": 2" "$SCRATCH/out.txt" && grep -q "\"device\": \"cpu\"" "$SCRATCH/out.txt"'
+
+# accelerate's file gives gradient_accumulation_steps = 1 with the other two
+# "auto": DeepSpeed's rule cannot fix the batch from gas alone -> exit 2
+# naming the keys; with a micro batch added it runs.
+f=huggingface__accelerate__ds_config_zero2
+dry 1 "$DS/$f.json"
+check "$f: exit 2 naming gradient_accumulation_steps and train_micro_batch_size_per_gpu" \
+    '[ $RC -eq 2 ] && grep -q "gradient_accumulation_steps" "$SCRATCH/err.txt" && grep -q "train_micro_batch_size_per_gpu" "$SCRATCH/err.txt"'
+dry 2 --set train_micro_batch_size_per_gpu=4 "$DS/$f.json"
+gas=$(given "$DS/$f.json" gradient_accumulation_steps)
+expect_triple "$f + micro 4" $((4 * gas * 2)) 4 "$gas" 2
+check "$f: WarmupLR with warmup_max_lr \"auto\" = the optimizer's lr" \
+    'grep -q "WarmupLR" "$SCRATCH/out.txt" && grep -q "note: resolved from \"auto\":.*scheduler.params.warmup_max_lr=" "$SCRATCH/err.txt"'
+check "dry runs create no run directory" '[ ! -e "$RD" ]'
+finish
