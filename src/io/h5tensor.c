@@ -1,0 +1,380 @@
+/* Whole-dataset HDF5 reads and writes with checked calls and messages that
+ * name the file and the dataset. */
+#include "io/h5tensor.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/error.h"
+
+/* ------------------------------------------------------------ names */
+
+/* The file an object belongs to, for messages. Caller frees. */
+static char *file_name_of(hid_t obj)
+{
+    ssize_t n = H5Fget_name(obj, NULL, 0);
+    CHECK_H5(n);
+    char *s = fb_malloc((size_t)n + 1);
+    CHECK_H5(H5Fget_name(obj, s, (size_t)n + 1));
+    return s;
+}
+
+/* The path of an object inside its file ("/" for the file itself). */
+static char *object_path_of(hid_t obj)
+{
+    ssize_t n = H5Iget_name(obj, NULL, 0);
+    CHECK_H5(n);
+    char *s = fb_malloc((size_t)n + 1);
+    CHECK_H5(H5Iget_name(obj, s, (size_t)n + 1));
+    if (n == 0)
+        strcpy(s, "/");
+    return s;
+}
+
+/* ------------------------------------------------------------ files */
+
+hid_t h5_open_read(const char *path)
+{
+    if (access(path, R_OK) != 0)
+        fb_fatal(FB_EXIT_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* The file is readable, so a failure here is about its content: say that
+     * plainly instead of printing HDF5's stack. */
+    H5E_auto2_t func;
+    void *client;
+    CHECK_H5(H5Eget_auto2(H5E_DEFAULT, &func, &client));
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, NULL, NULL));
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, func, client));
+    if (f < 0)
+        fb_fatal(FB_EXIT_IO, "%s: cannot open as HDF5 (not an HDF5 file, damaged, or locked by a writer)", path);
+    return f;
+}
+
+hid_t h5_create(const char *path)
+{
+    /* The 1.8 object-header format stores attributes larger than 64 KiB
+     * (a whole config, say) in dense storage instead of failing. */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    CHECK_H5(fapl);
+    CHECK_H5(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK_H5(H5Pclose(fapl));
+    if (f < 0)
+        fb_fatal(FB_EXIT_IO, "%s: cannot create HDF5 file (see the HDF5 error stack above)", path);
+    return f;
+}
+
+void h5_close(hid_t file)
+{
+    CHECK_H5(H5Fclose(file));
+}
+
+/* ------------------------------------------------------------ lookup */
+
+int h5_exists(hid_t file, const char *path)
+{
+    char *p = fb_strdup(path);
+    size_t len = strlen(p);
+    while (len > 1 && p[len - 1] == '/')
+        p[--len] = '\0';
+    if (len == 0 || strcmp(p, "/") == 0 || strcmp(p, ".") == 0) {
+        free(p);
+        return 1;
+    }
+    /* H5Lexists fails (rather than returning 0) when a parent is missing,
+     * so walk the prefixes: "/a", "/a/b", ..., each but the last a group. */
+    int found = 1;
+    for (size_t i = 1; i <= len && found; i++) {
+        if (i < len && (p[i] != '/' || p[i - 1] == '/'))
+            continue;
+        char saved = p[i];
+        p[i] = '\0';
+        htri_t e = H5Lexists(file, p, H5P_DEFAULT);
+        CHECK_H5(e);
+        if (!e) {
+            found = 0;
+        } else if (i < len) {
+            hid_t o = H5Oopen(file, p, H5P_DEFAULT);
+            CHECK_H5(o);
+            H5I_type_t t = H5Iget_type(o);
+            CHECK_H5(t);
+            CHECK_H5(H5Oclose(o));
+            found = t == H5I_GROUP;
+        }
+        p[i] = saved;
+    }
+    free(p);
+    return found;
+}
+
+/* Opens `path` as a dataset, or ends the run with a message naming it. */
+static hid_t open_dataset(hid_t file, const char *path)
+{
+    if (!h5_exists(file, path)) {
+        char *fname = file_name_of(file);
+        fb_fatal(FB_EXIT_DATA, "%s: no dataset %s", fname, path);
+    }
+    hid_t o = H5Oopen(file, path, H5P_DEFAULT);
+    CHECK_H5(o);
+    H5I_type_t t = H5Iget_type(o);
+    CHECK_H5(t);
+    if (t != H5I_DATASET) {
+        char *fname = file_name_of(file);
+        fb_fatal(FB_EXIT_DATA, "%s: %s is not a dataset", fname, path);
+    }
+    return o;
+}
+
+static size_t shape_of(hid_t ds, const char *path, int *ndim, long long *dims)
+{
+    hid_t sp = H5Dget_space(ds);
+    CHECK_H5(sp);
+    H5S_class_t cls = H5Sget_simple_extent_type(sp);
+    CHECK_H5(cls);
+    int nd = H5Sget_simple_extent_ndims(sp);
+    CHECK_H5(nd);
+    if (nd > H5_MAX_RANK) {
+        char *fname = file_name_of(ds);
+        fb_fatal(FB_EXIT_DATA, "%s: dataset %s has rank %d, at most %d supported", fname, path, nd,
+                 H5_MAX_RANK);
+    }
+    hsize_t hd[H5_MAX_RANK];
+    CHECK_H5(H5Sget_simple_extent_dims(sp, hd, NULL));
+    CHECK_H5(H5Sclose(sp));
+    size_t numel = cls == H5S_NULL ? 0 : 1;
+    for (int i = 0; i < nd; i++) {
+        numel *= (size_t)hd[i];
+        if (dims)
+            dims[i] = (long long)hd[i];
+    }
+    if (ndim)
+        *ndim = nd;
+    return numel;
+}
+
+size_t h5_dataset_numel(hid_t file, const char *path, int *ndim, long long dims[H5_MAX_RANK])
+{
+    hid_t ds = open_dataset(file, path);
+    size_t n = shape_of(ds, path, ndim, dims);
+    CHECK_H5(H5Dclose(ds));
+    return n;
+}
+
+/* ------------------------------------------------------------ reads */
+
+static void read_numeric(hid_t file, const char *path, hid_t memtype, void *out, size_t n)
+{
+    hid_t ds = open_dataset(file, path);
+    size_t have = shape_of(ds, path, NULL, NULL);
+    if (have != n) {
+        char *fname = file_name_of(file);
+        fb_fatal(FB_EXIT_DATA, "%s: dataset %s has %zu elements, expected %zu", fname, path, have, n);
+    }
+    hid_t ft = H5Dget_type(ds);
+    CHECK_H5(ft);
+    H5T_class_t cls = H5Tget_class(ft);
+    CHECK_H5(cls);
+    CHECK_H5(H5Tclose(ft));
+    if (cls != H5T_INTEGER && cls != H5T_FLOAT) {
+        char *fname = file_name_of(file);
+        fb_fatal(FB_EXIT_DATA, "%s: dataset %s is not numeric", fname, path);
+    }
+    if (n > 0)
+        CHECK_H5(H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out));
+    CHECK_H5(H5Dclose(ds));
+}
+
+void h5_read_f32(hid_t file, const char *path, float *out, size_t n)
+{
+    read_numeric(file, path, H5T_NATIVE_FLOAT, out, n);
+}
+
+void h5_read_f64(hid_t file, const char *path, double *out, size_t n)
+{
+    read_numeric(file, path, H5T_NATIVE_DOUBLE, out, n);
+}
+
+void h5_read_i32(hid_t file, const char *path, int *out, size_t n)
+{
+    read_numeric(file, path, H5T_NATIVE_INT, out, n);
+}
+
+void h5_read_i64(hid_t file, const char *path, long long *out, size_t n)
+{
+    read_numeric(file, path, H5T_NATIVE_LLONG, out, n);
+}
+
+double h5_read_scalar_f64(hid_t file, const char *path)
+{
+    double v;
+    read_numeric(file, path, H5T_NATIVE_DOUBLE, &v, 1);
+    return v;
+}
+
+/* ------------------------------------------------------------ attributes */
+
+/* Opens attribute `name` of `obj`, checking it holds one value of `want`. */
+static hid_t open_attr(hid_t obj, const char *name, H5T_class_t want, const char *want_text)
+{
+    htri_t e = H5Aexists(obj, name);
+    CHECK_H5(e);
+    if (!e) {
+        char *fname = file_name_of(obj), *opath = object_path_of(obj);
+        fb_fatal(FB_EXIT_DATA, "%s: %s has no attribute '%s'", fname, opath, name);
+    }
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    CHECK_H5(a);
+    hid_t ft = H5Aget_type(a);
+    CHECK_H5(ft);
+    H5T_class_t cls = H5Tget_class(ft);
+    CHECK_H5(cls);
+    CHECK_H5(H5Tclose(ft));
+    hid_t sp = H5Aget_space(a);
+    CHECK_H5(sp);
+    hssize_t npoints = H5Sget_simple_extent_npoints(sp);
+    CHECK_H5(npoints);
+    CHECK_H5(H5Sclose(sp));
+    if (cls != want || npoints != 1) {
+        char *fname = file_name_of(obj), *opath = object_path_of(obj);
+        fb_fatal(FB_EXIT_DATA, "%s: attribute '%s' of %s is not a single %s", fname, name, opath, want_text);
+    }
+    return a;
+}
+
+char *h5_read_attr_string(hid_t obj, const char *name)
+{
+    hid_t a = open_attr(obj, name, H5T_STRING, "string");
+    hid_t ft = H5Aget_type(a);
+    CHECK_H5(ft);
+    htri_t variable = H5Tis_variable_str(ft);
+    CHECK_H5(variable);
+    H5T_cset_t cset = H5Tget_cset(ft);
+    CHECK_H5(cset);
+    /* The memory type keeps the stored character set: HDF5 refuses to
+     * convert between ASCII and UTF-8 strings. */
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    CHECK_H5(mt);
+    CHECK_H5(H5Tset_cset(mt, cset));
+    char *result;
+    if (variable) {
+        char *s = NULL;
+        CHECK_H5(H5Tset_size(mt, H5T_VARIABLE));
+        CHECK_H5(H5Aread(a, mt, &s));
+        result = fb_strdup(s ? s : "");
+        CHECK_H5(H5free_memory(s));
+    } else {
+        size_t size = H5Tget_size(ft);
+        FB_ASSERT(size > 0);
+        H5T_str_t pad = H5Tget_strpad(ft);
+        CHECK_H5(pad);
+        CHECK_H5(H5Tset_size(mt, size));
+        CHECK_H5(H5Tset_strpad(mt, pad));
+        result = fb_calloc(size + 1, 1);
+        CHECK_H5(H5Aread(a, mt, result));
+        if (pad == H5T_STR_SPACEPAD) {
+            size_t n = strlen(result);
+            while (n > 0 && result[n - 1] == ' ')
+                result[--n] = '\0';
+        }
+    }
+    CHECK_H5(H5Tclose(mt));
+    CHECK_H5(H5Tclose(ft));
+    CHECK_H5(H5Aclose(a));
+    return result;
+}
+
+long long h5_read_attr_i64(hid_t obj, const char *name)
+{
+    hid_t a = open_attr(obj, name, H5T_INTEGER, "integer");
+    long long v;
+    CHECK_H5(H5Aread(a, H5T_NATIVE_LLONG, &v));
+    CHECK_H5(H5Aclose(a));
+    return v;
+}
+
+/* ------------------------------------------------------------ writes */
+
+static void write_dataset(hid_t file, const char *path, hid_t filetype, hid_t memtype, const void *data,
+                          int ndim, const long long *dims)
+{
+    FB_ASSERT(ndim >= 0 && ndim <= H5_MAX_RANK);
+    hsize_t hd[H5_MAX_RANK];
+    size_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        FB_ASSERT(dims[i] >= 0);
+        hd[i] = (hsize_t)dims[i];
+        numel *= (size_t)dims[i];
+    }
+    hid_t sp = ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(ndim, hd, NULL);
+    CHECK_H5(sp);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    CHECK_H5(lcpl);
+    CHECK_H5(H5Pset_create_intermediate_group(lcpl, 1));
+    hid_t ds = H5Dcreate2(file, path, filetype, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    if (ds < 0) {
+        char *fname = file_name_of(file);
+        fb_fatal(FB_EXIT_IO, "%s: cannot create dataset %s (it may exist already; see the HDF5 error stack above)",
+                 fname, path);
+    }
+    if (numel > 0)
+        CHECK_H5(H5Dwrite(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+    CHECK_H5(H5Dclose(ds));
+    CHECK_H5(H5Pclose(lcpl));
+    CHECK_H5(H5Sclose(sp));
+}
+
+void h5_write_f32(hid_t file, const char *path, const float *data, int ndim, const long long *dims)
+{
+    write_dataset(file, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, data, ndim, dims);
+}
+
+void h5_write_f64(hid_t file, const char *path, const double *data, int ndim, const long long *dims)
+{
+    write_dataset(file, path, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, data, ndim, dims);
+}
+
+void h5_write_i32(hid_t file, const char *path, const int *data, int ndim, const long long *dims)
+{
+    write_dataset(file, path, H5T_STD_I32LE, H5T_NATIVE_INT, data, ndim, dims);
+}
+
+void h5_write_i64(hid_t file, const char *path, const long long *data, int ndim, const long long *dims)
+{
+    write_dataset(file, path, H5T_STD_I64LE, H5T_NATIVE_LLONG, data, ndim, dims);
+}
+
+/* Creates attribute `name` (replacing an existing one) and writes `buf`. */
+static void write_attr(hid_t obj, const char *name, hid_t filetype, hid_t memtype, const void *buf)
+{
+    htri_t e = H5Aexists(obj, name);
+    CHECK_H5(e);
+    if (e)
+        CHECK_H5(H5Adelete(obj, name));
+    hid_t sp = H5Screate(H5S_SCALAR);
+    CHECK_H5(sp);
+    hid_t a = H5Acreate2(obj, name, filetype, sp, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_H5(a);
+    CHECK_H5(H5Awrite(a, memtype, buf));
+    CHECK_H5(H5Aclose(a));
+    CHECK_H5(H5Sclose(sp));
+}
+
+void h5_write_attr_string(hid_t obj, const char *name, const char *value)
+{
+    /* HDF5 has no zero-size string type: "" is stored as one NUL byte. */
+    size_t len = strlen(value);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    CHECK_H5(t);
+    CHECK_H5(H5Tset_size(t, len > 0 ? len : 1));
+    CHECK_H5(H5Tset_strpad(t, H5T_STR_NULLPAD));
+    CHECK_H5(H5Tset_cset(t, H5T_CSET_UTF8));
+    write_attr(obj, name, t, t, len > 0 ? value : "");
+    CHECK_H5(H5Tclose(t));
+}
+
+void h5_write_attr_i64(hid_t obj, const char *name, long long value)
+{
+    write_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &value);
+}
