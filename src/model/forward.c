@@ -1,0 +1,96 @@
+/* Forward pass over one packed micro-batch (docs/model.md, "Forward"). */
+#include <math.h>
+#include <string.h>
+
+#include "model/model_impl.h"
+#include "util/error.h"
+
+static void load_inputs(model_t *m, const model_input_t *in)
+{
+    if (in->T > m->max_tokens || in->T < 1)
+        fb_fatal(FB_EXIT_INTERNAL, "micro-batch of %d tokens exceeds the %d the model was sized for",
+                 in->T, m->max_tokens);
+    const ops_t *o = m->ops;
+    const size_t T = (size_t)in->T;
+    o->to_backend(m->tokens, in->tokens, T * sizeof(int32_t));
+    o->to_backend(m->positions, in->positions, T * sizeof(int32_t));
+    o->to_backend(m->targets, in->targets, T * sizeof(int32_t));
+    o->to_backend(m->cu_seqlens, in->cu_seqlens, ((size_t)in->nseq + 1) * sizeof(int32_t));
+    m->T = in->T;
+    m->nseq = in->nseq;
+}
+
+static void attention_block(model_t *m, int l)
+{
+    const ops_t *o = m->ops;
+    const model_config_t *mc = &m->mc;
+    const layer_weights_t *w = &m->w.layers[l];
+    layer_acts_t *a = &m->acts[l];
+    const int T = m->T, D = mc->hidden_size, H = mc->num_attention_heads, KV = mc->num_key_value_heads;
+    const float theta = (float)mc->rope_theta;
+
+    o->rmsnorm_fwd(a->h1, a->rstd1, a->x_in, w->ln1, T, D, (float)mc->rms_norm_eps);
+    o->matmul(a->q, a->h1, w->wq, T, m->qdim, D, 0, 1, 0.0f);
+    o->matmul(a->k, a->h1, w->wk, T, m->kvdim, D, 0, 1, 0.0f);
+    o->matmul(a->v, a->h1, w->wv, T, m->kvdim, D, 0, 1, 0.0f);
+    o->rope_fwd(a->q, m->positions, T, H, m->hd, theta);
+    o->rope_fwd(a->k, m->positions, T, KV, m->hd, theta);
+    o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->cu_seqlens, m->nseq, T, H, KV, m->hd);
+    o->copy(a->x_mid, a->x_in, (size_t)T * D * sizeof(float));
+    o->matmul(a->x_mid, a->att, w->wo, T, D, m->qdim, 0, 1, 1.0f);
+}
+
+static void dense_ffn(model_t *m, int l, float *x_out)
+{
+    const ops_t *o = m->ops;
+    const layer_weights_t *w = &m->w.layers[l];
+    layer_acts_t *a = &m->acts[l];
+    const int T = m->T, D = m->mc.hidden_size, I = m->mc.intermediate_size;
+    o->matmul(a->g, a->h2, w->w_gate, T, I, D, 0, 1, 0.0f);
+    o->matmul(a->u, a->h2, w->w_up, T, I, D, 0, 1, 0.0f);
+    o->swiglu_fwd(a->act, a->g, a->u, (size_t)T * I);
+    o->matmul(x_out, a->act, w->w_down, T, D, I, 0, 1, 1.0f);
+}
+
+void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc, model_stats_t *stats)
+{
+    const ops_t *o = m->ops;
+    const model_config_t *mc = &m->mc;
+    load_inputs(m, in);
+    m->sc = *sc;
+    const int T = m->T, D = mc->hidden_size, V = mc->vocab_size, L = mc->num_hidden_layers;
+    memset(stats, 0, sizeof *stats);
+
+    o->embedding_fwd(m->acts[0].x_in, m->tokens, m->w.embed, T, D);
+    for (int l = 0; l < L; l++) {
+        layer_acts_t *a = &m->acts[l];
+        float *x_out = l + 1 < L ? m->acts[l + 1].x_in : m->x_final;
+        attention_block(m, l);
+        o->rmsnorm_fwd(a->h2, a->rstd2, a->x_mid, m->w.layers[l].ln2, T, D, (float)mc->rms_norm_eps);
+        o->copy(x_out, a->x_mid, (size_t)T * D * sizeof(float));
+        if (model_layer_is_moe(mc, l))
+            model_forward_moe(m, l, a->h2, x_out, stats);
+        else
+            dense_ffn(m, l, x_out);
+    }
+    o->rmsnorm_fwd(m->hf, m->rstdf, m->x_final, m->w.norm, T, D, (float)mc->rms_norm_eps);
+    o->matmul(m->logits, m->hf, m->w.head, T, V, D, 0, 1, 0.0f);
+    o->cross_entropy(m->token_loss, m->dlogits, m->logits, m->targets, T, V,
+                     (float)(1.0 / sc->lm_denominator));
+
+    o->to_host(m->host_loss, m->token_loss, (size_t)T * sizeof(float));
+    double sum = 0.0;
+    for (int t = 0; t < T; t++)
+        sum += m->host_loss[t];
+    long ntargets = 0;
+    for (int t = 0; t < T; t++)
+        ntargets += in->targets[t] >= 0;
+    stats->lm_sum = sum;
+    stats->ntargets = ntargets;
+    if (m->nmoe > 0) {
+        stats->aux /= m->nmoe;
+        stats->z /= m->nmoe;
+    }
+    stats->tokens_per_expert = m->tokens_per_expert;
+    stats->dropped_per_layer = m->dropped_per_layer;
+}

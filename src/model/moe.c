@@ -1,0 +1,102 @@
+/* The MoE FFN: route, plan (capacity), permute, experts, combine; and its
+ * backward (docs/model.md, "MoE FFN" and "Losses"). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_impl.h"
+#include "util/error.h"
+
+void model_forward_moe(model_t *m, int l, const float *h2, float *x_out, model_stats_t *stats)
+{
+    const ops_t *o = m->ops;
+    const model_config_t *mc = &m->mc;
+    const layer_weights_t *w = &m->w.layers[l];
+    layer_acts_t *a = &m->acts[l];
+    const int T = m->T, D = mc->hidden_size, I = mc->intermediate_size;
+    const int E = mc->num_local_experts, K = mc->num_experts_per_tok;
+
+    o->matmul(a->rlogits, h2, w->router, T, E, D, 0, 1, 0.0f);
+    o->router_fwd(a->probs, a->rlse, a->topk_idx, a->topk_w, a->rlogits, T, E, K);
+
+    o->to_host(m->host_topk, a->topk_idx, (size_t)T * K * sizeof(int32_t));
+    moe_plan_t *p = &a->plan;
+    moe_plan_build(p, m->host_topk, T, E, K, moe_capacity(mc->capacity_factor, T, K, E));
+    o->to_backend(p->d_row_token, p->row_token, (size_t)p->R * sizeof(int32_t));
+    o->to_backend(p->d_token_rows, p->token_rows, (size_t)T * K * sizeof(int32_t));
+
+    /* losses of the router, on the host: both need whole-batch means */
+    o->to_host(m->host_probs, a->probs, (size_t)T * E * sizeof(float));
+    o->to_host(m->host_rlse, a->rlse, (size_t)T * sizeof(float));
+    double aux = 0.0, z = 0.0;
+    float *aux_dprob = fb_malloc((size_t)E * sizeof *aux_dprob);
+    const double layer_w = m->sc.mb_weight / m->nmoe;
+    for (int e = 0; e < E; e++) {
+        double P = 0.0;
+        for (int t = 0; t < T; t++)
+            P += m->host_probs[(size_t)t * E + e];
+        P /= T;
+        const double f = (double)p->routed[e] / T;
+        aux += E * f * P;
+        aux_dprob[e] = (float)(layer_w * mc->router_aux_loss_coef * E * f / T);
+    }
+    for (int t = 0; t < T; t++)
+        z += (double)m->host_rlse[t] * m->host_rlse[t];
+    z /= T;
+    o->to_backend(a->aux_dprob, aux_dprob, (size_t)E * sizeof(float));
+    free(aux_dprob);
+    stats->aux += aux;
+    stats->z += z;
+    stats->dropped += (long)T * K - p->R;
+    m->dropped_per_layer[l] = (long)T * K - p->R;
+    for (int e = 0; e < E; e++)
+        m->tokens_per_expert[(size_t)l * E + e] = p->offsets[e + 1] - p->offsets[e];
+
+    const int R = p->R;
+    if (R > 0) {
+        o->permute_fwd(a->xp, h2, p->d_row_token, R, D);
+        o->gmm_fwd(a->g, a->xp, w->w1, p->offsets, E, I, D);
+        o->gmm_fwd(a->u, a->xp, w->w3, p->offsets, E, I, D);
+        o->swiglu_fwd(a->act, a->g, a->u, (size_t)R * I);
+        if (m->sc.training && mc->expert_dropout > 0.0)
+            o->dropout_fwd(a->act, a->mask, (size_t)R * I, (float)mc->expert_dropout,
+                           m->sc.dropout_seed, (uint64_t)l << 40);
+        o->gmm_fwd(a->eo, a->act, w->w2, p->offsets, E, D, I);
+    }
+    o->combine_fwd(m->dtmp, a->eo, p->d_token_rows, a->topk_w, T, K, D);
+    o->axpy(x_out, m->dtmp, (size_t)T * D, 1.0f);
+}
+
+/* dy = m->dx (gradient of the layer output); writes dh2_out (overwritten). */
+void model_backward_moe(model_t *m, int l, float *dh2_out)
+{
+    const ops_t *o = m->ops;
+    const model_config_t *mc = &m->mc;
+    const layer_weights_t *w = &m->w.layers[l];
+    const layer_weights_t *dw = &m->dw.layers[l];
+    layer_acts_t *a = &m->acts[l];
+    moe_plan_t *p = &a->plan;
+    const int T = m->T, D = mc->hidden_size, I = mc->intermediate_size;
+    const int E = mc->num_local_experts, K = mc->num_experts_per_tok, R = p->R;
+
+    o->combine_bwd(m->dxp, m->dtw, m->dx, a->eo, p->d_token_rows, a->topk_w, T, K, D);
+    o->zero(dh2_out, (size_t)T * D * sizeof(float));
+    if (R > 0) {
+        /* m->dxp holds d(expert outputs) [R, D] */
+        o->gmm_bwd_weight(dw->w2, m->dxp, a->act, p->offsets, E, D, I);
+        o->gmm_bwd_data(m->dact, m->dxp, w->w2, p->offsets, E, D, I);
+        if (m->sc.training && mc->expert_dropout > 0.0)
+            o->dropout_bwd(m->dact, a->mask, (size_t)R * I, (float)mc->expert_dropout);
+        o->swiglu_bwd(m->dg, m->du, m->dact, a->g, a->u, (size_t)R * I);
+        o->gmm_bwd_weight(dw->w1, m->dg, a->xp, p->offsets, E, I, D);
+        o->gmm_bwd_weight(dw->w3, m->du, a->xp, p->offsets, E, I, D);
+        o->gmm_bwd_data(m->dxp, m->dg, w->w1, p->offsets, E, I, D);
+        o->gmm_bwd_data(m->dtmp, m->du, w->w3, p->offsets, E, I, D);
+        o->axpy(m->dxp, m->dtmp, (size_t)R * D, 1.0f);
+        o->permute_bwd(dh2_out, m->dxp, p->d_token_rows, T, K, D);
+    }
+    const float z_scale = (float)(2.0 * m->sc.mb_weight * mc->router_z_loss_coef / (m->nmoe * (double)T));
+    o->router_bwd(m->drl, a->probs, a->rlse, a->topk_idx, a->topk_w, m->dtw, a->aux_dprob, z_scale, T, E, K);
+    o->matmul(dw->router, m->drl, a->h2, E, D, T, 1, 0, 1.0f);
+    o->matmul(dh2_out, m->drl, w->router, T, D, E, 0, 0, 1.0f);
+}

@@ -1,0 +1,31 @@
+/* What a training step reports: the console line every steps_per_print and
+ * one JSON line per step in RUN_DIR/metrics.jsonl (rank 0 only). */
+#ifndef FABULA_TRAIN_TRAIN_LOG_H
+#define FABULA_TRAIN_TRAIN_LOG_H
+
+#include "config/config.h"
+#include "io/rundir.h"
+
+typedef struct step_record {
+    long step;              /* 1-based */
+    double loss, lm_loss, aux_loss, z_loss;
+    double lr, grad_norm;
+    long tokens, dropped;
+    double step_time, elapsed;
+    const long *expert_tokens;  /* [L * E] tokens kept per expert (MoE layers) */
+} step_record_t;
+
+typedef struct train_log {
+    const config_t *cfg;
+    int active;             /* rank 0 */
+    metrics_t *metrics;
+    double first_loss, last_loss;
+    double tokens_total, time_total;
+    long steps_logged;
+} train_log_t;
+
+void train_log_open(train_log_t *log, const config_t *cfg, int active);
+void train_log_step(train_log_t *log, const step_record_t *rec);
+void train_log_close(train_log_t *log, int exit_code);
+
+#endif

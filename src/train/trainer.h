@@ -1,0 +1,11 @@
+/* The training loop: builds the model, data and optimizer from a validated
+ * config and runs cfg->run.steps optimizer steps. */
+#ifndef FABULA_TRAIN_TRAINER_H
+#define FABULA_TRAIN_TRAINER_H
+
+#include "config/config.h"
+
+/* Returns the process exit code (FB_EXIT_OK, or FB_EXIT_DIVERGED). */
+int trainer_run(const config_t *cfg);
+
+#endif
