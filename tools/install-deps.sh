@@ -2,11 +2,18 @@
 # Installs what fabula needs to build, test and validate on Debian 12 (as
 # root). MPICH is the reference MPI; parallel HDF5 is built against it.
 # python3-torch and python3-h5py serve the PyTorch reference (validation/).
+# The Hugging Face `tokenizers` package (tests/e2e/tokenizer_hf.sh and
+# bench/tokenizer_encode.sh compare fabula with it) is not packaged by Debian:
+# it comes from PyPI into Debian's own python3, so the tests find it next to
+# torch. Debian marks that interpreter externally managed, hence
+# --break-system-packages; --no-deps keeps pip from replacing Debian's
+# modules (tokenizers needs huggingface_hub only for downloads, never used).
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
       libjansson-dev libopenblas-dev libpcre2-dev libpapi-dev
-      python3 python3-numpy python3-h5py python3-torch"
+      python3 python3-numpy python3-h5py python3-torch python3-pip"
+TOKENIZERS_VERSION=0.22.2
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (or install these packages): $PKGS" >&2
     exit 1
@@ -15,4 +22,5 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
-echo "install-deps.sh: installed: $(echo $PKGS)"
+/usr/bin/python3 -m pip install -q --break-system-packages --no-deps "tokenizers==$TOKENIZERS_VERSION"
+echo "install-deps.sh: installed: $(echo $PKGS), tokenizers $TOKENIZERS_VERSION (pip)"

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Hugging Face equivalence: fabula's ids equal those of the `tokenizers`
+# Python package on every novel of the sample, for tokenizers trained by
+# that package (GPT-2 ByteLevel, Qwen2-style Split + ByteLevel, Llama-3 with
+# ignore_merges, every Split behavior) and for the real GPT-2 and MiniMind
+# tokenizer.json files in tests/data/tokenizers. Needs a Python with
+# `tokenizers` (tools/install-deps.sh installs it); skipped (77) without.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+PY=
+for p in "${PYTHON_TOKENIZERS:-}" "${PYTHON:-}" /usr/bin/python3 python3; do
+    if [ -n "$p" ] && "$p" -c 'import tokenizers' >/dev/null 2>&1; then
+        PY=$p
+        break
+    fi
+done
+if [ -z "$PY" ]; then
+    echo "SKIP: no Python with the 'tokenizers' package (tried \$PYTHON_TOKENIZERS, \$PYTHON, /usr/bin/python3," \
+        "python3); install it: /usr/bin/python3 -m pip install --break-system-packages tokenizers"
+    exit 77
+fi
+echo "using $PY (tokenizers $("$PY" -c 'import tokenizers; print(tokenizers.__version__)'))"
+D="$FB_SRCDIR/tests/data/tokenizers"
+"$PY" "$FB_SRCDIR/tests/hf_equivalence.py" --fabula "$FABULA" --launcher "$MPIEXEC -n 1" \
+    --corpus "$FB_SRCDIR/inputs/sample.jsonl" --workdir "$SCRATCH" \
+    --tokenizer-json "$D/gpt2/tokenizer.json" --tokenizer-json "$D/minimind/tokenizer.json"
