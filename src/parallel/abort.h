@@ -6,4 +6,8 @@
 /* MPI_Abort on MPI_COMM_WORLD with `code` (never returns). */
 _Noreturn void parallel_abort(int code);
 
+/* A function parallel_abort runs on the failing rank before the job goes
+ * down (e.g. removing a half-written file); NULL clears it. */
+void parallel_set_abort_hook(void (*hook)(void));
+
 #endif

@@ -1,0 +1,31 @@
+/* `fabula prep`: novels (.json/.jsonl) to one corpus HDF5 file
+ * (docs/prep.md, docs/corpus-format.md). Collective: every rank calls
+ * prep_run with the same options; each reads and tokenizes its share of the
+ * inputs, and all write the file together through MPI-IO. The datasets do
+ * not depend on the number of ranks. */
+#ifndef FABULA_DATA_PREP_H
+#define FABULA_DATA_PREP_H
+
+#include <stdint.h>
+
+typedef struct prep_options {
+    char *const *inputs;        /* files or directories */
+    int ninputs;
+    const char *tokenizer;      /* tokenizer_load spec ("bytes", a file) */
+    const char *output;         /* the .h5 file */
+    int max_seq_len, overlap, min_seq_len;
+    double valid_fraction;      /* share of novels held out, [0, 1) */
+    uint64_t seed;
+    int strict;                 /* a malformed record is fatal (exit 3) */
+    int force;                  /* replace an existing output */
+    int quiet;                  /* no progress lines (the summary is printed) */
+} prep_options_t;
+
+/* Runs prep; returns FB_EXIT_OK or ends the job with the documented code:
+ * 2 usage (bad option value, output exists without force), 3 input data
+ * (no usable novel, no sample, malformed record with strict, empty input
+ * directory), 4 I/O. A failed run leaves no output file and no temporary
+ * file behind. */
+int prep_run(const prep_options_t *opt);
+
+#endif
