@@ -7,18 +7,8 @@
 #include <string.h>
 
 #include "parallel/abort.h"
+#include "parallel/mpi_check.h"
 #include "util/error.h"
-
-#define CHECK_MPI(call)                                                        \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        if (rc_ != MPI_SUCCESS) {                                              \
-            char msg_[MPI_MAX_ERROR_STRING];                                   \
-            int len_ = 0;                                                      \
-            MPI_Error_string(rc_, msg_, &len_);                                \
-            fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, #call, msg_);   \
-        }                                                                      \
-    } while (0)
 
 static int world_rank, world_size = 1;
 
@@ -49,8 +39,17 @@ void parallel_finalize(void)
     CHECK_MPI(MPI_Finalize());
 }
 
+static void (*abort_hook)(void);
+
+void parallel_set_abort_hook(void (*hook)(void)) { abort_hook = hook; }
+
 _Noreturn void parallel_abort(int code)
 {
+    /* Cleared first: a hook that fails itself must not run again. */
+    void (*hook)(void) = abort_hook;
+    abort_hook = NULL;
+    if (hook)
+        hook();
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -63,6 +62,16 @@ _Noreturn void parallel_abort(int code)
 
 int parallel_rank(void) { return world_rank; }
 int parallel_size(void) { return world_size; }
+
+int parallel_local_size(void)
+{
+    MPI_Comm node;
+    int n = 1;
+    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    CHECK_MPI(MPI_Comm_size(node, &n));
+    CHECK_MPI(MPI_Comm_free(&node));
+    return n;
+}
 double parallel_wtime(void) { return MPI_Wtime(); }
 void parallel_barrier(void) { CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
 

@@ -10,6 +10,8 @@ void parallel_init(int *argc, char ***argv);
 void parallel_finalize(void);
 int parallel_rank(void);
 int parallel_size(void);
+/* Ranks of this job on this node (MPI_Comm_split_type shared). */
+int parallel_local_size(void);
 double parallel_wtime(void);
 void parallel_barrier(void);
 

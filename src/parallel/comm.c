@@ -1,0 +1,146 @@
+/* comm handles over MPI: communicators, requests and their completion,
+ * statistics and the per-call count limit. The collectives are in
+ * comm_coll.c. */
+#include "parallel/comm.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/comm_internal.h"
+#include "parallel/mpi_check.h"
+#include "util/error.h"
+
+/* 0: the backend's own limit. */
+static size_t max_count_override;
+
+size_t comm_max_count(void) { return max_count_override ? max_count_override : (size_t)INT_MAX; }
+
+void comm_set_max_count(size_t n) { max_count_override = n > (size_t)INT_MAX ? (size_t)INT_MAX : n; }
+
+size_t comm_dtype_size(comm_dtype_t t)
+{
+    switch (t) {
+    case COMM_F32: return sizeof(float);
+    case COMM_F64: return sizeof(double);
+    case COMM_I32: return sizeof(int32_t);
+    case COMM_I64: return sizeof(int64_t);
+    case COMM_BYTE: return 1;
+    }
+    fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_dtype_size", "unknown comm_dtype_t");
+}
+
+static comm_t *wrap(MPI_Comm mpi)
+{
+    /* Errors as return codes, so CHECK_MPI names the failed call; set here
+     * rather than relying on inheritance from the parent. */
+    CHECK_MPI(MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
+    comm_t *c = fb_calloc(1, sizeof *c);
+    c->mpi = mpi;
+    CHECK_MPI(MPI_Comm_rank(mpi, &c->rank));
+    CHECK_MPI(MPI_Comm_size(mpi, &c->size));
+    return c;
+}
+
+comm_t *comm_create_world(void)
+{
+    MPI_Comm mpi;
+    CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &mpi));
+    return wrap(mpi);
+}
+
+comm_t *comm_split(comm_t *parent, int color, int key)
+{
+    FB_ASSERT(parent && color >= 0);
+    MPI_Comm mpi;
+    CHECK_MPI(MPI_Comm_split(parent->mpi, color, key, &mpi));
+    return wrap(mpi);
+}
+
+void comm_free(comm_t **c)
+{
+    if (!c || !*c)
+        return;
+    CHECK_MPI(MPI_Comm_free(&(*c)->mpi));
+    free(*c);
+    *c = NULL;
+}
+
+int comm_rank(const comm_t *c) { return c->rank; }
+int comm_size(const comm_t *c) { return c->size; }
+
+comm_request_t *comm_request_new(comm_t *c, comm_kind_t kind, int n, int *ints)
+{
+    comm_request_t *r = fb_calloc(1, sizeof *r);
+    r->comm = c;
+    r->kind = kind;
+    r->n = n;
+    r->reqs = fb_malloc((size_t)(n > 0 ? n : 1) * sizeof *r->reqs);
+    for (int i = 0; i < n; i++)
+        r->reqs[i] = MPI_REQUEST_NULL;
+    r->ints = ints;
+    return r;
+}
+
+void comm_wait(comm_request_t **req)
+{
+    if (!req || !*req)
+        return;
+    comm_request_t *r = *req;
+    double t0 = MPI_Wtime();
+    /* One by one rather than MPI_Waitall: same completion, and GCC
+     * misreads MPI_STATUSES_IGNORE as a zero-size status array. */
+    for (int i = 0; i < r->n; i++)
+        CHECK_MPI(MPI_Wait(&r->reqs[i], MPI_STATUS_IGNORE));
+    comm_stats_add_wait(r->comm, r->kind, MPI_Wtime() - t0);
+    free(r->reqs);
+    free(r->ints);
+    free(r);
+    *req = NULL;
+}
+
+/* One at a time: the time each wait blocks is charged to that request's
+ * kind, and all must complete anyway. */
+void comm_waitall(comm_request_t **reqs, int n)
+{
+    for (int i = 0; i < n; i++)
+        comm_wait(&reqs[i]);
+}
+
+int comm_test(comm_request_t *req)
+{
+    FB_ASSERT(req);
+    /* Each MPI_Test drives progress; completed requests become
+     * MPI_REQUEST_NULL, which tests as complete. */
+    int all = 1;
+    for (int i = 0; i < req->n; i++) {
+        int done = 0;
+        CHECK_MPI(MPI_Test(&req->reqs[i], &done, MPI_STATUS_IGNORE));
+        all &= done != 0;
+    }
+    return all;
+}
+
+void comm_stats_count(comm_t *c, comm_kind_t kind, uint64_t bytes)
+{
+    c->stats[kind].calls++;
+    c->stats[kind].bytes += bytes;
+}
+
+void comm_stats_add_wait(comm_t *c, comm_kind_t kind, double seconds) { c->stats[kind].wait_seconds += seconds; }
+
+const comm_stats_t *comm_stats(const comm_t *c, comm_kind_t kind)
+{
+    FB_ASSERT(kind >= 0 && kind < COMM_KIND_COUNT);
+    return &c->stats[kind];
+}
+
+void comm_stats_reset(comm_t *c) { memset(c->stats, 0, sizeof c->stats); }
+
+const char *comm_kind_name(comm_kind_t kind)
+{
+    static const char *const names[COMM_KIND_COUNT] = {"allreduce", "reduce_scatter", "allgather", "alltoallv",
+                                                       "alltoall",  "bcast",          "barrier"};
+    FB_ASSERT(kind >= 0 && kind < COMM_KIND_COUNT);
+    return names[kind];
+}

@@ -1,0 +1,139 @@
+/* The comm API: collectives on a process group, blocking and non-blocking,
+ * behind opaque handles so that the trainer never sees which backend
+ * (MPI now, NCCL beside it later) carries them. See docs/parallel.md.
+ *
+ * Conventions:
+ *  - counts and displacements are in elements of the given dtype, as size_t;
+ *    v-collectives take one count (and displacement) per rank of the group;
+ *  - every rank of the group calls every collective, in the same order;
+ *  - a non-blocking call returns a request; its buffers (and the count and
+ *    displacement arrays, which are copied, so those may be reused at once)
+ *    must not be touched until comm_wait/comm_waitall returns or comm_test
+ *    returned 1;
+ *  - a count or displacement above comm_max_count() (INT_MAX for MPI):
+ *    allreduce and bcast split the call into pieces; reduce-scatter,
+ *    allgather, alltoall(v) fail with an internal error naming the call.
+ * Any failed backend call ends the job with FB_EXIT_INTERNAL.
+ */
+#ifndef FABULA_PARALLEL_COMM_H
+#define FABULA_PARALLEL_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct comm comm_t;
+typedef struct comm_request comm_request_t;
+
+typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_I64, COMM_BYTE } comm_dtype_t;
+/* Reductions; COMM_BYTE cannot be reduced. */
+typedef enum { COMM_SUM, COMM_MAX, COMM_MIN } comm_op_t;
+
+size_t comm_dtype_size(comm_dtype_t t);
+
+/* ---- groups of processes ------------------------------------------------ */
+
+/* A communicator over all processes (a duplicate: its traffic never matches
+ * messages of other libraries on the world). Collective over the world. */
+comm_t *comm_create_world(void);
+/* Ranks of `parent` with the same `color` (>= 0) form one new group, ordered
+ * by `key` then parent rank. Collective over `parent`. */
+comm_t *comm_split(comm_t *parent, int color, int key);
+/* Collective over the group; *c becomes NULL (NULL is ignored). */
+void comm_free(comm_t **c);
+int comm_rank(const comm_t *c);
+int comm_size(const comm_t *c);
+
+/* ---- collectives -------------------------------------------------------- */
+
+/* In place: buf[0..count) of every rank becomes the reduction over ranks. */
+void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_t op);
+comm_request_t *comm_iallreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_t op);
+
+/* `send` holds sum(recvcounts) elements, rank j's piece first for j = 0, 1,
+ * ...; rank j receives the reduction of its piece, recvcounts[j] elements
+ * (0 allowed), in `recv`. `send` and `recv` must not overlap. */
+void comm_reduce_scatter(comm_t *c, const void *send, void *recv, const size_t *recvcounts, comm_dtype_t t,
+                         comm_op_t op);
+comm_request_t *comm_ireduce_scatter(comm_t *c, const void *send, void *recv, const size_t *recvcounts,
+                                     comm_dtype_t t, comm_op_t op);
+
+/* Rank j's `sendcount` (== counts[j]) elements land at recv + displs[j] on
+ * every rank; elements outside the pieces are left untouched. */
+void comm_allgatherv(comm_t *c, const void *send, size_t sendcount, void *recv, const size_t *counts,
+                     const size_t *displs, comm_dtype_t t);
+comm_request_t *comm_iallgatherv(comm_t *c, const void *send, size_t sendcount, void *recv, const size_t *counts,
+                                 const size_t *displs, comm_dtype_t t);
+/* In place: each rank's piece already sits at buf + displs[rank]. */
+void comm_allgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const size_t *displs, comm_dtype_t t);
+comm_request_t *comm_iallgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const size_t *displs,
+                                         comm_dtype_t t);
+
+/* sendcounts[j] elements from send + sdispls[j] go to rank j, which stores
+ * them at its recv + rdispls[i] (i the sender, recvcounts[i] == what i sends
+ * it). Zero counts (an empty row or column) are fine. */
+void comm_alltoallv(comm_t *c, const void *send, const size_t *sendcounts, const size_t *sdispls, void *recv,
+                    const size_t *recvcounts, const size_t *rdispls, comm_dtype_t t);
+comm_request_t *comm_ialltoallv(comm_t *c, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                                void *recv, const size_t *recvcounts, const size_t *rdispls, comm_dtype_t t);
+
+/* `count` elements to each rank: send[j*count ..] goes to rank j, recv[i*count
+ * ..] comes from rank i. For small fixed-size exchanges (EP token counts). */
+void comm_alltoall(comm_t *c, const void *send, void *recv, size_t count, comm_dtype_t t);
+comm_request_t *comm_ialltoall(comm_t *c, const void *send, void *recv, size_t count, comm_dtype_t t);
+
+/* `bytes` bytes of `root`'s buf to every rank. */
+void comm_bcast(comm_t *c, void *buf, size_t bytes, int root);
+comm_request_t *comm_ibcast(comm_t *c, void *buf, size_t bytes, int root);
+
+void comm_barrier(comm_t *c);
+
+/* ---- completion --------------------------------------------------------- */
+
+/* Blocks until *req is complete, frees it and sets *req = NULL (a NULL *req
+ * returns at once). */
+void comm_wait(comm_request_t **req);
+/* Waits for every non-NULL reqs[i]; all become NULL. */
+void comm_waitall(comm_request_t **reqs, int n);
+/* 1 when complete (then comm_wait returns at once), else 0. Never blocks.
+ * It also drives the backend's progress: MPI implementations advance
+ * non-blocking collectives mostly inside MPI calls, so a trainer overlapping
+ * reductions with backward calls this between kernels. */
+int comm_test(comm_request_t *req);
+
+/* ---- statistics --------------------------------------------------------- */
+
+typedef enum {
+    COMM_KIND_ALLREDUCE,
+    COMM_KIND_REDUCE_SCATTER,
+    COMM_KIND_ALLGATHER,
+    COMM_KIND_ALLTOALLV,
+    COMM_KIND_ALLTOALL,
+    COMM_KIND_BCAST,
+    COMM_KIND_BARRIER,
+    COMM_KIND_COUNT
+} comm_kind_t;
+
+/* Per group and kind of call, counted by this rank. `bytes` is the payload
+ * this rank hands to the call (docs/parallel.md: allreduce the buffer,
+ * reduce-scatter the whole send buffer, allgather its own piece, alltoall(v)
+ * what it addresses to other ranks, bcast the buffer). `wait_seconds` is the
+ * time spent inside blocking calls and comm_wait/comm_waitall. */
+typedef struct comm_stats {
+    uint64_t calls;
+    uint64_t bytes;
+    double wait_seconds;
+} comm_stats_t;
+
+const comm_stats_t *comm_stats(const comm_t *c, comm_kind_t kind);
+void comm_stats_reset(comm_t *c);
+const char *comm_kind_name(comm_kind_t kind);
+
+/* ---- limits ------------------------------------------------------------- */
+
+/* The largest count or displacement one backend call takes (INT_MAX for
+ * MPI). comm_set_max_count lowers it (0 restores the backend's), so tests
+ * can exercise splitting and the over-limit error on small buffers. */
+size_t comm_max_count(void);
+void comm_set_max_count(size_t n);
+
+#endif

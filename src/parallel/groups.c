@@ -1,0 +1,96 @@
+#include "parallel/groups.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/error.h"
+
+#define EP_KEY "parallel.expert_parallel_size"
+
+/* A config error every rank detects alike: rank 0 prints it and ends the
+ * job. The others give it time to do so, so that one message is seen, and
+ * end themselves only if it never comes. */
+static _Noreturn void refuse(const comm_t *world, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static _Noreturn void refuse(const comm_t *world, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (comm_rank(world) != 0) {
+        for (int i = 0; i < 300; i++) {
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    fb_fatal(FB_EXIT_USAGE, "%s", msg);
+}
+
+/* Every rank must build the same layout, or the splits below would pair
+ * ranks that disagree on who their partners are. */
+static void check_agreement(comm_t *world, int ep_size, int num_local_experts)
+{
+    int64_t lo[2] = {ep_size, num_local_experts}, hi[2] = {ep_size, num_local_experts};
+    comm_allreduce(world, lo, 2, COMM_I64, COMM_MIN);
+    comm_allreduce(world, hi, 2, COMM_I64, COMM_MAX);
+    if (lo[0] != hi[0] || lo[1] != hi[1]) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "ranks disagree on the layout: ep_size %lld..%lld, num_local_experts %lld..%lld",
+                 (long long)lo[0], (long long)hi[0], (long long)lo[1], (long long)hi[1]);
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "groups_create", msg);
+    }
+}
+
+static void validate(const comm_t *world, int ep, int experts)
+{
+    int n = comm_size(world);
+    if (ep < 1)
+        refuse(world, "config key '" EP_KEY "' = %d: expected a positive integer", ep);
+    if (experts <= 1 && ep > 1)
+        refuse(world,
+               "config key '" EP_KEY "' = %d: expected 1 for a dense model (model.num_local_experts = %d: no "
+               "experts to distribute)", ep, experts);
+    if (n % ep != 0)
+        refuse(world, "config key '" EP_KEY "' = %d: expected a divisor of the world size (%d ranks)", ep, n);
+    if (experts > 1 && experts % ep != 0)
+        refuse(world, "config key '" EP_KEY "' = %d: expected a divisor of model.num_local_experts = %d", ep,
+               experts);
+}
+
+void groups_create(groups_t *g, int ep_size, int num_local_experts)
+{
+    memset(g, 0, sizeof *g);
+    g->world = comm_create_world();
+    check_agreement(g->world, ep_size, num_local_experts);
+    validate(g->world, ep_size, num_local_experts);
+
+    int rank = comm_rank(g->world), size = comm_size(g->world);
+    g->dp = comm_split(g->world, 0, rank);
+    g->ep = comm_split(g->world, rank / ep_size, rank);
+    g->edp = comm_split(g->world, rank % ep_size, rank);
+
+    g->world_rank = rank;
+    g->world_size = size;
+    g->dp_rank = comm_rank(g->dp);
+    g->dp_size = comm_size(g->dp);
+    g->ep_rank = comm_rank(g->ep);
+    g->ep_size = comm_size(g->ep);
+    g->edp_rank = comm_rank(g->edp);
+    g->edp_size = comm_size(g->edp);
+    /* The rest of fabula computes partners from these formulas. */
+    FB_ASSERT(g->dp_rank == rank && g->dp_size == size);
+    FB_ASSERT(g->ep_rank == rank % ep_size && g->ep_size == ep_size);
+    FB_ASSERT(g->edp_rank == rank / ep_size && g->edp_size == size / ep_size);
+}
+
+void groups_free(groups_t *g)
+{
+    comm_free(&g->edp);
+    comm_free(&g->ep);
+    comm_free(&g->dp);
+    comm_free(&g->world);
+    memset(g, 0, sizeof *g);
+}
