@@ -1,0 +1,293 @@
+/* fabula plan: answers about a run without running it. `plan sampler`
+ * simulates the data-parallel sampler and packer on a corpus's real sample
+ * lengths for any number of ranks (no MPI, no model). */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "config/config.h"
+#include "data/balance.h"
+#include "data/balance_sim.h"
+#include "data/chapter_lengths.h"
+#include "data/novels.h"
+#include "data/windows.h"
+#include "util/error.h"
+
+#define MAX_RANK_COUNTS 32
+
+static void plan_usage(FILE *f)
+{
+    fprintf(f, "usage: fabula plan <what> [options]\n"
+               "\n"
+               "  sampler   simulate the data-parallel sampler and packer (--help for options)\n");
+}
+
+static void sampler_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fabula plan sampler (--jsonl FILE | --corpus-lengths FILE) --simulate-ranks N[,N...]\n"
+            "                           [options] [CONFIG.json ...]\n"
+            "\n"
+            "Runs only the sampler: for each rank count, S steps of nranks x B samples\n"
+            "are spread over the ranks by uniform, greedy and lpt (docs/loader.md), and\n"
+            "lpt's per-rank lists are packed by sequential and best_fit. Prints the\n"
+            "mean and max imbalance (max/mean - 1 of cost and of tokens) and the packing\n"
+            "efficiency against padding every sample to the max length.\n"
+            "\n"
+            "  --jsonl FILE           novels (.jsonl/.json), byte tokenizer\n"
+            "  --split windows|chapters  with --jsonl: windows of --max-seq-len (the\n"
+            "                         training samples) or one sample per chapter cut to\n"
+            "                         --max-seq-len (default windows)\n"
+            "  --corpus-lengths FILE  sample lengths, one integer a line ('#' comments);\n"
+            "                         longer than --max-seq-len: cut to it\n"
+            "  --simulate-ranks LIST  rank counts, comma-separated (e.g. 8,64,1024)\n"
+            "  --steps S              steps per simulation (default 50)\n"
+            "  --batch B              samples per rank per step (default 16)\n"
+            "  --max-seq-len L        longest sample (default data.seq_len)\n"
+            "  --max-tokens C         tokens per micro-batch (default L)\n"
+            "  --accum G              micro-batches per rank per step (default ceil(B L / C):\n"
+            "                         the memory of B padded samples); budget G C per rank\n"
+            "  --attention-cost X     c of cost = len + c len^2 (default data.attention_cost,\n"
+            "                         derived from the config's model)\n"
+            "  --seed N               sampler seed (default run.seed)\n"
+            "  --set KEY=VALUE        config override, as for train\n"
+            "\n"
+            "exit codes: 0 ok, 2 usage/config, 3 input data, 4 I/O\n");
+}
+
+typedef struct sampler_args {
+    const char *jsonl, *lengths_file, *split;
+    int ranks[MAX_RANK_COUNTS], nranks_list;
+    long steps;
+    int batch, max_seq_len, accum;
+    long long max_tokens;
+    double c;
+    int have_c, have_seed;
+    unsigned long long seed;
+} sampler_args_t;
+
+static long long parse_int(const char *opt, const char *s, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: %s '%s': expected an integer in [%lld, %lld]", opt, s, lo, hi);
+    return v;
+}
+
+static void parse_ranks(sampler_args_t *a, const char *s)
+{
+    char *copy = fb_strdup(s), *save = NULL;
+    a->nranks_list = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (a->nranks_list == MAX_RANK_COUNTS)
+            fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --simulate-ranks: at most %d rank counts", MAX_RANK_COUNTS);
+        a->ranks[a->nranks_list++] = (int)parse_int("--simulate-ranks", tok, 1, 1 << 20);
+    }
+    free(copy);
+    if (a->nranks_list == 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --simulate-ranks needs at least one rank count");
+}
+
+/* One length a line; blank lines and '#' comments skipped. */
+static int64_t read_lengths_file(const char *path, int max_seq_len, int64_t **out, int64_t *cut)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fb_fatal(FB_EXIT_IO, "cannot open lengths file %s: %s", path, strerror(errno));
+    int64_t n = 0, cap = 1024;
+    int64_t *lens = fb_malloc((size_t)cap * sizeof *lens);
+    char line[256];
+    long lineno = 0;
+    *cut = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = line + strspn(line, " \t\r\n");
+        if (!*p || *p == '#')
+            continue;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        end += strspn(end, " \t\r\n");
+        if (errno || end == p || (*end && *end != '#') || v < 1)
+            fb_fatal(FB_EXIT_DATA, "%s:%ld: expected a sample length (an integer >= 1)", path, lineno);
+        if (v > max_seq_len) {
+            v = max_seq_len;
+            (*cut)++;
+        }
+        if (n == cap) {
+            cap *= 2;
+            lens = fb_realloc(lens, (size_t)cap * sizeof *lens);
+        }
+        lens[n++] = v;
+    }
+    if (ferror(f))
+        fb_fatal(FB_EXIT_IO, "cannot read lengths file %s: %s", path, strerror(errno));
+    fclose(f);
+    if (n == 0)
+        fb_fatal(FB_EXIT_DATA, "%s: no sample length", path);
+    *out = lens;
+    return n;
+}
+
+static int64_t load_lengths(const sampler_args_t *a, int64_t **lens, int64_t *cut)
+{
+    if (a->lengths_file)
+        return read_lengths_file(a->lengths_file, a->max_seq_len, lens, cut);
+    novel_set_t novels;
+    novels_load(&novels, a->jsonl);
+    int64_t n;
+    if (strcmp(a->split, "chapters") == 0) {
+        n = chapter_lengths_get(&novels, a->max_seq_len, lens, cut);
+    } else {
+        sample_set_t set;
+        windows_build(&set, &novels, a->max_seq_len, 0, 2);
+        n = set.n;
+        *lens = fb_malloc((size_t)n * sizeof **lens);
+        for (int64_t i = 0; i < n; i++)
+            (*lens)[i] = sample_set_len(&set, i);
+        *cut = 0;
+        sample_set_free(&set);
+    }
+    novels_free(&novels);
+    if (n == 0)
+        fb_fatal(FB_EXIT_DATA, "%s: no sample of at least 2 tokens", a->jsonl);
+    return n;
+}
+
+static void print_report(const sampler_args_t *a, const int64_t *lens, int64_t n, int64_t cut)
+{
+    int64_t tok = 0, lmin = lens[0], lmax = lens[0];
+    for (int64_t i = 0; i < n; i++) {
+        tok += lens[i];
+        lmin = lens[i] < lmin ? lens[i] : lmin;
+        lmax = lens[i] > lmax ? lens[i] : lmax;
+    }
+    long long C = a->max_tokens > 0 ? a->max_tokens : a->max_seq_len;
+    int G = a->accum > 0 ? a->accum : (int)(((long long)a->batch * a->max_seq_len + C - 1) / C);
+    printf("corpus: %lld samples (%s), lengths %lld..%lld, mean %.1f, %lld cut to max_seq_len %d\n", (long long)n,
+           a->lengths_file ? a->lengths_file : a->split, (long long)lmin, (long long)lmax, (double)tok / (double)n,
+           (long long)cut, a->max_seq_len);
+    printf("plan: %ld steps, %d samples per rank per step, micro-batch capacity %lld tokens, %d micro-batches per "
+           "rank, budget %lld tokens per rank, attention cost c = %.6g, seed %llu\n",
+           a->steps, a->batch, C, G, C * G, a->c, a->seed);
+    printf("%8s %8s | %-28s | %-28s | %8s\n", "ranks", "strategy", "cost imbalance mean / max", "token imbalance mean / max",
+           "deferred");
+    for (int i = 0; i < a->nranks_list; i++) {
+        balance_sim_opts_t o = {.nranks = a->ranks[i], .per_rank = a->batch, .steps = a->steps, .capacity = C,
+                                .accum = G, .max_seq_len = a->max_seq_len, .c = a->c, .seed = a->seed};
+        balance_sim_stats_t st;
+        balance_sim_run(lens, n, &o, &st);
+        for (int s = 0; s < BALANCE_NSTRATEGIES; s++)
+            printf("%8d %8s | %12.3f%% / %10.3f%% | %12.3f%% / %10.3f%% | %8lld\n", a->ranks[i],
+                   balance_strategy_name((loader_sampler_t)s), 100 * st.imb_cost_mean[s], 100 * st.imb_cost_max[s],
+                   100 * st.imb_tokens_mean[s], 100 * st.imb_tokens_max[s], (long long)st.deferred[s]);
+        printf("%8d packing  | sequential %.2f%% (%lld micro-batches, %lld deferred), best_fit %.2f%% (%lld, %lld), "
+               "padded to %d: %.2f%%\n",
+               a->ranks[i], 100 * st.pack_efficiency[LOADER_PACK_SEQUENTIAL],
+               (long long)st.pack_bins[LOADER_PACK_SEQUENTIAL], (long long)st.pack_deferred[LOADER_PACK_SEQUENTIAL],
+               100 * st.pack_efficiency[LOADER_PACK_BEST_FIT], (long long)st.pack_bins[LOADER_PACK_BEST_FIT],
+               (long long)st.pack_deferred[LOADER_PACK_BEST_FIT], a->max_seq_len, 100 * st.padded_efficiency);
+    }
+}
+
+static int plan_sampler(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"jsonl", required_argument, 0, 'j'},         {"corpus-lengths", required_argument, 0, 'l'},
+        {"split", required_argument, 0, 'p'},         {"simulate-ranks", required_argument, 0, 'r'},
+        {"steps", required_argument, 0, 'n'},         {"batch", required_argument, 0, 'b'},
+        {"max-seq-len", required_argument, 0, 'L'},   {"max-tokens", required_argument, 0, 'C'},
+        {"accum", required_argument, 0, 'G'},         {"attention-cost", required_argument, 0, 'c'},
+        {"seed", required_argument, 0, 'S'},          {"set", required_argument, 0, 's'},
+        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
+    };
+    sampler_args_t a = {.split = "windows", .steps = 50, .batch = 16};
+    char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
+    int nsets = 0, opt;
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'j': a.jsonl = optarg; break;
+        case 'l': a.lengths_file = optarg; break;
+        case 'p': a.split = optarg; break;
+        case 'r': parse_ranks(&a, optarg); break;
+        case 'n': a.steps = (long)parse_int("--steps", optarg, 1, 1000000); break;
+        case 'b': a.batch = (int)parse_int("--batch", optarg, 1, 1 << 20); break;
+        case 'L': a.max_seq_len = (int)parse_int("--max-seq-len", optarg, 2, 1 << 30); break;
+        case 'C': a.max_tokens = parse_int("--max-tokens", optarg, 2, INT64_MAX / 4); break;
+        case 'G': a.accum = (int)parse_int("--accum", optarg, 1, 1 << 20); break;
+        case 'S': a.seed = (unsigned long long)parse_int("--seed", optarg, 0, LLONG_MAX); a.have_seed = 1; break;
+        case 's': sets[nsets++] = optarg; break;
+        case 'c': {
+            char *end;
+            a.c = strtod(optarg, &end);
+            if (end == optarg || *end || !(a.c >= 0.0))
+                fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --attention-cost '%s': expected a number >= 0", optarg);
+            a.have_c = 1;
+            break;
+        }
+        case 'h':
+            sampler_usage(stdout);
+            free(sets);
+            return FB_EXIT_OK;
+        default:
+            fprintf(stderr, "fabula plan sampler: unknown or incomplete option '%s'\n\n", argv[optind - 1]);
+            sampler_usage(stderr);
+            free(sets);
+            return FB_EXIT_USAGE;
+        }
+    }
+    if (!a.jsonl == !a.lengths_file)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: give exactly one of --jsonl FILE and --corpus-lengths FILE");
+    if (a.nranks_list == 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --simulate-ranks N[,N...] is required");
+    if (strcmp(a.split, "windows") != 0 && strcmp(a.split, "chapters") != 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --split '%s': expected windows or chapters", a.split);
+
+    config_t cfg;
+    config_load(&cfg, (const char *const *)(argv + optind), argc - optind, (const char *const *)sets, nsets, 1, 1);
+    if (!a.max_seq_len)
+        a.max_seq_len = cfg.data.seq_len;
+    if (!a.have_c)
+        a.c = cfg.loader.attention_cost;
+    if (!a.have_seed)
+        a.seed = cfg.run.seed;
+    config_free(&cfg);
+    free(sets);
+    if (a.max_tokens > 0 && a.max_tokens < a.max_seq_len)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --max-tokens (%lld) must be at least --max-seq-len (%d)",
+                 a.max_tokens, a.max_seq_len);
+    for (int i = 0; i < a.nranks_list; i++)
+        if ((long long)a.batch * a.ranks[i] > INT_MAX)
+            fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --batch x %d ranks is too large", a.ranks[i]);
+
+    int64_t *lens, cut;
+    int64_t n = load_lengths(&a, &lens, &cut);
+    print_report(&a, lens, n, cut);
+    free(lens);
+    return FB_EXIT_OK;
+}
+
+int cli_plan(int argc, char **argv)
+{
+    if (argc < 2) {
+        plan_usage(stderr);
+        return FB_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        plan_usage(stdout);
+        return FB_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "sampler"))
+        return plan_sampler(argc - 1, argv + 1);
+    fprintf(stderr, "fabula plan: unknown plan '%s'\n\n", argv[1]);
+    plan_usage(stderr);
+    return FB_EXIT_USAGE;
+}

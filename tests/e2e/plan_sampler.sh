@@ -1,0 +1,41 @@
+#!/bin/sh
+# `fabula plan sampler`: the sampler simulated on the bundled corpus, and its
+# usage and input errors.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+
+(cd "$FB_SRCDIR" && "$FABULA" plan sampler --jsonl inputs/sample.jsonl --split chapters --max-seq-len 32768 \
+    --simulate-ranks 2,4 --steps 5 --batch 4) >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
+rc=$?
+check "chapters of the bundled corpus: exit 0" '[ $rc -eq 0 ]'
+check "33 chapter samples reported" 'grep -q "^corpus: 33 samples (chapters)" "$SCRATCH/out.txt"'
+for r in 2 4; do
+    for s in uniform greedy lpt packing; do
+        check "a $s line for $r ranks" 'grep -Eq "^ +$r +$s " "$SCRATCH/out.txt"'
+    done
+done
+check "packing compared with padding" 'grep -q "best_fit .* padded to 32768" "$SCRATCH/out.txt"'
+
+printf '12\n# comment\n\n300\n' >"$SCRATCH/lens.txt"
+"$FABULA" plan sampler --corpus-lengths "$SCRATCH/lens.txt" --simulate-ranks 3 --max-seq-len 200 \
+    >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "lengths file: exit 0, the long one cut" '[ $rc -eq 0 ] && grep -q "2 samples.*1 cut to max_seq_len 200" "$SCRATCH/out.txt"'
+
+printf '12\nseven\n' >"$SCRATCH/bad.txt"
+"$FABULA" plan sampler --corpus-lengths "$SCRATCH/bad.txt" --simulate-ranks 3 >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "bad length: exit 3 naming FILE:LINE" '[ $rc -eq 3 ] && grep -q "bad.txt:2" "$SCRATCH/out.txt"'
+
+"$FABULA" plan sampler --corpus-lengths "$SCRATCH/lens.txt" >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "no --simulate-ranks: exit 2" '[ $rc -eq 2 ] && grep -q -- "--simulate-ranks" "$SCRATCH/out.txt"'
+"$FABULA" plan sampler --corpus-lengths "$SCRATCH/lens.txt" --simulate-ranks 0 >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "zero ranks: exit 2" '[ $rc -eq 2 ]'
+"$FABULA" plan nothing >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "unknown plan: exit 2 naming it" '[ $rc -eq 2 ] && grep -q nothing "$SCRATCH/out.txt"'
+"$FABULA" plan sampler --help >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "plan sampler --help: exit 0" '[ $rc -eq 0 ] && grep -q -- "--split" "$SCRATCH/out.txt"'
+finish
