@@ -21,3 +21,18 @@ void kernels_print_backends(FILE *f)
     cuda_print_devices(f);
 #endif
 }
+
+void kernels_cpu_set_threads(int n)
+{
+    if (n < 1)
+        n = 1;
+    omp_set_num_threads(n);
+#ifdef OPENBLAS_VERSION
+    /* OpenBLAS keeps its own pool; left alone it starts one thread per core
+     * in every rank, oversubscribing the node. */
+    openblas_set_num_threads(n);
+#endif
+}
+
+int kernels_cpu_threads(void) { return omp_get_max_threads(); }
+int kernels_cpu_available(void) { return omp_get_num_procs(); }

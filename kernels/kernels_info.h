@@ -7,4 +7,11 @@
 /* One line per backend ("  backend cpu: ..."), then, with CUDA, the devices. */
 void kernels_print_backends(FILE *f);
 
+
+/* Threads of the CPU backend (OpenMP and, with OpenBLAS, its pool). */
+void kernels_cpu_set_threads(int n);
+int kernels_cpu_threads(void);
+/* Processors this process may run on (respects affinity/cgroups). */
+int kernels_cpu_available(void);
+
 #endif

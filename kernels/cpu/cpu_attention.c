@@ -3,35 +3,37 @@
  * Row t of a sample attends to rows start(t)..t of the same sample. Query
  * head h reads kv head h / (H/KV). Scores are scaled by 1/sqrt(hd).
  *
- * Parallelism: the forward and dq run over (row, query head) pairs; dk and dv
- * run over (key row, kv head) pairs, each looping over the query heads of its
- * group and the later rows of its sample. Every output element is thus
- * written by one thread with a fixed summation order: no atomics, no shared
- * T x T buffer, and results that do not depend on the thread count.
+ * Work is cut into items (sample, kv head) and, inside an item, into blocks
+ * of ATT_BLOCK query rows; a block of rows [r0, r1) needs only the keys
+ * [0, r1), so the score block is [r1 - r0, r1] and the matmuls (BLAS) skip
+ * most of the masked half. Every output element belongs to exactly one item
+ * (dk and dv too: an item owns its kv head's rows of its sample), each item
+ * runs on one thread with a fixed order of operations, so the results do not
+ * depend on the number of threads. With fewer items than threads, items run
+ * one after the other and BLAS uses the threads instead.
  */
 #include "cpu/real.h"
 #include "cpu/cpu_kernels.h"
 
+#include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/error.h"
 
-static real dot(const real *a, const real *b, int n)
-{
-    real s = 0;
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
+#define ATT_BLOCK 128
 
-/* start[t] = first row of t's sample, end[t] = one past its last row. */
-static void sample_bounds(int *start, int *end, const int32_t *cu_seqlens, int nseq)
+typedef struct att_shape {
+    int H, KV, hd, G;   /* G = H / KV query heads per kv head */
+    int qs, ks;         /* row strides of q/out and k/v */
+    real scale;
+} att_shape_t;
+
+static att_shape_t shape_of(int H, int KV, int hd)
 {
-    for (int i = 0; i < nseq; i++)
-        for (int t = cu_seqlens[i]; t < cu_seqlens[i + 1]; t++) {
-            start[t] = cu_seqlens[i];
-            end[t] = cu_seqlens[i + 1];
-        }
+    FB_ASSERT(KV > 0 && H % KV == 0);
+    att_shape_t s = {H, KV, hd, H / KV, H * hd, KV * hd, (real)(1.0 / R_SQRT((real)hd))};
+    return s;
 }
 
 static int longest_sample(const int32_t *cu_seqlens, int nseq)
@@ -43,128 +45,178 @@ static int longest_sample(const int32_t *cu_seqlens, int nseq)
     return n;
 }
 
+/* Runs items in parallel (BLAS single-threaded inside) when there are
+ * enough of them, else one after the other with BLAS threaded. */
+static int items_in_parallel(int nitems)
+{
+    return omp_get_max_threads() > 1 && nitems >= omp_get_max_threads();
+}
+
+static void blas_threads(int n)
+{
+#ifdef OPENBLAS_VERSION
+    openblas_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* S[0..B) x [0..r1): scale * Q[r0..r1) K[0..r1)^T, then row-wise causal
+ * softmax in place: P[i][c] = exp(S - lse) for c <= r0 + i, 0 after. The
+ * forward computes lse (written to lse_out), the backward reads it. */
+static void probs_block(real *P, const real *Q, const real *K, const att_shape_t *s, int r0, int r1,
+                        real *lse_out, const real *lse_in, int lse_stride)
+{
+    const int B = r1 - r0;
+    R_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, r1, s->hd, s->scale, Q + (size_t)r0 * s->qs, s->qs, K, s->ks,
+           0, P, r1);
+    for (int i = 0; i < B; i++) {
+        real *row = P + (size_t)i * r1;
+        const int last = r0 + i;
+        real lse;
+        if (lse_in) {
+            lse = lse_in[(size_t)last * lse_stride];
+        } else {
+            real m = row[0];
+            for (int c = 1; c <= last; c++)
+                m = row[c] > m ? row[c] : m;
+            double sum = 0.0;
+            for (int c = 0; c <= last; c++)
+                sum += (double)R_EXP(row[c] - m);
+            lse = m + (real)log(sum);
+            lse_out[(size_t)last * lse_stride] = lse;
+        }
+        for (int c = 0; c <= last; c++)
+            row[c] = R_EXP(row[c] - lse);
+        for (int c = last + 1; c < r1; c++)
+            row[c] = 0;
+    }
+}
+
+static void fwd_item(real *out, real *lse, const real *q, const real *k, const real *v, const att_shape_t *s,
+                     int start, int L, int g, real *P)
+{
+    const real *K = k + (size_t)start * s->ks + (size_t)g * s->hd;
+    const real *V = v + (size_t)start * s->ks + (size_t)g * s->hd;
+    for (int j = 0; j < s->G; j++) {
+        const int h = g * s->G + j;
+        const real *Q = q + (size_t)start * s->qs + (size_t)h * s->hd;
+        real *O = out + (size_t)start * s->qs + (size_t)h * s->hd;
+        for (int r0 = 0; r0 < L; r0 += ATT_BLOCK) {
+            const int r1 = r0 + ATT_BLOCK < L ? r0 + ATT_BLOCK : L;
+            probs_block(P, Q, K, s, r0, r1, lse + (size_t)start * s->H + h, NULL, s->H);
+            R_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, s->hd, r1, 1, P, r1, V, s->ks, 0,
+                   O + (size_t)r0 * s->qs, s->qs);
+        }
+    }
+}
+
 void CPU_FN(cpu_attention_fwd)(real *out, real *lse, const real *q, const real *k, const real *v,
                                const int32_t *cu_seqlens, int nseq, int T, int H, int KV, int hd)
 {
-    if (T <= 0)
-        return;
-    FB_ASSERT(KV > 0 && H % KV == 0);
-    int *start = fb_malloc((size_t)T * sizeof(int));
-    int *end = fb_malloc((size_t)T * sizeof(int));
-    sample_bounds(start, end, cu_seqlens, nseq);
-    int maxlen = longest_sample(cu_seqlens, nseq);
-    int group = H / KV;
-    size_t qs = (size_t)H * hd, ks = (size_t)KV * hd; /* row strides */
-    real scale = (real)1 / R_SQRT((real)hd);
-
+    (void)T;
+    const att_shape_t s = shape_of(H, KV, hd);
+    const int Lmax = longest_sample(cu_seqlens, nseq);
+    const size_t scratch = (size_t)(Lmax < ATT_BLOCK ? Lmax : ATT_BLOCK) * (size_t)Lmax;
+    const int nitems = nseq * KV;
+    if (items_in_parallel(nitems)) {
+        blas_threads(1);
 #pragma omp parallel
-    {
-        real *p = fb_malloc((size_t)maxlen * sizeof(real));
-#pragma omp for schedule(static)
-        for (long th = 0; th < (long)T * H; th++) {
-            int t = (int)(th / H), h = (int)(th % H), g = h / group;
-            const real *qt = q + t * qs + (size_t)h * hd;
-            int s0 = start[t], n = t - s0 + 1;
-            real m = -INFINITY;
-            for (int j = 0; j < n; j++) {
-                p[j] = scale * dot(qt, k + (size_t)(s0 + j) * ks + (size_t)g * hd, hd);
-                if (p[j] > m)
-                    m = p[j];
+        {
+            real *P = fb_malloc(scratch * sizeof *P);
+#pragma omp for schedule(dynamic, 1)
+            for (int it = 0; it < nitems; it++) {
+                const int i = it / KV, g = it % KV;
+                fwd_item(out, lse, q, k, v, &s, cu_seqlens[i], cu_seqlens[i + 1] - cu_seqlens[i], g, P);
             }
-            double sum = 0;
-            for (int j = 0; j < n; j++) {
-                p[j] = R_EXP(p[j] - m);
-                sum += p[j];
-            }
-            real *o = out + t * qs + (size_t)h * hd;
-            for (int d = 0; d < hd; d++)
-                o[d] = 0;
-            for (int j = 0; j < n; j++) {
-                const real *vs = v + (size_t)(s0 + j) * ks + (size_t)g * hd;
-                for (int d = 0; d < hd; d++)
-                    o[d] += p[j] * vs[d];
-            }
-            real inv = (real)(1.0 / sum);
-            for (int d = 0; d < hd; d++)
-                o[d] *= inv;
-            lse[th] = m + (real)log(sum);
+            free(P);
         }
-        free(p);
+        blas_threads(omp_get_max_threads());
+        return;
     }
-    free(start);
-    free(end);
+    real *P = fb_malloc(scratch * sizeof *P);
+    for (int it = 0; it < nitems; it++) {
+        const int i = it / KV, g = it % KV;
+        fwd_item(out, lse, q, k, v, &s, cu_seqlens[i], cu_seqlens[i + 1] - cu_seqlens[i], g, P);
+    }
+    free(P);
 }
 
-/* With P[t,s] = exp(scale q_t.k_s - lse_t) and D_t = dout_t . out_t:
- *   dS[t,s] = P[t,s] (dout_t . v_s - D_t)
- *   dq_t = scale sum_s dS[t,s] k_s,  dk_s = scale sum_t dS[t,s] q_t,
- *   dv_s = sum_t P[t,s] dout_t.
- * P is recomputed in both passes instead of being stored. */
-void CPU_FN(cpu_attention_bwd)(real *dq, real *dk, real *dv, const real *dout, const real *q,
-                               const real *k, const real *v, const real *out, const real *lse,
-                               const int32_t *cu_seqlens, int nseq, int T, int H, int KV, int hd)
+/* One item of the backward. D[r] = dot(dout_r, out_r) per query head is
+ * computed on the fly; dS = P * (dP - D) overwrites dP. */
+static void bwd_item(real *dq, real *dk, real *dv, const real *dout, const real *q, const real *k, const real *v,
+                     const real *out, const real *lse, const att_shape_t *s, int start, int L, int g, real *P,
+                     real *dP, real *D)
 {
-    if (T <= 0)
-        return;
-    FB_ASSERT(KV > 0 && H % KV == 0);
-    int *start = fb_malloc((size_t)T * sizeof(int));
-    int *end = fb_malloc((size_t)T * sizeof(int));
-    sample_bounds(start, end, cu_seqlens, nseq);
-    real *Dt = fb_malloc((size_t)T * H * sizeof(real));
-    int group = H / KV;
-    size_t qs = (size_t)H * hd, ks = (size_t)KV * hd;
-    real scale = (real)1 / R_SQRT((real)hd);
-
-#pragma omp parallel for schedule(static)
-    for (long th = 0; th < (long)T * H; th++) {
-        size_t off = (size_t)(th / H) * qs + (size_t)(th % H) * hd;
-        Dt[th] = dot(dout + off, out + off, hd);
+    const size_t koff = (size_t)start * s->ks + (size_t)g * s->hd;
+    const real *K = k + koff, *V = v + koff;
+    real *dK = dk + koff, *dV = dv + koff;
+    for (int r = 0; r < L; r++) {
+        memset(dK + (size_t)r * s->ks, 0, (size_t)s->hd * sizeof *dK);
+        memset(dV + (size_t)r * s->ks, 0, (size_t)s->hd * sizeof *dV);
     }
-
-#pragma omp parallel for schedule(static)
-    for (long th = 0; th < (long)T * H; th++) {
-        int t = (int)(th / H), h = (int)(th % H), g = h / group;
-        size_t off = t * qs + (size_t)h * hd;
-        const real *qt = q + off, *go = dout + off;
-        real *dqt = dq + off;
-        for (int d = 0; d < hd; d++)
-            dqt[d] = 0;
-        for (int s = start[t]; s <= t; s++) {
-            const real *ksr = k + (size_t)s * ks + (size_t)g * hd;
-            const real *vsr = v + (size_t)s * ks + (size_t)g * hd;
-            real P = R_EXP(scale * dot(qt, ksr, hd) - lse[th]);
-            real dS = P * (dot(go, vsr, hd) - Dt[th]);
-            for (int d = 0; d < hd; d++)
-                dqt[d] += dS * ksr[d];
+    for (int j = 0; j < s->G; j++) {
+        const int h = g * s->G + j;
+        const size_t qoff = (size_t)start * s->qs + (size_t)h * s->hd;
+        const real *Q = q + qoff, *O = out + qoff, *dO = dout + qoff;
+        real *dQ = dq + qoff;
+        for (int r = 0; r < L; r++) {
+            double acc = 0.0;
+            for (int d = 0; d < s->hd; d++)
+                acc += (double)dO[(size_t)r * s->qs + d] * O[(size_t)r * s->qs + d];
+            D[r] = (real)acc;
         }
-        for (int d = 0; d < hd; d++)
-            dqt[d] *= scale;
-    }
-
-#pragma omp parallel for schedule(static)
-    for (long sg = 0; sg < (long)T * KV; sg++) {
-        int s = (int)(sg / KV), g = (int)(sg % KV);
-        size_t off = s * ks + (size_t)g * hd;
-        const real *ksr = k + off, *vsr = v + off;
-        real *dks = dk + off, *dvs = dv + off;
-        for (int d = 0; d < hd; d++)
-            dks[d] = dvs[d] = 0;
-        for (int h = g * group; h < (g + 1) * group; h++)
-            for (int t = s; t < end[s]; t++) {
-                size_t qoff = t * qs + (size_t)h * hd;
-                const real *qt = q + qoff, *go = dout + qoff;
-                long th = (long)t * H + h;
-                real P = R_EXP(scale * dot(qt, ksr, hd) - lse[th]);
-                real dS = P * (dot(go, vsr, hd) - Dt[th]);
-                for (int d = 0; d < hd; d++) {
-                    dks[d] += dS * qt[d];
-                    dvs[d] += P * go[d];
-                }
+        for (int r0 = 0; r0 < L; r0 += ATT_BLOCK) {
+            const int r1 = r0 + ATT_BLOCK < L ? r0 + ATT_BLOCK : L, B = r1 - r0;
+            probs_block(P, Q, K, s, r0, r1, NULL, lse + (size_t)start * s->H + h, s->H);
+            const real *dOb = dO + (size_t)r0 * s->qs;
+            /* dV[0..r1) += P^T dO[r0..r1) */
+            R_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1, s->hd, B, 1, P, r1, dOb, s->qs, 1, dV, s->ks);
+            /* dP = dO[r0..r1) V[0..r1)^T, then dS = P (dP - D) */
+            R_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, r1, s->hd, 1, dOb, s->qs, V, s->ks, 0, dP, r1);
+            for (int i = 0; i < B; i++) {
+                real *row = dP + (size_t)i * r1;
+                const real *prow = P + (size_t)i * r1;
+                const real Di = D[r0 + i];
+                for (int c = 0; c < r1; c++)
+                    row[c] = prow[c] * (row[c] - Di);
             }
-        for (int d = 0; d < hd; d++)
-            dks[d] *= scale;
+            /* dQ[r0..r1) = scale dS K[0..r1);  dK[0..r1) += scale dS^T Q[r0..r1) */
+            R_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, s->hd, r1, s->scale, dP, r1, K, s->ks, 0,
+                   dQ + (size_t)r0 * s->qs, s->qs);
+            R_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, r1, s->hd, B, s->scale, dP, r1, Q + (size_t)r0 * s->qs,
+                   s->qs, 1, dK, s->ks);
+        }
     }
-    free(Dt);
-    free(start);
-    free(end);
+}
+
+void CPU_FN(cpu_attention_bwd)(real *dq, real *dk, real *dv, const real *dout, const real *q, const real *k,
+                               const real *v, const real *out, const real *lse, const int32_t *cu_seqlens,
+                               int nseq, int T, int H, int KV, int hd)
+{
+    (void)T;
+    const att_shape_t s = shape_of(H, KV, hd);
+    const int Lmax = longest_sample(cu_seqlens, nseq);
+    const size_t scratch = (size_t)(Lmax < ATT_BLOCK ? Lmax : ATT_BLOCK) * (size_t)Lmax;
+    const int nitems = nseq * KV;
+    const int parallel = items_in_parallel(nitems);
+    if (parallel)
+        blas_threads(1);
+#pragma omp parallel if (parallel)
+    {
+        real *P = fb_malloc(scratch * sizeof *P);
+        real *dP = fb_malloc(scratch * sizeof *dP);
+        real *D = fb_malloc((size_t)Lmax * sizeof *D);
+#pragma omp for schedule(dynamic, 1)
+        for (int it = 0; it < nitems; it++) {
+            const int i = it / KV, g = it % KV;
+            bwd_item(dq, dk, dv, dout, q, k, v, out, lse, &s, cu_seqlens[i], cu_seqlens[i + 1] - cu_seqlens[i], g,
+                     P, dP, D);
+        }
+        free(P);
+        free(dP);
+        free(D);
+    }
+    if (parallel)
+        blas_threads(omp_get_max_threads());
 }

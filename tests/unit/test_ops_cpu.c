@@ -365,8 +365,9 @@ static void test_rope(const ops_t *ops)
 
 static void test_attention(const ops_t *ops)
 {
-    static const int32_t cu[] = {0, 17, 57, 96};
-    const int nseq = 3, T = 96, H = 4, KV = 2, hd = 16;
+    /* one sample longer than the kernel's 128-row block */
+    static const int32_t cu[] = {0, 17, 57, 96, 300};
+    const int nseq = 4, T = 300, H = 4, KV = 2, hd = 16;
     size_t nq = (size_t)T * H * hd, nk = (size_t)T * KV * hd;
     float *q = frand(nq, 1), *k = frand(nk, 1), *v = frand(nk, 1), *dout = frand(nq, 1);
     obuf_t out = obuf("out", K_F32, nq, NULL), lse = obuf("lse", K_F32, (size_t)T * H, NULL);

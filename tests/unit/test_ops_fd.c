@@ -400,10 +400,11 @@ static void naive_attention(double *out, double *lse, const struct attn_ctx *c)
     }
 }
 
-static void test_attention_case(int H, int KV)
+/* cu: nseq+1 boundaries. Samples longer than the kernel's block of query
+ * rows (128) exercise the blocked path. */
+static void test_attention_case(int H, int KV, const int32_t *cu, int nseq, int hd)
 {
-    static const int32_t cu[] = {0, 1, 6, 13};
-    struct attn_ctx c = {.cu = cu, .nseq = 3, .T = 13, .H = H, .KV = KV, .hd = 8};
+    struct attn_ctx c = {.cu = cu, .nseq = nseq, .T = cu[nseq], .H = H, .KV = KV, .hd = hd};
     size_t nq = (size_t)c.T * H * c.hd, nk = (size_t)c.T * KV * c.hd;
     c.q = rand_vec(nq, 1);
     c.k = rand_vec(nk, 1);
@@ -414,7 +415,7 @@ static void test_attention_case(int H, int KV)
     attn_loss(&c);
 
     char name[32];
-    snprintf(name, sizeof name, "attention H%d/KV%d", H, KV);
+    snprintf(name, sizeof name, "attention H%d/KV%d T%d", H, KV, c.T);
     double *ref = dvec(nq), *ref_lse = dvec((size_t)c.T * H);
     naive_attention(ref, ref_lse, &c);
     report(name, "fwd out vs masked naive", max_rel_err(c.out, ref, nq, 1e-3), FWD_TOL);
@@ -773,8 +774,11 @@ int main(void)
     test_embedding();
     test_rmsnorm();
     test_rope();
-    test_attention_case(4, 2);
-    test_attention_case(4, 4);
+    static const int32_t short_samples[] = {0, 1, 6, 13};
+    static const int32_t long_samples[] = {0, 3, 300};
+    test_attention_case(4, 2, short_samples, 3, 8);
+    test_attention_case(4, 4, short_samples, 3, 8);
+    test_attention_case(2, 1, long_samples, 2, 4);
     test_swiglu();
     test_cross_entropy();
     test_router();
