@@ -157,7 +157,7 @@ static void compare_file(const char *file)
     int32_t *positions = read_i32(f, "batch/positions", &n);
     int32_t *targets = read_i32(f, "batch/targets", &n);
     int32_t *cu = read_i32(f, "batch/cu_seqlens", &nseq1);
-    model_input_t in = {tokens, positions, targets, cu, T, nseq1 - 1};
+    model_input_t in = {tokens, positions, targets, cu, T, nseq1 - 1, NULL, 0};
     long ntargets = 0;
     for (int t = 0; t < T; t++)
         ntargets += targets[t] >= 0;

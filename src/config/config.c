@@ -150,13 +150,16 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     free(ss);
 
     config_read_run(&c, cfg);
+    config_read_checkpoint(&c, cfg);
     config_read_model(&c, cfg);
     config_read_data(&c, cfg);
     config_read_batch(&c, cfg, world_size);
+    config_read_loader(&c, cfg);
     config_read_optimizer(&c, cfg);
     config_read_scheduler(&c, cfg, linked);
     config_read_precision(&c, cfg);
     config_read_zero(&c, cfg);
+    config_read_parallel(&c, cfg, world_size);
     config_read_compat(&c);
 
     cj_warn_unknown(&c);
@@ -176,8 +179,11 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
 void config_free(config_t *cfg)
 {
     free(cfg->data.train_path);
+    free(cfg->data.corpus_path);
     free(cfg->data.tokenizer);
     free(cfg->run.run_dir);
+    free(cfg->run.resume);
+    free(cfg->checkpoint.dir);
     free(cfg->effective_json);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -42,11 +42,39 @@ typedef struct model_config {
 
 typedef struct data_config {
     char *train_path;           /* corpus: .jsonl/.json text (byte tokenizer) */
+    char *corpus_path;          /* corpus HDF5 from `fabula prep` ("": use train_path) */
     char *tokenizer;            /* "bytes" for the built-in byte-level tokenizer */
     int seq_len;                /* window length in tokens (== max sample length) */
     int overlap;                /* tokens shared by consecutive windows */
     int min_seq_len;            /* windows shorter than this are dropped */
 } data_config_t;
+
+/* data.sampler / packing / curriculum / seq_len_warmup (docs/loader.md):
+ * how a step's samples are spread over ranks and packed into micro-batches. */
+typedef enum { LOADER_SAMPLER_UNIFORM = 0, LOADER_SAMPLER_GREEDY, LOADER_SAMPLER_LPT } loader_sampler_t;
+typedef enum { LOADER_PACK_SEQUENTIAL = 0, LOADER_PACK_BEST_FIT } loader_packing_t;
+enum { LOADER_SHORT = 0, LOADER_MEDIUM = 1, LOADER_LONG = 2, LOADER_NCLASSES = 3 };
+#define LOADER_MAX_PHASES 16
+
+typedef struct loader_phase {
+    double until;               /* the phase covers training fractions [previous until, until) */
+    double mix[LOADER_NCLASSES]; /* share of short, medium, long samples; sums to 1 */
+} loader_phase_t;
+
+typedef struct loader_config {
+    loader_sampler_t sampler;
+    loader_packing_t packing;
+    int max_tokens_per_batch;   /* token capacity of one micro-batch (>= data.seq_len) */
+    double attention_cost;      /* c of cost(len) = len + c len^2; "auto": L d / N_active */
+    int curriculum;             /* curriculum.enabled */
+    int short_threshold;        /* short < short_threshold <= medium < long_threshold <= long */
+    int long_threshold;
+    int nphases;
+    loader_phase_t phases[LOADER_MAX_PHASES];
+    int warmup;                 /* seq_len_warmup.enabled */
+    int warmup_start;           /* max length at step 0 */
+    long warmup_steps;          /* steps to reach data.seq_len */
+} loader_config_t;
 
 typedef enum { SCHED_CONSTANT = 0, SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR } sched_type_t;
 typedef enum { WARMUP_LOG = 0, WARMUP_LINEAR } warmup_type_t;
@@ -92,22 +120,40 @@ typedef struct zero_config {
     int stage3_gather_16bit_weights_on_model_save;
 } zero_config_t;
 
+/* Process layout (src/parallel/groups.h): world = dp x ep. */
+typedef struct parallel_config {
+    int expert_parallel_size;   /* ranks sharing one MoE layer's experts; divides world size and experts */
+    int moe_a2a_chunks;         /* pieces of each MoE token exchange, overlapping the expert compute */
+} parallel_config_t;
+
 typedef struct run_config {
     long steps;                 /* optimizer steps to run */
     uint64_t seed;
     char *run_dir;
     int steps_per_print;
+    char *resume;               /* "auto", "none" or a checkpoint file (docs/checkpoint.md) */
 } run_config_t;
+
+/* "checkpoint" (docs/checkpoint.md). */
+typedef struct checkpoint_config {
+    long save_interval;         /* steps between saves; 0 = only at the end; -1 = only on preemption */
+    int keep_last;              /* checkpoints kept in dir; 0 = all */
+    char *dir;                  /* resolved: "" in the config means RUN_DIR/checkpoints */
+    int collective_io;          /* collective "all": every tensor transfer collective; "shared": shared ones */
+} checkpoint_config_t;
 
 typedef struct config {
     model_config_t model;
     data_config_t data;
+    loader_config_t loader;
     optim_config_t optim;
     sched_config_t sched;
     fp16_config_t fp16;
     int bf16_enabled;
     zero_config_t zero;
+    parallel_config_t parallel;
     run_config_t run;
+    checkpoint_config_t checkpoint;
     /* DeepSpeed batch triple, after the identity rule and inference:
      * train_batch_size = micro_batch * grad_accum * world_size. */
     int train_batch_size;

@@ -26,7 +26,6 @@ static const cj_inert_t top_inert[] = {
     {"comet", CJ_OBJECT},
     {"comms_logger", CJ_OBJECT},
     {"activation_checkpointing", CJ_OBJECT},
-    {"checkpoint", CJ_OBJECT},
     {"aio", CJ_OBJECT},
     {"timers", CJ_OBJECT},
     {"autotuning", CJ_OBJECT},

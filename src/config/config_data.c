@@ -34,6 +34,8 @@ void config_read_data(cj_ctx_t *c, config_t *cfg)
     if (!*train)
         cj_invalid(c, "data.train", "a non-empty path of the training corpus");
     d->train_path = fb_strdup(train);
+    /* a corpus made by `fabula prep` takes precedence over data.train */
+    d->corpus_path = fb_strdup(cj_string(c, "data.corpus", cj_default_string(c, "data.corpus")));
     const char *tok = cj_string(c, "data.tokenizer", cj_default_string(c, "data.tokenizer"));
     if (!*tok)
         cj_invalid(c, "data.tokenizer", "\"bytes\" or a tokenizer file");

@@ -14,6 +14,9 @@ void config_read_model(cj_ctx_t *c, config_t *cfg);
 void config_read_data(cj_ctx_t *c, config_t *cfg);
 /* The DeepSpeed batch triple for `world_size` data-parallel ranks. */
 void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size);
+/* data.sampler, packing, max_tokens_per_batch, attention_cost, curriculum,
+ * seq_len_warmup: after the batch (max_tokens_per_batch defaults to micro x seq_len). */
+void config_read_loader(cj_ctx_t *c, config_t *cfg);
 void config_read_optimizer(cj_ctx_t *c, config_t *cfg);
 /* `linked`: the scheduler is the default's, whose total_num_steps and
  * warmup_max_lr follow run.steps and the optimizer's lr unless given. */
@@ -21,6 +24,10 @@ void config_read_scheduler(cj_ctx_t *c, config_t *cfg, int linked);
 /* fp16, bf16, gradient_clipping. */
 void config_read_precision(cj_ctx_t *c, config_t *cfg);
 void config_read_zero(cj_ctx_t *c, config_t *cfg);
+/* parallel.*, checked against the model and `world_size` (needs the model). */
+void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
+/* checkpoint.* and run.resume (needs run.run_dir). */
+void config_read_checkpoint(cj_ctx_t *c, config_t *cfg);
 /* Top-level DeepSpeed keys accepted without effect, and the refused ones. */
 void config_read_compat(cj_ctx_t *c);
 

@@ -57,6 +57,36 @@ void batch_pack(batch_t *b, const sample_set_t *set, const int64_t *ids, int n)
     b->ntargets = ntargets;
 }
 
+void batch_from_tokens(batch_t *b, const int32_t *tokens, const int64_t *lens, const uint8_t *genres, int n,
+                       int max_len)
+{
+    FB_ASSERT(n >= 0);
+    int64_t T = 0;
+    for (int i = 0; i < n; i++)
+        T += max_len > 0 && lens[i] > max_len ? max_len : lens[i];
+    batch_reserve(b, T, n);
+    int32_t t = 0;
+    long ntargets = 0;
+    const int32_t *src = tokens;
+    b->cu_seqlens[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t len = (int32_t)(max_len > 0 && lens[i] > max_len ? max_len : lens[i]);
+        memcpy(b->tokens + t, src, (size_t)len * sizeof *src);
+        for (int32_t p = 0; p < len; p++) {
+            b->positions[t + p] = p;
+            b->targets[t + p] = p + 1 < len ? src[p + 1] : -1;
+        }
+        src += lens[i];
+        t += len;
+        ntargets += len - 1;
+        b->cu_seqlens[i + 1] = t;
+        b->genre[i] = genres ? genres[i] : 0;
+    }
+    b->T = t;
+    b->nseq = n;
+    b->ntargets = ntargets;
+}
+
 void batch_free(batch_t *b)
 {
     free(b->tokens);

@@ -30,6 +30,11 @@ typedef struct batch {
  * (batch_t b = {0}) and may be reused: buffers grow as needed and are kept. */
 void batch_pack(batch_t *b, const sample_set_t *set, const int64_t *ids, int n);
 
+/* Builds the batch from n samples whose tokens are concatenated in
+ * `tokens` (sample i has lens[i] tokens), each cut to its first max_len
+ * tokens (sequence-length warm-up; max_len <= 0: no cut). genres may be NULL. */
+void batch_from_tokens(batch_t *b, const int32_t *tokens, const int64_t *lens, const uint8_t *genres, int n,
+                       int max_len);
 void batch_free(batch_t *b);
 
 #endif

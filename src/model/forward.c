@@ -7,17 +7,19 @@
 
 static void load_inputs(model_t *m, const model_input_t *in)
 {
-    if (in->T > m->max_tokens || in->T < 1)
+    if (in->T > m->max_tokens || in->T < 0)
         fb_fatal(FB_EXIT_INTERNAL, "micro-batch of %d tokens exceeds the %d the model was sized for",
                  in->T, m->max_tokens);
     const ops_t *o = m->ops;
     const size_t T = (size_t)in->T;
+    m->T = in->T;
+    m->nseq = in->nseq;
+    if (T == 0)
+        return;
     o->to_backend(m->tokens, in->tokens, T * sizeof(int32_t));
     o->to_backend(m->positions, in->positions, T * sizeof(int32_t));
     o->to_backend(m->targets, in->targets, T * sizeof(int32_t));
     o->to_backend(m->cu_seqlens, in->cu_seqlens, ((size_t)in->nseq + 1) * sizeof(int32_t));
-    m->T = in->T;
-    m->nseq = in->nseq;
 }
 
 static void attention_block(model_t *m, int l)
@@ -60,11 +62,25 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     m->sc = *sc;
     const int T = m->T, D = mc->hidden_size, V = mc->vocab_size, L = mc->num_hidden_layers;
     memset(stats, 0, sizeof *stats);
+    stats->tokens_per_expert = m->tokens_per_expert;
+    stats->dropped_per_layer = m->dropped_per_layer;
+    model_moe_stats_begin(m, in, stats);
+    if (T == 0) {
+        /* an empty micro-batch still visits every block: the hooks'
+         * collectives must line up across ranks */
+        memset(m->tokens_per_expert, 0, (size_t)L * (mc->num_local_experts > 1 ? mc->num_local_experts : 1) * sizeof(long));
+        memset(m->dropped_per_layer, 0, (size_t)L * sizeof(long));
+        model_visit_blocks_forward(m);
+        return;
+    }
 
+    model_params_acquire(m, 0, 0);
     o->embedding_fwd(m->acts[0].x_in, m->tokens, m->w.embed, T, D);
+    model_params_release(m, 0, 0);
     for (int l = 0; l < L; l++) {
         layer_acts_t *a = &m->acts[l];
         float *x_out = l + 1 < L ? m->acts[l + 1].x_in : m->x_final;
+        model_params_acquire(m, 1 + l, 0);
         attention_block(m, l);
         o->rmsnorm_fwd(a->h2, a->rstd2, a->x_mid, m->w.layers[l].ln2, T, D, (float)mc->rms_norm_eps);
         o->copy(x_out, a->x_mid, (size_t)T * D * sizeof(float));
@@ -72,9 +88,17 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
             model_forward_moe(m, l, a->h2, x_out, stats);
         else
             dense_ffn(m, l, x_out);
+        model_params_release(m, 1 + l, 0);
     }
+    const int tied = mc->tie_word_embeddings;
+    if (tied)
+        model_params_acquire(m, 0, 0);
+    model_params_acquire(m, L + 1, 0);
     o->rmsnorm_fwd(m->hf, m->rstdf, m->x_final, m->w.norm, T, D, (float)mc->rms_norm_eps);
     o->matmul(m->logits, m->hf, m->w.head, T, V, D, 0, 1, 0.0f);
+    model_params_release(m, L + 1, 0);
+    if (tied)
+        model_params_release(m, 0, 0);
     o->cross_entropy(m->token_loss, m->dlogits, m->logits, m->targets, T, V,
                      (float)(1.0 / sc->lm_denominator));
 

@@ -8,52 +8,169 @@
 #include "rng.h"
 #include "util/error.h"
 
-static float *balloc_f(model_t *m, size_t n) { return m->ops->alloc(n * sizeof(float)); }
-static int32_t *balloc_i(model_t *m, size_t n) { return m->ops->alloc(n * sizeof(int32_t)); }
+static float *balloc_f(model_t *m, size_t n)
+{
+    m->alloc_bytes += n * sizeof(float);
+    return m->ops->alloc(n * sizeof(float));
+}
 
-static float *view_ptr(float *const base[PARAM_NGROUPS], const param_table_t *t, const char *name)
+static int32_t *balloc_i(model_t *m, size_t n)
+{
+    m->alloc_bytes += n * sizeof(int32_t);
+    return m->ops->alloc(n * sizeof(int32_t));
+}
+
+static const param_view_t *find_view(const param_table_t *t, const char *name)
 {
     const param_view_t *v = param_table_find(t, name);
     FB_ASSERT(v != NULL);
-    return base[v->group] + v->offset;
+    return v;
 }
 
-static void bind_weights(weights_t *w, float *const base[PARAM_NGROUPS], const param_table_t *t,
-                         const model_config_t *mc)
+static void find_views(model_t *m)
 {
+    const model_config_t *mc = &m->mc;
+    const param_table_t *t = &m->table;
     char name[128];
-    w->embed = view_ptr(base, t, "model.embed_tokens.weight");
-    w->norm = view_ptr(base, t, "model.norm.weight");
-    w->head = mc->tie_word_embeddings ? w->embed : view_ptr(base, t, "lm_head.weight");
-    w->layers = fb_calloc((size_t)mc->num_hidden_layers, sizeof *w->layers);
+    m->v_embed = find_view(t, "model.embed_tokens.weight");
+    m->v_norm = find_view(t, "model.norm.weight");
+    m->v_head = mc->tie_word_embeddings ? m->v_embed : find_view(t, "lm_head.weight");
+    m->lv = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->lv);
     for (int l = 0; l < mc->num_hidden_layers; l++) {
-        layer_weights_t *lw = &w->layers[l];
-#define BIND(field, suffix)                                                    \
+        layer_views_t *lv = &m->lv[l];
+#define FIND(field, suffix)                                                    \
     do {                                                                       \
         snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);          \
-        lw->field = view_ptr(base, t, name);                                   \
+        lv->field = find_view(t, name);                                        \
     } while (0)
-        BIND(ln1, "input_layernorm.weight");
-        BIND(wq, "self_attn.q_proj.weight");
-        BIND(wk, "self_attn.k_proj.weight");
-        BIND(wv, "self_attn.v_proj.weight");
-        BIND(wo, "self_attn.o_proj.weight");
-        BIND(ln2, "post_attention_layernorm.weight");
+        FIND(ln1, "input_layernorm.weight");
+        FIND(wq, "self_attn.q_proj.weight");
+        FIND(wk, "self_attn.k_proj.weight");
+        FIND(wv, "self_attn.v_proj.weight");
+        FIND(wo, "self_attn.o_proj.weight");
+        FIND(ln2, "post_attention_layernorm.weight");
         if (model_layer_is_moe(mc, l)) {
-            BIND(router, "block_sparse_moe.gate.weight");
-            BIND(w1, "block_sparse_moe.experts.0.w1.weight");
-            BIND(w3, "block_sparse_moe.experts.0.w3.weight");
-            BIND(w2, "block_sparse_moe.experts.0.w2.weight");
+            /* the projections of the local experts start at the first one's */
+            char ex[64];
+            FIND(router, "block_sparse_moe.gate.weight");
+            snprintf(ex, sizeof ex, "block_sparse_moe.experts.%d.w1.weight", t->expert_lo);
+            FIND(w1, ex);
+            snprintf(ex, sizeof ex, "block_sparse_moe.experts.%d.w3.weight", t->expert_lo);
+            FIND(w3, ex);
+            snprintf(ex, sizeof ex, "block_sparse_moe.experts.%d.w2.weight", t->expert_lo);
+            FIND(w2, ex);
         } else {
-            BIND(w_gate, "mlp.gate_proj.weight");
-            BIND(w_up, "mlp.up_proj.weight");
-            BIND(w_down, "mlp.down_proj.weight");
+            FIND(w_gate, "mlp.gate_proj.weight");
+            FIND(w_up, "mlp.up_proj.weight");
+            FIND(w_down, "mlp.down_proj.weight");
         }
-#undef BIND
+#undef FIND
     }
 }
 
+static float *at(float *const base[PARAM_NGROUPS], const param_view_t *v)
+{
+    return v ? base[v->group] + v->offset : NULL;
+}
+
+/* Points the pointers of `w` that belong to `block` into `base`. */
+static void bind_block(const model_t *m, weights_t *w, int block, float *const base[PARAM_NGROUPS])
+{
+    const int L = m->mc.num_hidden_layers;
+    if (block == 0) {
+        w->embed = at(base, m->v_embed);
+        if (m->mc.tie_word_embeddings)
+            w->head = w->embed;
+    } else if (block == L + 1) {
+        w->norm = at(base, m->v_norm);
+        if (!m->mc.tie_word_embeddings)
+            w->head = at(base, m->v_head);
+    } else {
+        const layer_views_t *lv = &m->lv[block - 1];
+        layer_weights_t *lw = &w->layers[block - 1];
+        lw->ln1 = at(base, lv->ln1);
+        lw->wq = at(base, lv->wq);
+        lw->wk = at(base, lv->wk);
+        lw->wv = at(base, lv->wv);
+        lw->wo = at(base, lv->wo);
+        lw->ln2 = at(base, lv->ln2);
+        lw->w_gate = at(base, lv->w_gate);
+        lw->w_up = at(base, lv->w_up);
+        lw->w_down = at(base, lv->w_down);
+        lw->router = at(base, lv->router);
+        lw->w1 = at(base, lv->w1);
+        lw->w3 = at(base, lv->w3);
+        lw->w2 = at(base, lv->w2);
+    }
+}
+
+/* Default hooks: the model's own full buffers. */
+static void own_params_acquire(void *ctx, int block, int backward, float *base[PARAM_NGROUPS])
+{
+    (void)block, (void)backward;
+    model_t *m = ctx;
+    for (int g = 0; g < PARAM_NGROUPS; g++)
+        base[g] = m->params[g];
+}
+
+static void own_grads_acquire(void *ctx, int block, float *base[PARAM_NGROUPS])
+{
+    (void)block;
+    model_t *m = ctx;
+    for (int g = 0; g < PARAM_NGROUPS; g++)
+        base[g] = m->grads[g];
+}
+
+void model_set_hooks(model_t *m, const model_hooks_t *hooks)
+{
+    if (hooks) {
+        m->hooks = *hooks;
+        return;
+    }
+    FB_ASSERT(m->params[PARAM_GROUP_DENSE] && m->grads[PARAM_GROUP_DENSE]);
+    memset(&m->hooks, 0, sizeof m->hooks);
+    m->hooks.ctx = m;
+    m->hooks.params_acquire = own_params_acquire;
+    m->hooks.grads_acquire = own_grads_acquire;
+}
+
+void model_params_acquire(model_t *m, int block, int backward)
+{
+    float *base[PARAM_NGROUPS] = {0};
+    m->hooks.params_acquire(m->hooks.ctx, block, backward, base);
+    bind_block(m, &m->w, block, base);
+}
+
+void model_params_release(model_t *m, int block, int backward)
+{
+    if (m->hooks.params_release)
+        m->hooks.params_release(m->hooks.ctx, block, backward);
+}
+
+void model_grads_acquire(model_t *m, int block)
+{
+    float *base[PARAM_NGROUPS] = {0};
+    m->hooks.grads_acquire(m->hooks.ctx, block, base);
+    bind_block(m, &m->dw, block, base);
+}
+
+void model_grads_release(model_t *m, int block)
+{
+    if (m->hooks.grads_release)
+        m->hooks.grads_release(m->hooks.ctx, block);
+}
+
 model_t *model_create(const model_config_t *mc, const ops_t *ops, int max_tokens)
+{
+    return model_create_flags(mc, ops, max_tokens, 0);
+}
+
+model_t *model_create_flags(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags)
+{
+    return model_create_ep(mc, ops, max_tokens, flags, NULL);
+}
+
+model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep)
 {
     model_t *m = fb_calloc(1, sizeof *m);
     m->mc = *mc;
@@ -62,13 +179,23 @@ model_t *model_create(const model_config_t *mc, const ops_t *ops, int max_tokens
     m->hd = mc->hidden_size / mc->num_attention_heads;
     m->qdim = m->hd * mc->num_attention_heads;
     m->kvdim = m->hd * mc->num_key_value_heads;
-    param_table_build(&m->table, mc);
+    m->ep_size = ep ? comm_size(ep) : 1;
+    m->ep_rank = ep ? comm_rank(ep) : 0;
+    m->ep = m->ep_size > 1 ? ep : NULL;
+    m->a2a_chunks = 1;
+    param_table_build_ep(&m->table, mc, m->ep_size, m->ep_rank);
     for (int g = 0; g < PARAM_NGROUPS; g++) {
-        m->params[g] = balloc_f(m, m->table.numel[g]);
-        m->grads[g] = balloc_f(m, m->table.numel[g]);
+        if (!(flags & MODEL_NO_PARAM_BUFFER))
+            m->params[g] = balloc_f(m, m->table.numel[g]);
+        if (!(flags & MODEL_NO_GRAD_BUFFER))
+            m->grads[g] = balloc_f(m, m->table.numel[g]);
     }
-    bind_weights(&m->w, m->params, &m->table, mc);
-    bind_weights(&m->dw, m->grads, &m->table, mc);
+    m->alloc_bytes = 0; /* from here on: activations and scratch */
+    find_views(m);
+    m->w.layers = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->w.layers);
+    m->dw.layers = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->dw.layers);
+    if (!flags)
+        model_set_hooks(m, NULL);
 
     const size_t T = (size_t)max_tokens, D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
     const size_t H = (size_t)mc->num_attention_heads, V = (size_t)mc->vocab_size;
@@ -107,6 +234,7 @@ model_t *model_create(const model_config_t *mc, const ops_t *ops, int max_tokens
             a->xp = balloc_f(m, R * D);
             a->eo = balloc_f(m, R * D);
             a->mask = m->ops->alloc(R * I);
+            m->alloc_bytes += R * I;
             a->plan.d_row_token = balloc_i(m, R);
             a->plan.d_token_rows = balloc_i(m, R);
         } else {
@@ -143,7 +271,17 @@ model_t *model_create(const model_config_t *mc, const ops_t *ops, int max_tokens
     m->host_topk = fb_calloc(T * K, sizeof(int32_t));
     m->tokens_per_expert = fb_calloc((size_t)mc->num_hidden_layers * E, sizeof(long));
     m->dropped_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(long));
+    m->aux_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(double));
+    m->z_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(double));
+    if (m->ep_size > 1)
+        moe_ep_create(m);
     return m;
+}
+
+void model_set_a2a_chunks(model_t *m, int chunks)
+{
+    FB_ASSERT(chunks >= 1);
+    m->a2a_chunks = chunks;
 }
 
 void model_free(model_t *m)
@@ -152,8 +290,10 @@ void model_free(model_t *m)
         return;
     const ops_t *o = m->ops;
     for (int g = 0; g < PARAM_NGROUPS; g++) {
-        o->release(m->params[g]);
-        o->release(m->grads[g]);
+        if (m->params[g])
+            o->release(m->params[g]);
+        if (m->grads[g])
+            o->release(m->grads[g]);
     }
     for (int l = 0; l < m->mc.num_hidden_layers; l++) {
         layer_acts_t *a = &m->acts[l];
@@ -176,12 +316,17 @@ void model_free(model_t *m)
     free(m->acts);
     free(m->w.layers);
     free(m->dw.layers);
+    free(m->lv);
     free(m->host_probs);
     free(m->host_rlse);
     free(m->host_loss);
     free(m->host_topk);
     free(m->tokens_per_expert);
     free(m->dropped_per_layer);
+    free(m->aux_per_layer);
+    free(m->z_per_layer);
+    free(m->tag_expert_tokens);
+    moe_ep_free(m);
     param_table_free(&m->table);
     free(m);
 }
@@ -189,6 +334,7 @@ void model_free(model_t *m)
 const param_table_t *model_params_table(const model_t *m) { return &m->table; }
 const model_config_t *model_config(const model_t *m) { return &m->mc; }
 const ops_t *model_ops(const model_t *m) { return m->ops; }
+size_t model_activation_bytes(const model_t *m) { return m->alloc_bytes; }
 float *model_params(model_t *m, int group) { return m->params[group]; }
 float *model_grads(model_t *m, int group) { return m->grads[group]; }
 
@@ -213,25 +359,29 @@ static uint64_t name_hash(const char *s)
     return fb_mix64(h);
 }
 
-void model_init_weights(model_t *m, uint64_t seed)
+void model_init_view(const model_t *m, const param_view_t *v, uint64_t seed, float *host)
 {
     const double std = m->mc.initializer_range;
-    const double scaled = std / sqrt(2.0 * m->mc.num_hidden_layers);
+    const double s = v->init == PARAM_INIT_NORMAL_SCALED ? std / sqrt(2.0 * m->mc.num_hidden_layers) : std;
+    const uint64_t key = fb_hash2(seed, name_hash(v->name));
+    for (size_t j = 0; j < v->numel; j++) {
+        if (v->init == PARAM_INIT_ONES) {
+            host[j] = 1.0f;
+            continue;
+        }
+        /* Box-Muller from two counter-based uniforms; u1 kept away from 0 */
+        double u1 = ((double)(fb_hash2(key, 2 * j) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+        double u2 = (double)(fb_hash2(key, 2 * j + 1) >> 11) * (1.0 / 9007199254740992.0);
+        host[j] = (float)(s * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+    }
+}
+
+void model_init_weights(model_t *m, uint64_t seed)
+{
     for (int i = 0; i < m->table.n; i++) {
         const param_view_t *v = &m->table.views[i];
         float *host = fb_malloc(v->numel * sizeof *host);
-        uint64_t key = fb_hash2(seed, name_hash(v->name));
-        double s = v->init == PARAM_INIT_NORMAL_SCALED ? scaled : std;
-        for (size_t j = 0; j < v->numel; j++) {
-            if (v->init == PARAM_INIT_ONES) {
-                host[j] = 1.0f;
-                continue;
-            }
-            /* Box-Muller from two counter-based uniforms; u1 kept away from 0 */
-            double u1 = ((double)(fb_hash2(key, 2 * j) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
-            double u2 = (double)(fb_hash2(key, 2 * j + 1) >> 11) * (1.0 / 9007199254740992.0);
-            host[j] = (float)(s * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
-        }
+        model_init_view(m, v, seed, host);
         model_set_param(m, v, host);
         free(host);
     }
@@ -255,7 +405,8 @@ void model_get_grad(const model_t *m, const param_view_t *v, float *host)
 void model_zero_grads(model_t *m)
 {
     for (int g = 0; g < PARAM_NGROUPS; g++)
-        m->ops->zero(m->grads[g], m->table.numel[g] * sizeof(float));
+        if (m->grads[g])
+            m->ops->zero(m->grads[g], m->table.numel[g] * sizeof(float));
 }
 
 long model_active_params(const model_config_t *mc)

@@ -8,11 +8,16 @@
 #include "config/config.h"
 #include "model/params.h"
 #include "ops.h"
+#include "parallel/comm.h"
 
 /* One packed micro-batch, in host memory (docs/model.md "Inputs"). */
 typedef struct model_input {
     const int32_t *tokens, *positions, *targets, *cu_seqlens;
     int T, nseq;
+    /* Optional: a tag per sample (the genre), tags < ntags; the MoE layers
+     * then count each tag's expert choices (model_stats_t.tag_expert_tokens). */
+    const uint8_t *seq_tag;
+    int ntags;
 } model_input_t;
 
 /* How this micro-batch's losses enter the step's objective. */
@@ -33,23 +38,69 @@ typedef struct model_stats {
     long dropped;           /* assignments dropped by capacity, all layers */
     const long *tokens_per_expert;   /* [num_hidden_layers * E], after dropping */
     const long *dropped_per_layer;   /* [num_hidden_layers] */
+    const double *aux_per_layer;     /* [num_hidden_layers] aux_l (0 for dense layers) */
+    const double *z_per_layer;       /* [num_hidden_layers] z_l */
+    /* [ntags * num_hidden_layers * E]: top-k choices (before dropping) of the
+     * tokens of samples tagged `tag` at [(tag * L + l) * E + e]; NULL
+     * without tags */
+    const long *tag_expert_tokens;
 } model_stats_t;
 
 typedef struct model model_t;
 
+/* Where a block's parameters and gradients live while the forward or the
+ * backward uses them (blocks: param_view_t.block). By default, the model's
+ * own full buffers. ZeRO installs hooks that gather sharded parameters into
+ * a workspace before a block runs and reduce its gradients as soon as the
+ * block's backward is done. Acquire calls return per-group bases such that
+ * the tensor of view v is base[v->group] + v->offset. */
+typedef struct model_hooks {
+    void *ctx;
+    void (*params_acquire)(void *ctx, int block, int backward, float *base[PARAM_NGROUPS]);
+    void (*params_release)(void *ctx, int block, int backward);
+    /* the returned gradient range must hold this micro-batch's sum so far */
+    void (*grads_acquire)(void *ctx, int block, float *base[PARAM_NGROUPS]);
+    /* the block's gradients of this micro-batch are final */
+    void (*grads_release)(void *ctx, int block);
+} model_hooks_t;
+
+enum {
+    MODEL_NO_PARAM_BUFFER = 1, /* parameters live elsewhere (ZeRO-3): hooks required */
+    MODEL_NO_GRAD_BUFFER = 2   /* gradients live elsewhere (ZeRO-2/3): hooks required */
+};
+
 /* max_tokens: the largest micro-batch (tokens) the activations must hold. */
 model_t *model_create(const model_config_t *mc, const ops_t *ops, int max_tokens);
+model_t *model_create_flags(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags);
+/* Expert parallelism (docs/expert-parallel.md): the model holds the experts
+ * of ep_rank = comm_rank(ep) (num_local_experts / comm_size(ep) per MoE
+ * layer) and exchanges tokens with the other ranks of `ep` in every MoE
+ * layer, forward and backward: all ranks of `ep` must run forward and
+ * backward together (an empty micro-batch included). ep NULL or of size 1:
+ * the single-rank model. The group must outlive the model. */
+model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep);
+/* Splits each MoE layer's token exchange into `chunks` pieces so that the
+ * all-to-all of one overlaps the expert compute of another (default 1; the
+ * same on every rank of the ep group). No effect without expert parallelism. */
+void model_set_a2a_chunks(model_t *m, int chunks);
+/* NULL restores the default (the model's own buffers). */
+void model_set_hooks(model_t *m, const model_hooks_t *hooks);
+/* Bytes of activations and scratch the model holds (for memory reports). */
+size_t model_activation_bytes(const model_t *m);
 void model_free(model_t *m);
 
 const param_table_t *model_params_table(const model_t *m);
 const model_config_t *model_config(const model_t *m);
 const ops_t *model_ops(const model_t *m);
-/* Flat buffers of one group, in backend memory. */
+/* Flat buffers of one group, in backend memory (NULL when created without). */
 float *model_params(model_t *m, int group);
 float *model_grads(model_t *m, int group);
 
 /* Deterministic init from a seed (docs/model.md "Initialisation"). */
 void model_init_weights(model_t *m, uint64_t seed);
+/* The initial values of one view, on the host (what model_init_weights
+ * writes): lets a sharded owner initialise just its slice. */
+void model_init_view(const model_t *m, const param_view_t *v, uint64_t seed, float *host);
 /* Copies a host tensor into the named parameter (validation, checkpoints). */
 void model_set_param(model_t *m, const param_view_t *v, const float *host);
 void model_get_param(const model_t *m, const param_view_t *v, float *host);

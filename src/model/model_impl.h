@@ -18,6 +18,13 @@ typedef struct weights {
     layer_weights_t *layers;
 } weights_t;
 
+/* The views behind each pointer of layer_weights_t / weights_t, found once
+ * by name; binding a block is then base[group] + offset. */
+typedef struct layer_views {
+    const param_view_t *ln1, *wq, *wk, *wv, *wo, *ln2;
+    const param_view_t *w_gate, *w_up, *w_down, *router, *w1, *w3, *w2;
+} layer_views_t;
+
 /* Activations of one layer kept for the backward. */
 typedef struct layer_acts {
     float *x_in;                    /* [T, D] residual stream entering the layer */
@@ -40,7 +47,11 @@ struct model {
     const ops_t *ops;
     param_table_t table;
     float *params[PARAM_NGROUPS], *grads[PARAM_NGROUPS];
-    weights_t w, dw;
+    weights_t w, dw;                /* bound for the block being computed */
+    const param_view_t *v_embed, *v_norm, *v_head;
+    layer_views_t *lv;
+    model_hooks_t hooks;
+    size_t alloc_bytes;             /* activations and scratch */
 
     int max_tokens, hd, qdim, kvdim, nmoe;
     /* batch inputs in backend memory */
@@ -59,9 +70,49 @@ struct model {
     float *host_probs, *host_rlse, *host_loss;
     int32_t *host_topk;
     long *tokens_per_expert, *dropped_per_layer;
+    double *aux_per_layer, *z_per_layer;
+    /* this forward's sample tags (host, from model_input_t) and their counts */
+    const uint8_t *in_tag;
+    const int32_t *in_cu;
+    int ntags, tag_cap;
+    long *tag_expert_tokens;
+
+    /* expert parallelism (moe_ep.c); ep_size 1: every expert is local */
+    comm_t *ep;
+    int ep_size, ep_rank, a2a_chunks;
+    struct moe_ep *epx;
 };
+
+/* Hook wrappers: acquire a block's parameters (or gradients) and bind the
+ * pointers of w (or dw) that belong to it. */
+void model_params_acquire(model_t *m, int block, int backward);
+void model_params_release(model_t *m, int block, int backward);
+void model_grads_acquire(model_t *m, int block);
+void model_grads_release(model_t *m, int block);
+void model_visit_blocks_forward(model_t *m);
 
 void model_forward_moe(model_t *m, int l, const float *h2, float *x_out, model_stats_t *stats);
 void model_backward_moe(model_t *m, int l, float *dh2_out);
+
+/* Per-layer MoE statistics (moe_stats.c): reset at the start of a forward
+ * (pointing stats at the model's arrays), and the tag counts of layer l from
+ * the host copy of its top-k choices. */
+void model_moe_stats_begin(model_t *m, const model_input_t *in, model_stats_t *stats);
+void model_moe_count_tags(model_t *m, int l);
+
+/* The expert side of an MoE layer across the ep group (moe_ep.c).
+ * Forward: sends this rank's permuted rows a->xp (expert-sorted; `offsets`
+ * [E+1] the plan's, NULL when this rank has no tokens), runs the local
+ * experts on what arrives, and leaves the expert outputs of this rank's rows
+ * in a->eo. Backward: sends d(expert outputs) m->dxp, accumulates the local
+ * experts' weight gradients, and leaves d(expert inputs) in m->dtmp. */
+void moe_ep_create(model_t *m);
+void moe_ep_free(model_t *m);
+void moe_ep_forward(model_t *m, int l, const int32_t *offsets);
+void moe_ep_backward(model_t *m, int l);
+/* What a rank without tokens does in MoE layer l so that the exchanges of
+ * the ep group line up (no-ops without expert parallelism). */
+void model_moe_idle_forward(model_t *m, int l);
+void model_moe_idle_backward(model_t *m, int l);
 
 #endif

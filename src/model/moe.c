@@ -20,6 +20,7 @@ void model_forward_moe(model_t *m, int l, const float *h2, float *x_out, model_s
     o->router_fwd(a->probs, a->rlse, a->topk_idx, a->topk_w, a->rlogits, T, E, K);
 
     o->to_host(m->host_topk, a->topk_idx, (size_t)T * K * sizeof(int32_t));
+    model_moe_count_tags(m, l);
     moe_plan_t *p = &a->plan;
     moe_plan_build(p, m->host_topk, T, E, K, moe_capacity(mc->capacity_factor, T, K, E));
     o->to_backend(p->d_row_token, p->row_token, (size_t)p->R * sizeof(int32_t));
@@ -47,14 +48,21 @@ void model_forward_moe(model_t *m, int l, const float *h2, float *x_out, model_s
     free(aux_dprob);
     stats->aux += aux;
     stats->z += z;
+    m->aux_per_layer[l] = aux;
+    m->z_per_layer[l] = z;
     stats->dropped += (long)T * K - p->R;
     m->dropped_per_layer[l] = (long)T * K - p->R;
     for (int e = 0; e < E; e++)
         m->tokens_per_expert[(size_t)l * E + e] = p->offsets[e + 1] - p->offsets[e];
 
     const int R = p->R;
-    if (R > 0) {
+    if (R > 0)
         o->permute_fwd(a->xp, h2, p->d_row_token, R, D);
+    if (m->ep_size > 1) {
+        /* a->xp's rows are sorted by global expert, so each ep rank's
+         * experts are one contiguous run of them */
+        moe_ep_forward(m, l, p->offsets);
+    } else if (R > 0) {
         o->gmm_fwd(a->g, a->xp, w->w1, p->offsets, E, I, D);
         o->gmm_fwd(a->u, a->xp, w->w3, p->offsets, E, I, D);
         o->swiglu_fwd(a->act, a->g, a->u, (size_t)R * I);
@@ -81,7 +89,11 @@ void model_backward_moe(model_t *m, int l, float *dh2_out)
 
     o->combine_bwd(m->dxp, m->dtw, m->dx, a->eo, p->d_token_rows, a->topk_w, T, K, D);
     o->zero(dh2_out, (size_t)T * D * sizeof(float));
-    if (R > 0) {
+    if (m->ep_size > 1) {
+        moe_ep_backward(m, l);
+        if (R > 0)
+            o->permute_bwd(dh2_out, m->dtmp, p->d_token_rows, T, K, D);
+    } else if (R > 0) {
         /* m->dxp holds d(expert outputs) [R, D] */
         o->gmm_bwd_weight(dw->w2, m->dxp, a->act, p->offsets, E, D, I);
         o->gmm_bwd_data(m->dact, m->dxp, w->w2, p->offsets, E, D, I);

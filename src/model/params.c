@@ -12,6 +12,8 @@ int model_layer_is_moe(const model_config_t *mc, int l)
     return mc->num_local_experts > 1 && l % mc->moe_layer_freq == 0;
 }
 
+
+
 static void add_view(param_table_t *t, int group, enum param_init init, int64_t d0, int64_t d1,
                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
@@ -36,21 +38,32 @@ static void add_view(param_table_t *t, int group, enum param_init init, int64_t 
     v->shape[1] = d1 > 0 ? d1 : 0;
     v->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     v->offset = t->numel[group];
+    v->block = t->build_block;
     t->numel[group] += v->numel;
 }
 
-void param_table_build(param_table_t *t, const model_config_t *mc)
+void param_table_build(param_table_t *t, const model_config_t *mc) { param_table_build_ep(t, mc, 1, 0); }
+
+void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank)
 {
     memset(t, 0, sizeof *t);
+    FB_ASSERT(ep_size >= 1 && ep_rank >= 0 && ep_rank < ep_size);
+    FB_ASSERT(mc->num_local_experts <= 1 ? ep_size == 1 : mc->num_local_experts % ep_size == 0);
+    t->ep_size = ep_size;
+    t->ep_rank = ep_rank;
+    t->experts_local = mc->num_local_experts > 1 ? mc->num_local_experts / ep_size : 0;
+    t->expert_lo = ep_rank * t->experts_local;
     const int64_t D = mc->hidden_size, V = mc->vocab_size, I = mc->intermediate_size;
     const int64_t hd = D / mc->num_attention_heads;
     const int64_t QD = hd * mc->num_attention_heads, KVD = hd * mc->num_key_value_heads;
     const int E = mc->num_local_experts;
     const int dense = PARAM_GROUP_DENSE, expert = PARAM_GROUP_EXPERT;
 
+    t->build_block = 0;
     add_view(t, dense, PARAM_INIT_NORMAL, V, D, "model.embed_tokens.weight");
     for (int l = 0; l < mc->num_hidden_layers; l++) {
         const char *p = "model.layers";
+        t->build_block = 1 + l;
         add_view(t, dense, PARAM_INIT_ONES, D, 0, "%s.%d.input_layernorm.weight", p, l);
         add_view(t, dense, PARAM_INIT_NORMAL, QD, D, "%s.%d.self_attn.q_proj.weight", p, l);
         add_view(t, dense, PARAM_INIT_NORMAL, KVD, D, "%s.%d.self_attn.k_proj.weight", p, l);
@@ -66,21 +79,49 @@ void param_table_build(param_table_t *t, const model_config_t *mc)
         add_view(t, dense, PARAM_INIT_NORMAL, E, D, "%s.%d.block_sparse_moe.gate.weight", p, l);
         /* Each projection of all experts is contiguous ([E, out, in]) so the
          * grouped matmul reads one strided block. */
-        for (int e = 0; e < E; e++)
+        const int e0 = t->expert_lo, e1 = t->expert_lo + t->experts_local;
+        for (int e = e0; e < e1; e++)
             add_view(t, expert, PARAM_INIT_NORMAL, I, D, "%s.%d.block_sparse_moe.experts.%d.w1.weight", p, l, e);
-        for (int e = 0; e < E; e++)
+        for (int e = e0; e < e1; e++)
             add_view(t, expert, PARAM_INIT_NORMAL, I, D, "%s.%d.block_sparse_moe.experts.%d.w3.weight", p, l, e);
-        for (int e = 0; e < E; e++)
+        for (int e = e0; e < e1; e++)
             add_view(t, expert, PARAM_INIT_NORMAL_SCALED, D, I, "%s.%d.block_sparse_moe.experts.%d.w2.weight", p, l, e);
     }
+    t->build_block = 1 + mc->num_hidden_layers;
     add_view(t, dense, PARAM_INIT_ONES, D, 0, "model.norm.weight");
     if (!mc->tie_word_embeddings)
         add_view(t, dense, PARAM_INIT_NORMAL, V, D, "lm_head.weight");
+
+    t->nblocks = mc->num_hidden_layers + 2;
+    t->block_range = fb_calloc((size_t)t->nblocks, sizeof *t->block_range);
+    for (int b = 0; b < t->nblocks; b++)
+        for (int g = 0; g < PARAM_NGROUPS; g++)
+            t->block_range[b][g][0] = t->block_range[b][g][1] = (size_t)-1;
+    for (int i = 0; i < t->n; i++) {
+        const param_view_t *v = &t->views[i];
+        size_t *r = t->block_range[v->block][v->group];
+        if (r[0] == (size_t)-1)
+            r[0] = v->offset;
+        FB_ASSERT(r[1] == (size_t)-1 || r[1] == v->offset); /* contiguous */
+        r[1] = v->offset + v->numel;
+    }
+    for (int b = 0; b < t->nblocks; b++)
+        for (int g = 0; g < PARAM_NGROUPS; g++)
+            if (t->block_range[b][g][0] == (size_t)-1)
+                t->block_range[b][g][0] = t->block_range[b][g][1] = 0;
+}
+
+void param_table_block_range(const param_table_t *t, int block, int group, size_t *lo, size_t *hi)
+{
+    FB_ASSERT(block >= 0 && block < t->nblocks);
+    *lo = t->block_range[block][group][0];
+    *hi = t->block_range[block][group][1];
 }
 
 void param_table_free(param_table_t *t)
 {
     free(t->views);
+    free(t->block_range);
     memset(t, 0, sizeof *t);
 }
 

@@ -24,20 +24,36 @@ typedef struct param_view {
     size_t offset;      /* in elements, inside the group's buffer */
     size_t numel;
     enum param_init init;
+    int block;          /* 0 embedding, 1+l layer l, L+1 final norm and head */
 } param_view_t;
 
 typedef struct param_table {
     param_view_t *views;
     int n, cap;
     size_t numel[PARAM_NGROUPS];
+    /* Blocks are the units the forward and backward visit in order; a
+     * block's views are contiguous in each group: [lo, hi). */
+    int nblocks;
+    size_t (*block_range)[PARAM_NGROUPS][2];
+    int build_block;    /* block of the views being added (build only) */
+    /* Expert parallelism: each MoE layer's expert group holds only the
+     * global experts [expert_lo, expert_lo + experts_local), still named by
+     * their global index (docs/expert-parallel.md). ep 1: all of them. */
+    int ep_size, ep_rank, expert_lo, experts_local;
 } param_table_t;
 
 /* Builds the table for a model config, in the order of docs/model.md. */
 void param_table_build(param_table_t *t, const model_config_t *mc);
+/* The same for ep_rank of an expert-parallel group of ep_size ranks: the
+ * expert group keeps num_local_experts / ep_size experts per MoE layer
+ * (ep_size must divide num_local_experts). */
+void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank);
 void param_table_free(param_table_t *t);
 /* NULL if absent. */
 const param_view_t *param_table_find(const param_table_t *t, const char *name);
 size_t param_table_total(const param_table_t *t);
+/* Elements of group g used by block b: [*lo, *hi) (empty when lo == hi). */
+void param_table_block_range(const param_table_t *t, int block, int group, size_t *lo, size_t *hi);
 
 /* Whether layer l has an MoE FFN. */
 int model_layer_is_moe(const model_config_t *mc, int l);

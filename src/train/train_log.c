@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "data/bytetok.h"
 #include "model/params.h"
 #include "util/error.h"
 
@@ -37,6 +38,63 @@ static json_t *expert_tokens_json(const config_t *cfg, const long *counts)
     return layers;
 }
 
+/* [{"tokens_min":..,"tokens_mean":..,"tokens_max":..,"dropped":..,"aux":..,"z":..}]
+ * per MoE layer, expert loads from the kept tokens of the step. */
+static json_t *moe_layers_json(const config_t *cfg, const long *counts, const moe_metrics_t *mm)
+{
+    const model_config_t *mc = &cfg->model;
+    const int E = mc->num_local_experts;
+    json_t *layers = json_array();
+    for (int l = 0; l < mc->num_hidden_layers; l++) {
+        if (!model_layer_is_moe(mc, l))
+            continue;
+        const long *c = counts + (size_t)l * E;
+        long lo = c[0], hi = c[0], sum = 0;
+        for (int e = 0; e < E; e++) {
+            lo = c[e] < lo ? c[e] : lo;
+            hi = c[e] > hi ? c[e] : hi;
+            sum += c[e];
+        }
+        json_t *o = json_object();
+        json_object_set_new(o, "tokens_min", json_integer(lo));
+        json_object_set_new(o, "tokens_mean", json_real((double)sum / E));
+        json_object_set_new(o, "tokens_max", json_integer(hi));
+        json_object_set_new(o, "dropped", json_integer(mm->dropped[l]));
+        json_object_set_new(o, "aux", json_real(mm->aux[l]));
+        json_object_set_new(o, "z", json_real(mm->z[l]));
+        json_array_append_new(layers, o);
+    }
+    return layers;
+}
+
+/* {"romance": [[per expert] per MoE layer], ...}: the genres present in the
+ * step only, so the line stays short. */
+static json_t *genre_experts_json(const config_t *cfg, const moe_metrics_t *mm)
+{
+    const model_config_t *mc = &cfg->model;
+    json_t *genres = json_object();
+    for (int g = 0; g < mm->ntags; g++) {
+        const long *base = mm->tag_tokens + (size_t)g * mm->L * mm->E;
+        long any = 0;
+        for (size_t i = 0; i < (size_t)mm->L * mm->E; i++)
+            any |= base[i];
+        const char *name = bytetok_genre_name(g);
+        if (!any || !name)
+            continue;
+        json_t *layers = json_array();
+        for (int l = 0; l < mm->L; l++) {
+            if (!model_layer_is_moe(mc, l))
+                continue;
+            json_t *row = json_array();
+            for (int e = 0; e < mm->E; e++)
+                json_array_append_new(row, json_integer(base[(size_t)l * mm->E + e]));
+            json_array_append_new(layers, row);
+        }
+        json_object_set_new(genres, name, layers);
+    }
+    return genres;
+}
+
 void train_log_step(train_log_t *log, const step_record_t *r)
 {
     if (!log->active)
@@ -59,12 +117,27 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_object_set_new(j, "lr", json_real(r->lr));
     json_object_set_new(j, "grad_norm", json_real(r->grad_norm));
     json_object_set_new(j, "tokens", json_integer(r->tokens));
+    json_object_set_new(j, "samples", json_integer(r->samples));
+    json_object_set_new(j, "imbalance", json_real(r->imbalance));
+    json_object_set_new(j, "packing", json_real(r->packing));
+    json_object_set_new(j, "max_len", json_integer(r->max_len));
     json_object_set_new(j, "tokens_per_s", json_real(tps));
     json_object_set_new(j, "step_time", json_real(r->step_time));
     json_object_set_new(j, "elapsed", json_real(r->elapsed));
     if (cfg->model.num_local_experts > 1) {
         json_object_set_new(j, "dropped", json_integer(r->dropped));
         json_object_set_new(j, "expert_tokens", expert_tokens_json(cfg, r->expert_tokens));
+        if (r->moe && r->moe->E > 0) {
+            json_object_set_new(j, "moe_layers", moe_layers_json(cfg, r->expert_tokens, r->moe));
+            json_object_set_new(j, "genre_expert_tokens", genre_experts_json(cfg, r->moe));
+        }
+        if (r->moe && r->moe->ep_size > 1) {
+            json_t *a = json_object();
+            json_object_set_new(a, "calls", json_integer(r->moe->a2a_calls));
+            json_object_set_new(a, "bytes", json_real(r->moe->a2a_bytes));
+            json_object_set_new(a, "seconds", json_real(r->moe->a2a_seconds));
+            json_object_set_new(j, "ep_alltoall", a);
+        }
     }
     metrics_write(log->metrics, j);
     json_decref(j);

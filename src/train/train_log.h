@@ -5,14 +5,18 @@
 
 #include "config/config.h"
 #include "io/rundir.h"
+#include "train/moe_metrics.h"
 
 typedef struct step_record {
     long step;              /* 1-based */
     double loss, lm_loss, aux_loss, z_loss;
     double lr, grad_norm;
-    long tokens, dropped;
+    long tokens, dropped, samples;
+    double imbalance, packing;  /* balancer cost imbalance; packing efficiency */
+    int max_len;                /* sequence-length cap this step */
     double step_time, elapsed;
     const long *expert_tokens;  /* [L * E] tokens kept per expert (MoE layers) */
+    const moe_metrics_t *moe;   /* per-layer and per-genre MoE statistics; NULL: none */
 } step_record_t;
 
 typedef struct train_log {

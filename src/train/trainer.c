@@ -1,7 +1,7 @@
-/* One rank's training loop. Every rank draws the same global batch from the
- * same seeded sampler and takes its own micro-batches of it, so the step's
- * loss normaliser (target tokens of the whole global batch) is known to all
- * ranks without communication (docs/model.md, "Losses"). */
+/* One rank's training loop. Every rank computes the same global step plan
+ * (which samples, which rank, which micro-batch) and trains on its part, so
+ * the step's loss normaliser (target tokens of the whole step) is known to
+ * all ranks without communication (docs/model.md, "Losses"). */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -10,66 +10,42 @@
 #include <string.h>
 
 #include "data/batch.h"
-#include "data/novels.h"
-#include "data/path.h"
-#include "data/sampler.h"
-#include "data/windows.h"
+#include "data/bytetok.h"
+#include "io/ckpt_run.h"
 #include "io/rundir.h"
+#include "kernels_info.h"
 #include "model/model.h"
 #include "monitor/counters.h"
 #include "monitor/timer.h"
 #include "ops.h"
+#include "parallel/groups.h"
 #include "parallel/world.h"
 #include "rng.h"
-#include "train/optimizer.h"
+#include "train/data_source.h"
+#include "train/moe_metrics.h"
+#include "train/preempt.h"
 #include "train/schedule.h"
+#include "train/step_plan.h"
 #include "train/train_log.h"
+#include "train/zero.h"
 #include "util/error.h"
 
 typedef struct trainer {
     const config_t *cfg;
-    int rank, world;
+    int rank, world;        /* world rank and size */
+    int dp_rank, dp_size;   /* data-parallel position: which micro-batches */
+    groups_t groups;
+    zero_t *zero;
     model_t *model;
-    optimizer_t opt;
-    novel_set_t novels;
-    sample_set_t samples;
-    sampler_t sampler;
+    data_source_t data;
+    step_plan_t plan;
     batch_t batch;
-    int64_t *ids;
     long *expert_tokens;    /* [L * E] summed over the step's micro-batches */
+    moe_metrics_t moe;      /* per-layer and per-genre MoE statistics of the step */
     train_log_t log;
+    int threads;
+    ckpt_run_t ckpt;
 } trainer_t;
-
-static void load_data(trainer_t *tr)
-{
-    const data_config_t *d = &tr->cfg->data;
-    char *path = data_path_resolve(d->train_path);
-    novels_load(&tr->novels, path);
-    windows_build(&tr->samples, &tr->novels, d->seq_len, d->overlap, d->min_seq_len);
-    if (tr->samples.n == 0)
-        fb_fatal(FB_EXIT_DATA, "%s: no sample of at least %d tokens (data.min_seq_len)", path, d->min_seq_len);
-    if (tr->rank == 0) {
-        printf("fabula: data: %s: %d novels, %lld samples of <= %d tokens (%lld tokens)\n", path,
-               tr->novels.n, (long long)tr->samples.n, d->seq_len,
-               (long long)tr->samples.offsets[tr->samples.n]);
-    }
-    free(path);
-}
-
-static int64_t sample_len(const trainer_t *tr, int64_t id)
-{
-    return tr->samples.offsets[id + 1] - tr->samples.offsets[id];
-}
-
-static void reduce_gradients(trainer_t *tr)
-{
-    if (tr->world == 1)
-        return;
-    const param_table_t *t = model_params_table(tr->model);
-    for (int g = 0; g < PARAM_NGROUPS; g++)
-        if (t->numel[g])
-            parallel_allreduce_sum_f32(model_grads(tr->model, g), t->numel[g]);
-}
 
 /* Forward and backward over this rank's micro-batches of the global batch. */
 static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
@@ -78,34 +54,37 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     const model_config_t *mc = &cfg->model;
     const int E = mc->num_local_experts > 1 ? mc->num_local_experts : 1;
     const size_t nexp = (size_t)mc->num_hidden_layers * E;
-    double targets = 0.0, tokens = 0.0;
-    for (int i = 0; i < cfg->train_batch_size; i++) {
-        int64_t len = sample_len(tr, tr->ids[i]);
-        tokens += (double)len;
-        targets += (double)(len - 1);
-    }
+    step_plan_next(&tr->plan, step);
+    const double targets = tr->plan.targets, tokens = tr->plan.tokens;
     memset(tr->expert_tokens, 0, nexp * sizeof *tr->expert_tokens);
+    moe_metrics_begin_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL);
     double sums[4] = {0.0, 0.0, 0.0, 0.0}; /* lm_sum, aux, z, dropped */
-    for (int mb = 0; mb < cfg->grad_accum; mb++) {
-        const int64_t *ids = tr->ids + ((size_t)mb * tr->world + tr->rank) * cfg->micro_batch;
-        batch_pack(&tr->batch, &tr->samples, ids, cfg->micro_batch);
+    for (int mb = 0; mb < tr->plan.nmicro; mb++) {
+        const int64_t *ids, *lens;
+        int n;
+        step_plan_micro(&tr->plan, mb, &ids, &lens, &n);
+        data_source_batch(&tr->data, &tr->batch, ids, lens, n);
         const batch_t *b = &tr->batch;
-        model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq};
+        model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, b->genre,
+                            BYTETOK_NGENRES};
         model_scales_t sc = {
             .lm_denominator = targets,
             .mb_weight = (double)b->T / tokens,
             .training = 1,
-            .dropout_seed = fb_hash2(cfg->run.seed ^ 0x5eedd209ULL, (uint64_t)step * 65536u + (uint64_t)mb),
+            .dropout_seed = fb_hash2(cfg->run.seed ^ 0x5eedd209ULL,
+                                     ((uint64_t)step * 65536u + (uint64_t)mb) * 4096u + (uint64_t)tr->dp_rank),
         };
         model_stats_t st;
+        zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
         model_forward(tr->model, &in, &sc, &st);
         model_backward(tr->model);
         sums[0] += st.lm_sum;
         sums[1] += st.aux * sc.mb_weight;
         sums[2] += st.z * sc.mb_weight;
         sums[3] += (double)st.dropped;
-        for (size_t i = 0; i < nexp; i++)
+        for (size_t i = 0; i < nexp && b->T > 0; i++)
             tr->expert_tokens[i] += st.tokens_per_expert[i];
+        moe_metrics_add(&tr->moe, &st, sc.mb_weight);
     }
     parallel_allreduce_sum_f64(sums, 4);
     if (tr->world > 1)
@@ -116,7 +95,27 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->loss = rec->lm_loss + mc->router_aux_loss_coef * rec->aux_loss + mc->router_z_loss_coef * rec->z_loss;
     rec->dropped = (long)sums[3];
     rec->tokens = (long)tokens;
+    rec->samples = tr->plan.used;
+    rec->imbalance = tr->plan.imbalance;
+    rec->packing = tr->plan.packing;
+    rec->max_len = tr->plan.max_len;
     rec->expert_tokens = tr->expert_tokens;
+    moe_metrics_end_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL);
+    rec->moe = &tr->moe;
+}
+
+/* Unless OMP_NUM_THREADS says otherwise, the ranks of a node share its
+ * processors instead of each starting one thread per core. */
+static int choose_threads(void)
+{
+    const char *env = getenv("OMP_NUM_THREADS");
+    int n = env ? atoi(env) : 0;
+    if (n < 1) {
+        int local = parallel_local_size();
+        n = kernels_cpu_available() / (local > 0 ? local : 1);
+    }
+    kernels_cpu_set_threads(n < 1 ? 1 : n);
+    return kernels_cpu_threads();
 }
 
 static void print_setup(const trainer_t *tr)
@@ -130,13 +129,23 @@ static void print_setup(const trainer_t *tr)
            cfg->model.num_local_experts > 1 ? "MoE" : "dense", param_table_total(t) / 1e6,
            t->numel[PARAM_GROUP_DENSE] / 1e6, t->numel[PARAM_GROUP_EXPERT] / 1e6,
            model_active_params(&cfg->model) / 1e6);
-    printf("fabula: run: %d rank(s), backend %s, batch %d samples = %d per micro-batch x %d accumulation x %d "
-           "rank(s), %ld steps, run dir %s\n",
-           tr->world, model_ops(tr->model)->name, cfg->train_batch_size, cfg->micro_batch, cfg->grad_accum,
-           tr->world, cfg->run.steps, cfg->run.run_dir);
-    if (cfg->zero.stage > 0)
-        printf("fabula: note: zero_optimization.stage %d is validated; this version keeps the full "
-               "optimizer state on every rank (plain data parallel)\n", cfg->zero.stage);
+    printf("fabula: run: %d rank(s) x %d thread(s), backend %s, batch %d samples offered per step (%d per "
+           "micro-batch x %d accumulation x %d rank(s)), micro-batches of <= %d tokens, sampler %s, packing %s%s, "
+           "%ld steps, run dir %s\n",
+           tr->world, tr->threads, model_ops(tr->model)->name, cfg->train_batch_size, cfg->micro_batch, cfg->grad_accum,
+           tr->dp_size, cfg->loader.max_tokens_per_batch, balance_strategy_name(cfg->loader.sampler),
+           pack_strategy_name(cfg->loader.packing), cfg->loader.curriculum ? ", length curriculum" : "",
+           cfg->run.steps, cfg->run.run_dir);
+    zero_memory_t mem = zero_memory(tr->zero);
+    printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "
+           "optimizer state %.2f MiB%s, workspaces %.2f MiB, activations %.2f MiB\n",
+           cfg->zero.stage, tr->dp_size, cfg->zero.offload_optimizer ? ", optimizer offloaded" : "",
+           cfg->zero.offload_param && cfg->zero.stage == 3 ? ", parameters offloaded" : "",
+           mem.params / 1048576.0, mem.grads / 1048576.0, mem.optimizer / 1048576.0,
+           mem.host_optimizer ? " (host)" : "", mem.workspace / 1048576.0,
+           model_activation_bytes(tr->model) / 1048576.0);
+    printf("fabula: memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu parameters=%zu\n", mem.params,
+           mem.grads, mem.optimizer, mem.workspace, param_table_total(t));
     if (cfg->fp16.enabled || cfg->bf16_enabled)
         printf("fabula: note: %s applies to the CUDA backend; the CPU backend computes in fp32\n",
                cfg->fp16.enabled ? "fp16" : "bf16");
@@ -150,34 +159,43 @@ int trainer_run(const config_t *cfg)
     tr.cfg = cfg;
     tr.rank = parallel_rank();
     tr.world = parallel_size();
+    tr.threads = choose_threads();
     counters_init(tr.rank == 0);
-    load_data(&tr);
+    data_source_open(&tr.data, cfg, tr.rank == 0);
 
-    tr.model = model_create(&cfg->model, ops_cpu(), cfg->micro_batch * cfg->data.seq_len);
-    model_init_weights(tr.model, cfg->run.seed);
-    optimizer_init(&tr.opt, &cfg->optim, tr.model);
-    sampler_init(&tr.sampler, tr.samples.n, cfg->run.seed);
-    tr.ids = fb_malloc((size_t)cfg->train_batch_size * sizeof *tr.ids);
+    groups_create(&tr.groups, cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
+    tr.dp_rank = tr.groups.dp_rank;
+    tr.dp_size = tr.groups.dp_size;
+    tr.zero = zero_create(cfg, &tr.groups, ops_cpu(), cfg->loader.max_tokens_per_batch, cfg->run.seed);
+    tr.model = zero_model(tr.zero);
+    step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
     tr.expert_tokens = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.expert_tokens);
+    moe_metrics_init(&tr.moe, &cfg->model, BYTETOK_NGENRES, tr.groups.ep_size);
     if (tr.rank == 0) {
         print_setup(&tr);
         rundir_prepare(cfg->run.run_dir, cfg->effective_json);
     }
+    /* parameters, moments, step count and data position from a checkpoint
+     * (docs/checkpoint.md); before the metrics log opens, which it trims */
+    ckpt_target_t target = {cfg, tr.zero, model_ops(tr.model), &tr.plan, &tr.groups};
+    ckpt_run_init(&tr.ckpt, &target);
+    ckpt_progress_t prog;
+    ckpt_run_resume(&tr.ckpt, &prog);
+    preempt_install();
     train_log_open(&tr.log, cfg, tr.rank == 0);
 
     int code = FB_EXIT_OK;
     const double t_start = timer_now();
-    for (long step = 0; step < cfg->run.steps; step++) {
+    for (long step = prog.step; step < cfg->run.steps; step++) {
         step_record_t rec;
         memset(&rec, 0, sizeof rec);
         rec.step = step + 1;
         const double t0 = timer_now();
-        sampler_next(&tr.sampler, cfg->train_batch_size, tr.ids);
-        model_zero_grads(tr.model);
+        zero_begin_step(tr.zero);
         run_micro_batches(&tr, step, &rec);
-        reduce_gradients(&tr);
-        rec.grad_norm = grads_global_norm(tr.model);
+        zero_end_backward(tr.zero);
+        rec.grad_norm = zero_grad_norm(tr.zero);
         rec.lr = schedule_lr(&cfg->sched, &cfg->optim, step);
         if (!isfinite(rec.loss) || !isfinite(rec.grad_norm)) {
             if (tr.rank == 0)
@@ -186,21 +204,38 @@ int trainer_run(const config_t *cfg)
             code = FB_EXIT_DIVERGED;
             break;
         }
-        grads_clip(tr.model, rec.grad_norm, cfg->gradient_clipping);
-        optimizer_step(&tr.opt, tr.model, rec.lr);
+        /* the rule of torch.nn.utils.clip_grad_norm_ and DeepSpeed */
+        if (cfg->gradient_clipping > 0.0) {
+            double coef = cfg->gradient_clipping / (rec.grad_norm + 1e-6);
+            if (coef < 1.0)
+                zero_scale_grads(tr.zero, coef);
+        }
+        zero_optimizer_step(tr.zero, rec.lr);
         rec.step_time = timer_now() - t0;
         rec.elapsed = timer_now() - t_start;
         train_log_step(&tr.log, &rec);
+        prog.step = step + 1;
+        prog.tokens_seen += rec.tokens;
+        if (preempt_agree()) {
+            ckpt_run_save(&tr.ckpt, &prog);
+            if (tr.rank == 0)
+                printf("fabula: preempted (SIGUSR1/SIGTERM): checkpoint of step %ld written, exit %d\n", prog.step,
+                       FB_EXIT_PREEMPTED);
+            code = FB_EXIT_PREEMPTED;
+            break;
+        }
+        ckpt_run_step_done(&tr.ckpt, &prog);
     }
+    if (code == FB_EXIT_OK)
+        ckpt_run_save_final(&tr.ckpt, &prog);
     train_log_close(&tr.log, code);
 
-    free(tr.ids);
     free(tr.expert_tokens);
+    moe_metrics_free(&tr.moe);
+    step_plan_free(&tr.plan);
     batch_free(&tr.batch);
-    optimizer_free(&tr.opt);
-    model_free(tr.model);
-    sampler_free(&tr.sampler);
-    sample_set_free(&tr.samples);
-    novels_free(&tr.novels);
+    zero_free(tr.zero);
+    groups_free(&tr.groups);
+    data_source_close(&tr.data);
     return code;
 }

@@ -23,11 +23,13 @@ R2="$SCRATCH/run2"
 run_fabula 1 train --steps 40 --run-dir "$R2"
 check "same seed and layout: identical losses" '[ "$(losses "$R1/metrics.jsonl")" = "$(losses "$R2/metrics.jsonl")" ]'
 
-# Same global batch (8 samples) as 1 rank x 2 micro-batches and as 2 ranks x 1.
+# Same global batch (8 samples) as 1 rank x 2 micro-batches and as 2 ranks x 1
+# (dropless, no aux loss: those are per-micro-batch statistics).
 A="$SCRATCH/a"; B="$SCRATCH/b"
-run_fabula 1 train --steps 10 --run-dir "$A" --set train_batch_size=8 --set train_micro_batch_size_per_gpu=4
+SAME="--set train_batch_size=8 --set train_micro_batch_size_per_gpu=4 --set model.capacity_factor=0 --set model.router_aux_loss_coef=0"
+run_fabula 1 train --steps 10 --run-dir "$A" $SAME
 check "1 rank, accumulation 2: exit 0" '[ $RC -eq 0 ]'
-run_fabula 2 train --steps 10 --run-dir "$B" --set train_batch_size=8 --set train_micro_batch_size_per_gpu=4
+run_fabula 2 train --steps 10 --run-dir "$B" $SAME
 check "2 ranks, accumulation 1: exit 0" '[ $RC -eq 0 ]'
 losses "$A/metrics.jsonl" > "$SCRATCH/a.txt"
 losses "$B/metrics.jsonl" > "$SCRATCH/b.txt"

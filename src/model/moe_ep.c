@@ -1,0 +1,443 @@
+/* Expert parallelism: the expert side of each MoE layer spread over the ep
+ * group (docs/expert-parallel.md).
+ *
+ * Every rank routes and plans its own tokens over all E experts exactly as
+ * the single-rank model does (moe.c), so the same assignments are kept or
+ * dropped whatever ep is. Its permuted rows a->xp are sorted by global
+ * expert, and ep rank j holds experts [j*El, (j+1)*El), El = E / ep: the rows
+ * for rank j are one contiguous run. Per MoE layer, forward:
+ *
+ *   counts    alltoall: rows per (destination rank, its local expert)
+ *   dispatch  alltoallv of the rows, in nc chunks
+ *   experts   per chunk: reorder to expert-major, grouped matmuls, reorder back
+ *   return    alltoallv of the outputs into the source's a->eo
+ *
+ * and the backward sends d(outputs) the same way and returns d(inputs).
+ *
+ * Two layouts of the rows a rank receives:
+ *   receive layout  chunk, then source rank, then the source's row order
+ *                   (expert-sorted): what one alltoallv per chunk delivers;
+ *   compute layout  chunk, then local expert, then source rank, then the
+ *                   source's order: a chunk's rows of one expert are
+ *                   contiguous, as the grouped matmul needs.
+ * A chunk occupies the same row range in both, so its reorders stay inside
+ * it and chunks in flight never share rows. Chunk c of the n rows rank i
+ * sends rank j is the slice [n*c/nc, n*(c+1)/nc), which both ends compute
+ * from the exchanged counts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_impl.h"
+#include "util/error.h"
+
+typedef struct ep_layer {
+    int64_t *send, *recv;       /* [P*El]: rows to rank j for its local expert x at j*El+x; from rank i for mine */
+    int nc, rows;               /* chunks of the current layout; rows received in all */
+    size_t *scount, *sdispl;    /* [nc*P] floats this rank sends, per chunk and rank */
+    size_t *rcount, *rdispl;    /* [nc*P] floats it receives */
+    int32_t *base;              /* host [nc+1]: first row of each chunk (both layouts) */
+    int32_t *off;               /* host [nc*(El+1)]: chunk-relative row offsets of the local experts */
+    int32_t *h_c2r, *h_r2c;     /* host [cap]: compute row -> receive row, and back */
+    int32_t *c2r, *r2c;         /* backend copies */
+    float *xr, *g, *u, *act;    /* compute layout, kept for the backward */
+    uint8_t *mask;              /* expert dropout */
+    size_t cap;                 /* rows the per-layer buffers hold */
+    int nc_cap;
+} ep_layer_t;
+
+struct moe_ep {
+    int P, El;
+    ep_layer_t *layer;          /* [L]; MoE layers only */
+    float *rbuf, *cbuf;         /* [cap, D]: receive- and compute-layout scratch */
+    float *dg, *du, *dact;      /* [cap, I]: the model's own until a step needs more rows */
+    int own_scratch;
+    size_t cap;
+    /* the current exchange's requests, for progress polling */
+    comm_request_t **in, **out;
+    int nc;
+};
+
+static float *falloc(model_t *m, size_t n)
+{
+    m->alloc_bytes += n * sizeof(float);
+    return m->ops->alloc((n ? n : 1) * sizeof(float));
+}
+
+static void frelease(model_t *m, void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    m->alloc_bytes -= bytes;
+    m->ops->release(p);
+}
+
+/* Rows beyond the expected T*K (a hot expert, dropless) grow the buffers by
+ * a quarter more than asked, so a slowly rising peak reallocates rarely. */
+static size_t grown(size_t need) { return need + need / 4 + 1; }
+
+static void layer_alloc(model_t *m, ep_layer_t *ly, size_t cap)
+{
+    const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size;
+    ly->cap = cap;
+    ly->xr = falloc(m, cap * D);
+    ly->g = falloc(m, cap * I);
+    ly->u = falloc(m, cap * I);
+    ly->act = falloc(m, cap * I);
+    ly->mask = m->ops->alloc(cap * I > 0 ? cap * I : 1);
+    m->alloc_bytes += cap * I;
+    ly->c2r = m->ops->alloc((cap ? cap : 1) * sizeof(int32_t));
+    ly->r2c = m->ops->alloc((cap ? cap : 1) * sizeof(int32_t));
+    m->alloc_bytes += 2 * cap * sizeof(int32_t);
+    ly->h_c2r = fb_malloc((cap ? cap : 1) * sizeof(int32_t));
+    ly->h_r2c = fb_malloc((cap ? cap : 1) * sizeof(int32_t));
+}
+
+static void layer_release(model_t *m, ep_layer_t *ly)
+{
+    const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size, cap = ly->cap;
+    frelease(m, ly->xr, cap * D * sizeof(float));
+    frelease(m, ly->g, cap * I * sizeof(float));
+    frelease(m, ly->u, cap * I * sizeof(float));
+    frelease(m, ly->act, cap * I * sizeof(float));
+    frelease(m, ly->mask, cap * I);
+    frelease(m, ly->c2r, cap * sizeof(int32_t));
+    frelease(m, ly->r2c, cap * sizeof(int32_t));
+    free(ly->h_c2r);
+    free(ly->h_r2c);
+    ly->xr = ly->g = ly->u = ly->act = NULL;
+    ly->mask = NULL;
+    ly->c2r = ly->r2c = ly->h_c2r = ly->h_r2c = NULL;
+    ly->cap = 0;
+}
+
+static void scratch_release(model_t *m, struct moe_ep *x)
+{
+    const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size;
+    frelease(m, x->rbuf, x->cap * D * sizeof(float));
+    frelease(m, x->cbuf, x->cap * D * sizeof(float));
+    if (x->own_scratch) {
+        frelease(m, x->dg, x->cap * I * sizeof(float));
+        frelease(m, x->du, x->cap * I * sizeof(float));
+        frelease(m, x->dact, x->cap * I * sizeof(float));
+    }
+    x->rbuf = x->cbuf = x->dg = x->du = x->dact = NULL;
+}
+
+/* Scratch for `rows` received rows; the backward's [rows, I] buffers are
+ * the model's own (sized T*K) while they suffice. */
+static void scratch_reserve(model_t *m, struct moe_ep *x, size_t rows)
+{
+    const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size;
+    if (x->rbuf && rows <= x->cap)
+        return;
+    const size_t tk = (size_t)m->max_tokens * (size_t)m->mc.num_experts_per_tok;
+    size_t cap = x->rbuf ? grown(rows) : (rows > tk ? rows : tk);
+    scratch_release(m, x);
+    x->cap = cap;
+    x->rbuf = falloc(m, cap * D);
+    x->cbuf = falloc(m, cap * D);
+    x->own_scratch = cap > tk;
+    if (x->own_scratch) {
+        x->dg = falloc(m, cap * I);
+        x->du = falloc(m, cap * I);
+        x->dact = falloc(m, cap * I);
+    } else {
+        x->dg = m->dg;
+        x->du = m->du;
+        x->dact = m->dact;
+    }
+}
+
+void moe_ep_create(model_t *m)
+{
+    const model_config_t *mc = &m->mc;
+    struct moe_ep *x = fb_calloc(1, sizeof *x);
+    m->epx = x;
+    x->P = m->ep_size;
+    x->El = m->table.experts_local;
+    FB_ASSERT(x->El >= 1 && x->El * x->P == mc->num_local_experts);
+    x->layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof *x->layer);
+    const size_t tk = (size_t)m->max_tokens * (size_t)mc->num_experts_per_tok;
+    const size_t I = (size_t)mc->intermediate_size;
+    for (int l = 0; l < mc->num_hidden_layers; l++) {
+        if (!model_layer_is_moe(mc, l))
+            continue;
+        /* the received rows live in the ep layer's buffers: the single-rank
+         * expert activations are never used */
+        layer_acts_t *a = &m->acts[l];
+        frelease(m, a->g, tk * I * sizeof(float));
+        frelease(m, a->u, tk * I * sizeof(float));
+        frelease(m, a->act, tk * I * sizeof(float));
+        frelease(m, a->mask, tk * I);
+        a->g = a->u = a->act = NULL;
+        a->mask = NULL;
+        ep_layer_t *ly = &x->layer[l];
+        ly->send = fb_calloc((size_t)x->P * x->El, sizeof *ly->send);
+        ly->recv = fb_calloc((size_t)x->P * x->El, sizeof *ly->recv);
+        layer_alloc(m, ly, tk);
+    }
+    scratch_reserve(m, x, tk);
+}
+
+void moe_ep_free(model_t *m)
+{
+    struct moe_ep *x = m->epx;
+    if (!x)
+        return;
+    for (int l = 0; l < m->mc.num_hidden_layers; l++) {
+        ep_layer_t *ly = &x->layer[l];
+        layer_release(m, ly);
+        free(ly->send);
+        free(ly->recv);
+        free(ly->scount);
+        free(ly->sdispl);
+        free(ly->rcount);
+        free(ly->rdispl);
+        free(ly->base);
+        free(ly->off);
+    }
+    scratch_release(m, x);
+    free(x->layer);
+    free(x);
+    m->epx = NULL;
+}
+
+/* ------------------------------------------------------------- layouts */
+
+static int64_t slice_lo(int64_t n, int c, int nc) { return n * c / nc; }
+
+static void layout_reserve(ep_layer_t *ly, int nc, int P, int El)
+{
+    if (ly->nc_cap >= nc)
+        return;
+    const size_t n = (size_t)nc * (size_t)P;
+    ly->scount = fb_realloc(ly->scount, n * sizeof *ly->scount);
+    ly->sdispl = fb_realloc(ly->sdispl, n * sizeof *ly->sdispl);
+    ly->rcount = fb_realloc(ly->rcount, n * sizeof *ly->rcount);
+    ly->rdispl = fb_realloc(ly->rdispl, n * sizeof *ly->rdispl);
+    ly->base = fb_realloc(ly->base, ((size_t)nc + 1) * sizeof *ly->base);
+    ly->off = fb_realloc(ly->off, (size_t)nc * ((size_t)El + 1) * sizeof *ly->off);
+    ly->nc_cap = nc;
+}
+
+/* From ly->send and ly->recv: the per-chunk counts and displacements of
+ * both ends, the chunk offsets of the local experts and the reorder maps. */
+static void layout_build(model_t *m, struct moe_ep *x, ep_layer_t *ly, int nc)
+{
+    const int P = x->P, El = x->El;
+    const size_t D = (size_t)m->mc.hidden_size;
+    layout_reserve(ly, nc, P, El);
+    ly->nc = nc;
+    int64_t *tot_send = fb_calloc((size_t)P, sizeof *tot_send), *tot_recv = fb_calloc((size_t)P, sizeof *tot_recv);
+    int64_t rows = 0;
+    for (int i = 0; i < P; i++)
+        for (int e = 0; e < El; e++) {
+            tot_send[i] += ly->send[(size_t)i * El + e];
+            tot_recv[i] += ly->recv[(size_t)i * El + e];
+        }
+    for (int i = 0; i < P; i++)
+        rows += tot_recv[i];
+    if (rows >= (int64_t)1 << 31)
+        fb_fatal(FB_EXIT_INTERNAL, "MoE layer: %lld rows received by one rank, more than 2^31 - 1",
+                 (long long)rows);
+    ly->rows = (int)rows;
+    if ((size_t)rows > ly->cap) {
+        layer_release(m, ly);
+        layer_alloc(m, ly, grown((size_t)rows));
+    }
+    scratch_reserve(m, x, (size_t)rows);
+
+    /* receive layout: chunk, then source */
+    int64_t pos = 0;
+    for (int c = 0; c < nc; c++) {
+        ly->base[c] = (int32_t)pos;
+        for (int i = 0; i < P; i++) {
+            int64_t n = slice_lo(tot_recv[i], c + 1, nc) - slice_lo(tot_recv[i], c, nc);
+            ly->rcount[(size_t)c * P + i] = (size_t)n * D;
+            ly->rdispl[(size_t)c * P + i] = (size_t)pos * D;
+            pos += n;
+        }
+    }
+    ly->base[nc] = (int32_t)pos;
+    /* send side: rank j's rows start where the earlier ranks' end */
+    int64_t start = 0;
+    for (int j = 0; j < P; j++) {
+        for (int c = 0; c < nc; c++) {
+            int64_t lo = slice_lo(tot_send[j], c, nc), hi = slice_lo(tot_send[j], c + 1, nc);
+            ly->scount[(size_t)c * P + j] = (size_t)(hi - lo) * D;
+            ly->sdispl[(size_t)c * P + j] = (size_t)(start + lo) * D;
+        }
+        start += tot_send[j];
+    }
+    /* compute layout: chunk, then local expert, then source */
+    for (int c = 0; c < nc; c++) {
+        int32_t row = ly->base[c];
+        int32_t *off = ly->off + (size_t)c * (El + 1);
+        for (int e = 0; e < El; e++) {
+            off[e] = row - ly->base[c];
+            for (int i = 0; i < P; i++) {
+                const int64_t *cnt = ly->recv + (size_t)i * El;
+                int64_t lo = slice_lo(tot_recv[i], c, nc), hi = slice_lo(tot_recv[i], c + 1, nc);
+                int64_t pre = 0;
+                for (int f = 0; f < e; f++)
+                    pre += cnt[f];
+                int64_t a = pre > lo ? pre : lo, b = pre + cnt[e] < hi ? pre + cnt[e] : hi;
+                const int64_t piece = (int64_t)(ly->rdispl[(size_t)c * P + i] / D);
+                for (int64_t q = a; q < b; q++) {
+                    int32_t r = (int32_t)(piece + (q - lo));
+                    ly->h_c2r[row] = r;
+                    ly->h_r2c[r] = row;
+                    row++;
+                }
+            }
+        }
+        off[El] = row - ly->base[c];
+        FB_ASSERT(row == ly->base[c + 1]);
+    }
+    if (rows > 0) {
+        m->ops->to_backend(ly->c2r, ly->h_c2r, (size_t)rows * sizeof(int32_t));
+        m->ops->to_backend(ly->r2c, ly->h_r2c, (size_t)rows * sizeof(int32_t));
+    }
+    free(tot_send);
+    free(tot_recv);
+}
+
+/* ------------------------------------------------------- expert compute */
+
+/* Drives the progress of the exchanges in flight (MPI advances
+ * non-blocking collectives mostly inside MPI calls). */
+static void poll(struct moe_ep *x)
+{
+    for (int c = 0; c < x->nc; c++) {
+        if (x->in[c])
+            comm_test(x->in[c]);
+        if (x->out[c])
+            comm_test(x->out[c]);
+    }
+}
+
+static void chunk_forward(model_t *m, int l, int c)
+{
+    struct moe_ep *x = m->epx;
+    ep_layer_t *ly = &x->layer[l];
+    const ops_t *o = m->ops;
+    const model_config_t *mc = &m->mc;
+    const layer_weights_t *w = &m->w.layers[l];
+    const int D = mc->hidden_size, I = mc->intermediate_size, El = x->El;
+    const size_t b = (size_t)ly->base[c];
+    const int rows = ly->base[c + 1] - ly->base[c];
+    const int32_t *off = ly->off + (size_t)c * (El + 1);
+    if (rows == 0)
+        return;
+    o->permute_fwd(ly->xr + b * D, x->rbuf, ly->c2r + b, rows, D);
+    o->gmm_fwd(ly->g + b * I, ly->xr + b * D, w->w1, off, El, I, D);
+    poll(x);
+    o->gmm_fwd(ly->u + b * I, ly->xr + b * D, w->w3, off, El, I, D);
+    poll(x);
+    o->swiglu_fwd(ly->act + b * I, ly->g + b * I, ly->u + b * I, (size_t)rows * I);
+    if (m->sc.training && mc->expert_dropout > 0.0)
+        o->dropout_fwd(ly->act + b * I, ly->mask + b * I, (size_t)rows * I, (float)mc->expert_dropout,
+                       m->sc.dropout_seed, ((uint64_t)l << 40) + b * (uint64_t)I);
+    o->gmm_fwd(x->cbuf + b * D, ly->act + b * I, w->w2, off, El, D, I);
+    poll(x);
+    /* the chunk's input rows are consumed: its outputs go back in their place */
+    o->permute_fwd(x->rbuf + b * D, x->cbuf, ly->r2c + b, rows, D);
+}
+
+static void chunk_backward(model_t *m, int l, int c)
+{
+    struct moe_ep *x = m->epx;
+    ep_layer_t *ly = &x->layer[l];
+    const ops_t *o = m->ops;
+    const model_config_t *mc = &m->mc;
+    const layer_weights_t *w = &m->w.layers[l], *dw = &m->dw.layers[l];
+    const int D = mc->hidden_size, I = mc->intermediate_size, El = x->El;
+    const size_t b = (size_t)ly->base[c];
+    const int rows = ly->base[c + 1] - ly->base[c];
+    const int32_t *off = ly->off + (size_t)c * (El + 1);
+    if (rows == 0)
+        return;
+    float *deo = x->cbuf + b * D, *tmp = x->rbuf + b * D;
+    float *dg = x->dg + b * I, *du = x->du + b * I, *dact = x->dact + b * I;
+    o->permute_fwd(deo, x->rbuf, ly->c2r + b, rows, D);
+    o->gmm_bwd_weight(dw->w2, deo, ly->act + b * I, off, El, D, I);
+    o->gmm_bwd_data(dact, deo, w->w2, off, El, D, I);
+    poll(x);
+    if (m->sc.training && mc->expert_dropout > 0.0)
+        o->dropout_bwd(dact, ly->mask + b * I, (size_t)rows * I, (float)mc->expert_dropout);
+    o->swiglu_bwd(dg, du, dact, ly->g + b * I, ly->u + b * I, (size_t)rows * I);
+    o->gmm_bwd_weight(dw->w1, dg, ly->xr + b * D, off, El, I, D);
+    o->gmm_bwd_weight(dw->w3, du, ly->xr + b * D, off, El, I, D);
+    poll(x);
+    o->gmm_bwd_data(deo, dg, w->w1, off, El, I, D);
+    o->gmm_bwd_data(tmp, du, w->w3, off, El, I, D);
+    o->axpy(deo, tmp, (size_t)rows * D, 1.0f);
+    o->permute_fwd(x->rbuf + b * D, x->cbuf, ly->r2c + b, rows, D);
+}
+
+/* Rows `src` of this rank (send layout) go to their experts, each chunk is
+ * computed as soon as it has arrived, and the results come back into `dst`
+ * (same layout as src). One blocking exchange each way without chunking;
+ * with chunks, the dispatch of chunk c+1 and the returns of the chunks before
+ * c are in flight while chunk c computes. Every rank of the ep group issues
+ * the same calls in the same order (d0 d1 r0 d2 r1 ... r_last). */
+static void exchange(model_t *m, int l, const float *src, float *dst, int backward)
+{
+    struct moe_ep *x = m->epx;
+    ep_layer_t *ly = &x->layer[l];
+    const int P = x->P, nc = ly->nc;
+    void (*work)(model_t *, int, int) = backward ? chunk_backward : chunk_forward;
+    if (nc == 1) {
+        comm_alltoallv(m->ep, src, ly->scount, ly->sdispl, x->rbuf, ly->rcount, ly->rdispl, COMM_F32);
+        work(m, l, 0);
+        comm_alltoallv(m->ep, x->rbuf, ly->rcount, ly->rdispl, dst, ly->scount, ly->sdispl, COMM_F32);
+        return;
+    }
+    x->nc = nc;
+    x->in = fb_calloc((size_t)nc, sizeof *x->in);
+    x->out = fb_calloc((size_t)nc, sizeof *x->out);
+#define SEND(c) (ly->scount + (size_t)(c) * P), (ly->sdispl + (size_t)(c) * P)
+#define RECV(c) (ly->rcount + (size_t)(c) * P), (ly->rdispl + (size_t)(c) * P)
+    x->in[0] = comm_ialltoallv(m->ep, src, SEND(0), x->rbuf, RECV(0), COMM_F32);
+    for (int c = 0; c < nc; c++) {
+        if (c + 1 < nc)
+            x->in[c + 1] = comm_ialltoallv(m->ep, src, SEND(c + 1), x->rbuf, RECV(c + 1), COMM_F32);
+        comm_wait(&x->in[c]);
+        work(m, l, c);
+        x->out[c] = comm_ialltoallv(m->ep, x->rbuf, RECV(c), dst, SEND(c), COMM_F32);
+        poll(x);
+    }
+#undef SEND
+#undef RECV
+    comm_waitall(x->out, nc);
+    free(x->in);
+    free(x->out);
+    x->in = x->out = NULL;
+    x->nc = 0;
+}
+
+void moe_ep_forward(model_t *m, int l, const int32_t *offsets)
+{
+    struct moe_ep *x = m->epx;
+    ep_layer_t *ly = &x->layer[l];
+    const int P = x->P, El = x->El;
+    for (int j = 0; j < P * El; j++)
+        ly->send[j] = offsets ? offsets[j + 1] - offsets[j] : 0;
+    comm_alltoall(m->ep, ly->send, ly->recv, (size_t)El, COMM_I64);
+    layout_build(m, x, ly, m->a2a_chunks);
+    exchange(m, l, m->acts[l].xp, m->acts[l].eo, 0);
+}
+
+void moe_ep_backward(model_t *m, int l) { exchange(m, l, m->dxp, m->dtmp, 1); }
+
+void model_moe_idle_forward(model_t *m, int l)
+{
+    if (m->ep_size > 1 && model_layer_is_moe(&m->mc, l))
+        moe_ep_forward(m, l, NULL);
+}
+
+void model_moe_idle_backward(model_t *m, int l)
+{
+    if (m->ep_size > 1 && model_layer_is_moe(&m->mc, l))
+        moe_ep_backward(m, l);
+}

@@ -1,0 +1,87 @@
+#include "train/moe_metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/world.h"
+#include "util/error.h"
+
+/* the counts are long; the world sums take long long */
+_Static_assert(sizeof(long) == sizeof(long long), "long must be 64 bits");
+
+void moe_metrics_init(moe_metrics_t *mm, const model_config_t *mc, int ntags, int ep_size)
+{
+    memset(mm, 0, sizeof *mm);
+    mm->ep_size = ep_size;
+    if (mc->num_local_experts <= 1)
+        return;
+    mm->L = mc->num_hidden_layers;
+    mm->E = mc->num_local_experts;
+    mm->ntags = ntags;
+    mm->dropped = fb_calloc((size_t)mm->L, sizeof *mm->dropped);
+    mm->aux = fb_calloc((size_t)mm->L, sizeof *mm->aux);
+    mm->z = fb_calloc((size_t)mm->L, sizeof *mm->z);
+    mm->tag_tokens = fb_calloc((size_t)(ntags > 0 ? ntags : 1) * mm->L * mm->E, sizeof *mm->tag_tokens);
+}
+
+void moe_metrics_free(moe_metrics_t *mm)
+{
+    free(mm->dropped);
+    free(mm->aux);
+    free(mm->z);
+    free(mm->tag_tokens);
+    memset(mm, 0, sizeof *mm);
+}
+
+void moe_metrics_begin_step(moe_metrics_t *mm, comm_t *ep)
+{
+    if (ep)
+        comm_stats_reset(ep);
+    if (mm->E == 0)
+        return;
+    memset(mm->dropped, 0, (size_t)mm->L * sizeof *mm->dropped);
+    memset(mm->aux, 0, (size_t)mm->L * sizeof *mm->aux);
+    memset(mm->z, 0, (size_t)mm->L * sizeof *mm->z);
+    memset(mm->tag_tokens, 0, (size_t)mm->ntags * mm->L * mm->E * sizeof *mm->tag_tokens);
+}
+
+void moe_metrics_add(moe_metrics_t *mm, const model_stats_t *st, double mb_weight)
+{
+    if (mm->E == 0)
+        return;
+    for (int l = 0; l < mm->L; l++) {
+        mm->dropped[l] += st->dropped_per_layer[l];
+        mm->aux[l] += st->aux_per_layer[l] * mb_weight;
+        mm->z[l] += st->z_per_layer[l] * mb_weight;
+    }
+    if (st->tag_expert_tokens)
+        for (size_t i = 0; i < (size_t)mm->ntags * mm->L * mm->E; i++)
+            mm->tag_tokens[i] += st->tag_expert_tokens[i];
+}
+
+void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep)
+{
+    if (ep) {
+        const comm_kind_t kinds[2] = {COMM_KIND_ALLTOALL, COMM_KIND_ALLTOALLV};
+        mm->a2a_calls = 0;
+        mm->a2a_bytes = mm->a2a_seconds = 0.0;
+        for (int i = 0; i < 2; i++) {
+            const comm_stats_t *s = comm_stats(ep, kinds[i]);
+            mm->a2a_calls += (long)s->calls;
+            mm->a2a_bytes += (double)s->bytes;
+            mm->a2a_seconds += s->wait_seconds;
+        }
+    }
+    if (mm->E == 0 || parallel_size() == 1)
+        return;
+    parallel_allreduce_sum_i64((long long *)mm->dropped, (size_t)mm->L);
+    double *buf = fb_malloc(2 * (size_t)mm->L * sizeof *buf);
+    memcpy(buf, mm->aux, (size_t)mm->L * sizeof *buf);
+    memcpy(buf + mm->L, mm->z, (size_t)mm->L * sizeof *buf);
+    parallel_allreduce_sum_f64(buf, 2 * (size_t)mm->L);
+    memcpy(mm->aux, buf, (size_t)mm->L * sizeof *buf);
+    memcpy(mm->z, buf + mm->L, (size_t)mm->L * sizeof *buf);
+    free(buf);
+    if (mm->ntags > 0)
+        parallel_allreduce_sum_i64((long long *)mm->tag_tokens, (size_t)mm->ntags * mm->L * mm->E);
+}

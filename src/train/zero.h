@@ -1,0 +1,81 @@
+/* ZeRO: where parameters, gradients and optimizer state live across the
+ * data-parallel ranks, and the collectives that keep them consistent.
+ *
+ *   stage 0  everything replicated; gradients allreduced
+ *   stage 1  optimizer state sharded; gradients reduce-scattered to their
+ *            owner, updated parameters all-gathered
+ *   stage 2  gradients sharded too: each block's gradients are reduced as
+ *            soon as its backward is done, into the owner's shard, from a
+ *            small workspace that is then reused
+ *   stage 3  parameters sharded too: each block is all-gathered into a
+ *            workspace before it runs (the next one prefetched) and dropped
+ *            after
+ *
+ * Dense parameters are sharded over the `dp` group, expert parameters over
+ * `edp`. The engine plugs into the model through model_hooks_t, so the model
+ * code is the same for every stage. The CPU and GPU backends share this
+ * code: only the op table differs. docs/zero.md has the details. */
+#ifndef FABULA_TRAIN_ZERO_H
+#define FABULA_TRAIN_ZERO_H
+
+#include "config/config.h"
+#include "model/model.h"
+#include "parallel/comm.h"
+#include "parallel/groups.h"
+
+typedef struct zero zero_t;
+
+/* Bytes this rank holds, by kind (docs/zero.md has the formulas). */
+typedef struct zero_memory {
+    size_t params, grads, optimizer;    /* persistent state */
+    size_t workspace;                   /* gather/reduce buffers, bucket-sized */
+    size_t host_optimizer;              /* part of `optimizer` kept in host memory (offload) */
+} zero_memory_t;
+
+/* Creates the model (with the buffers the stage keeps), and initialises the
+ * parameters from `seed`. */
+zero_t *zero_create(const config_t *cfg, const groups_t *groups, const ops_t *ops, int max_tokens, uint64_t seed);
+void zero_free(zero_t *z);
+model_t *zero_model(zero_t *z);
+
+/* Call once per optimizer step, then zero_begin_micro before each
+ * micro-batch's forward. */
+void zero_begin_step(zero_t *z);
+void zero_begin_micro(zero_t *z, int micro, int nmicro);
+/* After the last micro-batch's backward: every reduction complete. */
+void zero_end_backward(zero_t *z);
+
+/* Global L2 norm of the reduced gradient (collective). */
+double zero_grad_norm(zero_t *z);
+/* Multiplies the gradient by `coef`. */
+void zero_scale_grads(zero_t *z, double coef);
+/* AdamW on this rank's shard, then whatever gathering the stage needs. */
+void zero_optimizer_step(zero_t *z, double lr);
+
+zero_memory_t zero_memory(const zero_t *z);
+
+/* This rank's state of reduction group `group` (PARAM_GROUP_*), for
+ * checkpoints. The optimizer updates elements [lo, hi) of the group's flat
+ * buffer (stage 0: all of it); [write_lo, write_hi) is this rank's part of a
+ * partition of the buffer among the group's ranks (the ZeRO shard, at every
+ * stage), so that writing it from every rank covers each element once.
+ * params points at element lo (backend memory, or host when params_host),
+ * m and v at element lo (host when moments_host). */
+typedef struct zero_shard {
+    size_t numel, lo, hi, write_lo, write_hi;
+    float *params, *m, *v;
+    int params_host, moments_host;
+} zero_shard_t;
+zero_shard_t zero_shard(zero_t *z, int group);
+/* Optimizer updates applied so far (Adam's bias correction uses it). */
+long zero_step_count(const zero_t *z);
+void zero_set_step_count(zero_t *z, long step);
+/* After a checkpoint load has set every rank's [lo, hi) parameters:
+ * rebuilds the replicated copies the stage keeps (stage 1/2 all-gather). */
+void zero_sync_params(zero_t *z);
+
+/* The full value of a parameter on every rank (collective): checkpoints,
+ * validation and tests read parameters through this. */
+void zero_get_param(zero_t *z, const param_view_t *v, float *host);
+
+#endif
