@@ -15,6 +15,10 @@ static void print_usage(FILE *f)
             "\n"
             "commands:\n"
             "  train     train a model from a JSON run config (DeepSpeed keys accepted)\n"
+            "  tokenizer train, inspect or apply a tokenizer (byte-level BPE; train, encode, info)\n"
+            "  prep      tokenize novels (.json/.jsonl) into a corpus file (parallel HDF5)\n"
+            "  plan      plan without running: `plan sampler` simulates sampling on N ranks\n"
+            "  ckpt      inspect a checkpoint: `ckpt info FILE`, `ckpt verify FILE`\n"
             "\n"
             "options:\n"
             "  -h, --help     this help; `fabula <command> --help` for a command's options\n"
@@ -41,6 +45,14 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "train"))
         return cli_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenizer"))
+        return cli_tokenizer(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prep"))
+        return cli_prep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan"))
+        return cli_plan(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ckpt"))
+        return cli_ckpt(argc - 1, argv + 1);
     fprintf(stderr, "fabula: error: unknown command '%s'\n\n", cmd);
     print_usage(stderr);
     return FB_EXIT_USAGE;

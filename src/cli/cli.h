@@ -4,6 +4,13 @@
 #define FABULA_CLI_CLI_H
 
 int cli_train(int argc, char **argv);
+int cli_tokenizer(int argc, char **argv);
+/* `fabula prep`: novels to a corpus HDF5 file (docs/prep.md). */
+int cli_prep(int argc, char **argv);
+/* `fabula plan sampler`: the sampler and packer simulated on a corpus. */
+int cli_plan(int argc, char **argv);
+/* `fabula ckpt info|verify FILE`: a checkpoint's metadata, tensors, checksums. */
+int cli_ckpt(int argc, char **argv);
 
 /* "fabula 0.1.0 (MPI ..., HDF5 ..., CUDA ...)" on stdout. */
 void cli_print_version(void);

@@ -48,7 +48,7 @@ int cli_train(int argc, char **argv)
     int nsets = 0, nowned = 0, dry_run = 0;
     int opt;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
             sets[nsets++] = optarg;

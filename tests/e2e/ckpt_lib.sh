@@ -1,0 +1,36 @@
+# Shared by the checkpoint tests (sourced after lib.sh): a small MoE that
+# trains in a fraction of a second per step, with a schedule that does not
+# depend on run.steps (so a run cut in two follows the same lr), dropless
+# and without the load-balancing loss so that its loss does not depend on
+# the layout (docs/zero.md, "Invariance").
+CKPT_ARGS="--set train_batch_size=8 --set train_micro_batch_size_per_gpu=2 --set data.seq_len=64 \
+ --set model.hidden_size=64 --set model.intermediate_size=128 --set model.num_hidden_layers=1 \
+ --set model.capacity_factor=0 --set model.router_aux_loss_coef=0 --set scheduler.params.total_num_steps=40"
+CKPT_TOOL="${FB_BUILDDIR:-.}/tests/e2e/ckpt_tool"
+
+# ctrain NP RUN_DIR ARGS...: trains into $SCRATCH/RUN_DIR, output in
+# $SCRATCH/RUN_DIR.out (appended: one run dir may see several runs), status in $RC
+ctrain() {
+    np=$1; dir=$2; shift 2
+    echo "=== mpiexec -n $np fabula train $*" >>"$SCRATCH/$dir.out"
+    (cd "$FB_SRCDIR" && OMP_NUM_THREADS=1 timeout 300 $MPIEXEC -n "$np" "$FABULA" train --run-dir "$SCRATCH/$dir" \
+        $CKPT_ARGS "$@") >>"$SCRATCH/$dir.out" 2>&1
+    RC=$?
+    [ $RC -eq 0 ] || { echo "--- $dir: exit $RC"; grep -v '^ \|^[{}]' "$SCRATCH/$dir.out" | tail -n 12; }
+}
+
+# "step loss" per line of RUN_DIR/metrics.jsonl
+closses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([-0-9.e+]*\),.*/\1 \2/p' "$SCRATCH/$1/metrics.jsonl"; }
+
+# the step `latest` names, or nothing
+clatest() { sed -n 's/^step-0*\([0-9][0-9]*\)\.h5$/\1/p' "$SCRATCH/$1/checkpoints/latest" 2>/dev/null; }
+
+# cwithin A B TOL: same steps, every loss of B within TOL relative of A's
+cwithin() {
+    closses "$1" >"$SCRATCH/la.txt"; closses "$2" >"$SCRATCH/lb.txt"
+    [ -s "$SCRATCH/la.txt" ] && [ "$(wc -l <"$SCRATCH/la.txt")" -eq "$(wc -l <"$SCRATCH/lb.txt")" ] &&
+    paste "$SCRATCH/la.txt" "$SCRATCH/lb.txt" | awk -v tol="$3" '
+        $1 != $3 { bad = 1 }
+        { d = $2 - $4; if (d < 0) d = -d; a = $2 < 0 ? -$2 : $2; if (d > tol * a) { bad = 1; print "step " $1 ": " $2 " vs " $4 } }
+        END { exit bad }'
+}

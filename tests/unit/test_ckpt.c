@@ -1,0 +1,159 @@
+/* Checkpoint building blocks: the layout-independent checksum against a
+ * direct evaluation of its documented formula, the flat-range selection
+ * against element-by-element expectations, and checkpoint file names. */
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/ckpt_impl.h"
+#include "io/ckpt_run.h"
+
+static int fails, checks;
+
+static void check(int ok, const char *what)
+{
+    checks++;
+    if (!ok) {
+        fails++;
+        printf("FAIL: %s\n", what);
+    }
+}
+
+/* The formula of docs/checkpoint.md, written out again element by element,
+ * with the 64-bit products done as 32-bit halves so that an error in the
+ * library's modular arithmetic would not be repeated here. */
+static uint64_t mul64(uint64_t a, uint64_t b)
+{
+    uint64_t al = a & 0xffffffffu, ah = a >> 32, bl = b & 0xffffffffu, bh = b >> 32;
+    return al * bl + (((al * bh) + (ah * bl)) << 32);
+}
+
+static uint64_t reference_checksum(const float *x, size_t n, uint64_t pos0)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        uint64_t y = mul64(mul64(pos0 + i, 0x9e3779b97f4a7c15ULL) ^ bits, 0xbf58476d1ce4e5b9ULL);
+        sum += y ^ (y >> 31);
+    }
+    return sum;
+}
+
+static void test_checksum(void)
+{
+    /* past the OpenMP threshold, so the parallel reduction is exercised */
+    const size_t n = 200003;
+    float *x = malloc(n * sizeof *x);
+    uint64_t s = 12345;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+    }
+    uint64_t whole = ckpt_checksum(x, n, 0);
+    check(whole == reference_checksum(x, n, 0), "checksum equals the documented formula");
+    /* any partition into pieces adds up to the whole (mod 2^64) */
+    const size_t cuts[][3] = {{1, 2, 3}, {70000, 70001, 150000}, {0, 0, 200003}, {100, 199999, 200002}};
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        size_t a = cuts[c][0], b = cuts[c][1], d = cuts[c][2];
+        uint64_t parts = ckpt_checksum(x, a, 0) + ckpt_checksum(x + a, b - a, a) + ckpt_checksum(x + b, d - b, b) +
+                         ckpt_checksum(x + d, n - d, d);
+        check(parts == whole, "pieces sum to the whole tensor's checksum");
+    }
+    /* a moved element or one flipped bit changes it */
+    float t = x[10];
+    x[10] = x[11];
+    x[11] = t;
+    check(ckpt_checksum(x, n, 0) != whole, "swapping two elements changes the checksum");
+    x[11] = x[10];
+    x[10] = t;
+    check(ckpt_checksum(x, n, 0) == whole, "swapped back: same checksum");
+    uint32_t bits;
+    memcpy(&bits, &x[5000], sizeof bits);
+    bits ^= 1u << 7;
+    memcpy(&x[5000], &bits, sizeof bits);
+    check(ckpt_checksum(x, n, 0) != whole, "one flipped bit changes the checksum");
+    free(x);
+}
+
+/* Writes 1..(b-a) through ckpt_select_flat into a zeroed dataset of shape
+ * dims and checks every element of the flattened result. */
+static int selection_ok(hid_t file, int ndim, const hsize_t *dims, size_t a, size_t b)
+{
+    static int count;
+    char name[32];
+    snprintf(name, sizeof name, "d%d", count++);
+    hid_t fspace = H5Screate_simple(ndim, dims, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    float zero = 0.0f;
+    H5Pset_fill_value(dcpl, H5T_NATIVE_FLOAT, &zero);
+    hid_t d = H5Dcreate2(file, name, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    size_t total = (size_t)dims[0] * (ndim == 2 ? (size_t)dims[1] : 1);
+    float *v = malloc((b - a) * sizeof *v), *all = malloc(total * sizeof *all);
+    for (size_t i = 0; i < b - a; i++)
+        v[i] = (float)(i + 1);
+    hsize_t m[1] = {b - a};
+    hid_t mspace = H5Screate_simple(1, m, NULL);
+    ckpt_select_flat(fspace, ndim, dims, a, b);
+    int ok = H5Sget_select_npoints(fspace) == (hssize_t)(b - a) &&
+             H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, v) >= 0 &&
+             H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, all) >= 0;
+    for (size_t i = 0; ok && i < total; i++) {
+        float want = i >= a && i < b ? (float)(i - a + 1) : 0.0f;
+        ok = all[i] == want;
+    }
+    free(v);
+    free(all);
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+    H5Pclose(dcpl);
+    H5Dclose(d);
+    return ok;
+}
+
+static void test_select(void)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_core(fapl, 1 << 20, 0); /* in memory */
+    hid_t file = H5Fcreate("test_ckpt_select.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    const hsize_t d2[2] = {7, 5}, d1[1] = {13}, row[2] = {1, 9}, col[2] = {6, 1};
+    int all2 = 1, all1 = 1, edge = 1;
+    for (size_t a = 0; a < 35; a++)
+        for (size_t b = a + 1; b <= 35; b++)
+            all2 &= selection_ok(file, 2, d2, a, b);
+    for (size_t a = 0; a < 13; a++)
+        for (size_t b = a + 1; b <= 13; b++)
+            all1 &= selection_ok(file, 1, d1, a, b);
+    for (size_t a = 0; a < 9; a++)
+        for (size_t b = a + 1; b <= 9; b++)
+            edge &= selection_ok(file, 2, row, a, b) && (b > 6 || selection_ok(file, 2, col, a, b));
+    check(all2, "2-D [7, 5]: every flat range [a, b) selects exactly those elements, in order");
+    check(all1, "1-D [13]: every flat range selects exactly those elements");
+    check(edge, "2-D single row [1, 9] and single column [6, 1]");
+    H5Fclose(file);
+}
+
+static void test_names(void)
+{
+    check(ckpt_run_parse_name("step-00001000.h5") == 1000, "step-00001000.h5 -> 1000");
+    check(ckpt_run_parse_name("step-7.h5") == 7, "step-7.h5 -> 7");
+    check(ckpt_run_parse_name("step-.h5") == -1, "step-.h5 refused");
+    check(ckpt_run_parse_name("step-12.h5.tmp") == -1, "a temporary name is not a checkpoint");
+    check(ckpt_run_parse_name(".step-12.h5.tmp") == -1, "a hidden temporary is not a checkpoint");
+    check(ckpt_run_parse_name("step-12x.h5") == -1, "step-12x.h5 refused");
+    check(ckpt_run_parse_name("latest") == -1, "latest is not a checkpoint");
+    check(ckpt_run_parse_name("step-99999999999999999999999.h5") == -1, "an overflowing step refused");
+}
+
+int main(void)
+{
+    test_checksum();
+    test_select();
+    test_names();
+    printf("test_ckpt: %d checks, %d failed (checksum formula and layout independence, flat-range selections "
+           "on 1-D and 2-D tensors, checkpoint names)\n", checks, fails);
+    return fails ? 1 : 0;
+}
