@@ -1,28 +1,32 @@
 #!/bin/sh
 # Checkpoint bandwidth (docs/checkpoint.md, "Performance"): write and read
-# of one checkpoint of a ~27M-parameter MoE (a ~325 MB file: parameters and
-# two Adam moments in fp32) on 1, 2 and 4 ranks, beside a plain sequential
-# write and read of the same number of bytes on the same disk with dd.
+# of one checkpoint of a ~27M-parameter MoE (a 340 MB file: parameters and
+# two Adam moments in fp32) on 1, 2 and 4 ranks (ZeRO 3), each followed by
+# a plain sequential write and read of the same number of bytes on the same
+# disk with dd, so that each fabula/dd ratio compares measurements taken
+# seconds apart.
 #
 #   FABULA=/path/to/build/fabula bench/ckpt.sh [OUT_DIR]
 #
 # Environment: MPIEXEC (default mpiexec.mpich), RANKS (default "1 2 4"),
-# COLLECTIVE (checkpoint.collective values to run, default "shared all"),
-# REPEAT (runs of each measurement, default 3: the table shows the median,
-# as the machine may be shared).
-# fabula's figures are its own "saved ... MB/s" and "resumed ... MB/s" lines:
-# the whole save (create, write, checksums, close, fsync, rename, `latest`)
-# and the whole load (open, read, checksums, rebuilding the replicated
-# copies). fabula picks its thread count as in training (the cores of the
-# node shared among its ranks, unless OMP_NUM_THREADS is set); the
-# checksums use those threads. dd writes with conv=fsync. Before every read the page cache is
-# dropped when this user may (root: /proc/sys/vm/drop_caches); otherwise
-# both sides read from the cache and the table says so.
+# COLLECTIVE (checkpoint.collective values, default "shared"; "shared all"
+# compares the two), REPEAT (pairs per row, default 3; the table shows
+# medians, as the machine may be shared).
+#
+# fabula's figures are its own "saved ... MB/s" and "resumed ... MB/s"
+# lines: the whole save (create, write, checksums, close, fsync, rename,
+# `latest`) and the whole load (open, read, checksums, rebuilding the
+# replicated copies). fabula picks its thread count as in training (the
+# node's cores shared among its ranks, unless OMP_NUM_THREADS is set); the
+# checksums use those threads. dd writes with conv=fsync. Before every read
+# the page cache is dropped when this user may (root:
+# /proc/sys/vm/drop_caches); otherwise both sides read from the cache and
+# the table says so.
 set -eu
 : "${FABULA:?set FABULA to the fabula binary}"
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 RANKS=${RANKS:-"1 2 4"}
-COLLECTIVE=${COLLECTIVE:-"shared all"}
+COLLECTIVE=${COLLECTIVE:-shared}
 REPEAT=${REPEAT:-3}
 top=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$PWD/bench-ckpt}

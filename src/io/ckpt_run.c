@@ -67,7 +67,7 @@ static int by_step_desc(const void *a, const void *b)
 
 /* The checkpoints of dir, newest step first (rank 0). A missing directory
  * has none. Also removes the temporaries of saves that never finished
- * (".step-*.h5.tmp") when `clean`. */
+ * (".step-*.h5.tmp", "latest.tmp.PID") when `clean`. */
 static entry_t *list_checkpoints(const char *dir, int *count, int clean)
 {
     *count = 0;
@@ -90,6 +90,11 @@ static entry_t *list_checkpoints(const char *dir, int *count, int clean)
             e[n].step = step;
             e[n].name = fb_strdup(de->d_name);
             n++;
+        } else if (clean && !strncmp(de->d_name, LATEST ".tmp.", sizeof LATEST + 4)) {
+            /* atomic_write_file's temporary of `latest`, from a killed job */
+            char *p = join(dir, de->d_name);
+            unlink(p);
+            free(p);
         } else if (clean && de->d_name[0] == '.' && ckpt_run_parse_name(de->d_name + 1) < 0) {
             /* ".step-N.h5.tmp": the name without its dot and ".tmp" */
             size_t len = strlen(de->d_name);

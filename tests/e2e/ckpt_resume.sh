@@ -1,7 +1,8 @@
 #!/bin/sh
 # Resume: 20 steps straight and 10 + resume + 10 give bit-identical losses
 # (metrics.jsonl) and bit-identical parameters and moments (the checksums of
-# the final checkpoints), at ZeRO 1 and at ZeRO 3 with offload; keep_last;
+# the final checkpoints), at ZeRO 1 and at ZeRO 3 with offload, and with
+# samples deferred across the cut; keep_last;
 # `latest`; a run resumed from an older checkpoint than the last step it
 # logged cuts metrics.jsonl back; run.resume "none" and PATH.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -36,6 +37,20 @@ for z in 1 3; do
     check "ZeRO $z: final parameters and moments bit-identical (checksums)" \
         'same_table "$(ck straight$z 20)" "$(ck cut$z 20)"'
 done
+
+# micro-batches too small for the samples offered: the balancer defers
+# samples to the next step, and the checkpoint must carry them
+DEFER="--set data.max_tokens_per_batch=64"
+ctrain 2 defer_straight --steps 10 $DEFER
+ctrain 2 defer_cut --steps 5 $DEFER
+"$FABULA" ckpt info "$(ck defer_cut 5)" >"$SCRATCH/defer.txt"
+check "a checkpoint with samples deferred to the next step" \
+    'grep -q "^data .* position [0-9]*, [1-9][0-9]* deferred" "$SCRATCH/defer.txt"'
+ctrain 2 defer_cut --steps 10 $DEFER
+check "deferred samples carried across the resume: losses and final tensors bit-identical" \
+    '[ $RC -eq 0 ] && closses defer_straight >"$SCRATCH/a.txt" && closses defer_cut >"$SCRATCH/b.txt" &&
+     [ "$(wc -l <"$SCRATCH/a.txt")" -eq 10 ] && cmp -s "$SCRATCH/a.txt" "$SCRATCH/b.txt" &&
+     same_table "$(ck defer_straight 10)" "$(ck defer_cut 10)"'
 
 # a later run that resumes from an older checkpoint (the run was lost after
 # step 20 but resumes from 16): metrics.jsonl goes back to 16, then on
