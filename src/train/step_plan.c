@@ -47,7 +47,8 @@ static void offer_samples(step_plan_t *p, long step)
 {
     const int64_t count = p->cfg->train_batch_size;
     if (!p->use_curriculum) {
-        p->noffer = balance_step_ids(&p->sampler, p->deferred, p->ndeferred, count, p->offer);
+        balance_step_ids(&p->sampler, p->deferred, p->ndeferred, count, p->offer);
+        p->noffer = count;
         return;
     }
     /* deferred samples first, then the curriculum's mix for this phase */
