@@ -73,21 +73,24 @@ static void probs_block(real *P, const real *Q, const real *K, const att_shape_t
     for (int i = 0; i < B; i++) {
         real *row = P + (size_t)i * r1;
         const int last = r0 + i;
-        real lse;
         if (lse_in) {
-            lse = lse_in[(size_t)last * lse_stride];
+            const real lse = lse_in[(size_t)last * lse_stride];
+            for (int c = 0; c <= last; c++)
+                row[c] = R_EXP(row[c] - lse);
         } else {
             real m = row[0];
             for (int c = 1; c <= last; c++)
                 m = row[c] > m ? row[c] : m;
             double sum = 0.0;
+            for (int c = 0; c <= last; c++) {
+                row[c] = R_EXP(row[c] - m);
+                sum += (double)row[c];
+            }
+            lse_out[(size_t)last * lse_stride] = m + (real)log(sum);
+            const real inv = (real)(1.0 / sum);
             for (int c = 0; c <= last; c++)
-                sum += (double)R_EXP(row[c] - m);
-            lse = m + (real)log(sum);
-            lse_out[(size_t)last * lse_stride] = lse;
+                row[c] *= inv;
         }
-        for (int c = 0; c <= last; c++)
-            row[c] = R_EXP(row[c] - lse);
         for (int c = last + 1; c < r1; c++)
             row[c] = 0;
     }

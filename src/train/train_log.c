@@ -145,7 +145,9 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     const long steps = cfg->run.steps;
     if (r->step == 1 || r->step % cfg->run.steps_per_print == 0 || r->step == steps) {
         char eta[32];
-        format_eta(eta, sizeof eta, (double)(steps - r->step) * (r->elapsed / (double)r->step));
+        /* a resumed run starts at a later step: rate from this run's steps */
+        const double done = (double)log->steps_logged;
+        format_eta(eta, sizeof eta, (double)(steps - r->step) * (r->elapsed / done));
         printf("step %*ld/%ld | loss %.4f (lm %.4f aux %.3f z %.3f) | lr %.3e | grad norm %.3f | "
                "%.0f tok/s | %.3f s/step | ETA %s\n",
                (int)snprintf(NULL, 0, "%ld", steps), r->step, steps, r->loss, r->lm_loss, r->aux_loss,
