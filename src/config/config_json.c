@@ -99,19 +99,12 @@ void cj_fail(const cj_ctx_t *c, const char *fmt, ...)
     va_start(ap, fmt);
     char *msg = vformat(fmt, ap);
     va_end(ap);
+    /* every rank reads the same config and fails here alike; rank 0 says
+     * it once (verbose is set on rank 0 only) */
     if (c->verbose)
-        fb_fatal(FB_EXIT_USAGE, "%s", msg);
-    if (fb_error_rank() > 0) {
-        /* Every rank reads the same config and fails here too; rank 0 prints
-         * the message and aborts the job. Exiting first could end the job
-         * before rank 0's message is out, so wait for it; if it never comes
-         * (rank 0 read different files), say it here. */
-        for (int i = 0; i < 300; i++) {
-            struct timespec ts = {0, 100000000};
-            nanosleep(&ts, NULL);
-        }
-        fb_fatal(FB_EXIT_USAGE, "%s", msg);
-    }
+        fb_fatal_all(FB_EXIT_USAGE, "%s", msg);
+    if (fb_error_rank() > 0)
+        fb_fatal_all(FB_EXIT_USAGE, "%s", msg);
     free(msg);
     fflush(stdout);
     exit(FB_EXIT_USAGE);

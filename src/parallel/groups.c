@@ -9,9 +9,8 @@
 
 #define EP_KEY "parallel.expert_parallel_size"
 
-/* A config error every rank detects alike: rank 0 prints it and ends the
- * job. The others give it time to do so, so that one message is seen, and
- * end themselves only if it never comes. */
+/* A config error every rank detects alike: rank 0 prints it once and every
+ * rank exits cleanly (fb_fatal_all). */
 static _Noreturn void refuse(const comm_t *world, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static _Noreturn void refuse(const comm_t *world, const char *fmt, ...)
 {
@@ -20,13 +19,8 @@ static _Noreturn void refuse(const comm_t *world, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (comm_rank(world) != 0) {
-        for (int i = 0; i < 300; i++) {
-            struct timespec ts = {0, 100000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    fb_fatal(FB_EXIT_USAGE, "%s", msg);
+    (void)world;
+    fb_fatal_all(FB_EXIT_USAGE, "%s", msg);
 }
 
 /* Every rank must build the same layout, or the splits below would pair

@@ -60,6 +60,15 @@ _Noreturn void parallel_abort(int code)
     _Exit(code);
 }
 
+_Noreturn void parallel_exit(int code)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Finalize();
+    exit(code);
+}
+
 int parallel_rank(void) { return world_rank; }
 int parallel_size(void) { return world_size; }
 

@@ -13,11 +13,11 @@ static void open_corpus(data_source_t *s, const config_t *cfg, int verbose)
     s->corpus = corpus_open(cfg->data.corpus_path, 0);
     tokenizer_t *tok = tokenizer_load(cfg->data.tokenizer);
     if (!corpus_check_tokenizer(s->corpus, tok))
-        fb_fatal(FB_EXIT_DATA, "%s was made with another tokenizer than data.tokenizer = %s (digest %s); "
+        fb_fatal_all(FB_EXIT_DATA, "%s was made with another tokenizer than data.tokenizer = %s (digest %s); "
                  "give the tokenizer prep used", cfg->data.corpus_path, cfg->data.tokenizer, tokenizer_digest(tok));
     tokenizer_free(tok);
     if (corpus_vocab_size(s->corpus) > cfg->model.vocab_size)
-        fb_fatal(FB_EXIT_USAGE, "model.vocab_size = %d is smaller than the vocabulary of %s (%d)",
+        fb_fatal_all(FB_EXIT_USAGE, "model.vocab_size = %d is smaller than the vocabulary of %s (%d)",
                  cfg->model.vocab_size, cfg->data.corpus_path, corpus_vocab_size(s->corpus));
     s->n = corpus_num_samples(s->corpus);
     s->lens = fb_malloc((size_t)(s->n ? s->n : 1) * sizeof *s->lens);

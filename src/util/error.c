@@ -39,6 +39,23 @@ void fb_fatal(int code, const char *fmt, ...)
     terminate(code);
 }
 
+void fb_fatal_all(int code, const char *fmt, ...)
+{
+    if (my_rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "fabula: error: ");
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    if (mpi_active)
+        parallel_exit(code);
+    exit(code);
+}
+
 void fb_fail_call(int code, const char *file, int line, const char *call, const char *detail)
 {
     int err = errno;

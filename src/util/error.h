@@ -27,6 +27,13 @@ enum fb_exit_code {
  * when MPI is up, the job) with `code`. */
 _Noreturn void fb_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* For an error every rank detects alike (a bad config): rank 0 prints the
+ * message, then every rank leaves MPI cleanly and exits with `code`.
+ * MPI_Abort would let the launcher end the job before it has forwarded
+ * rank 0's message. (A rank that does not detect it is ended by the
+ * launcher when the others exit non-zero.) */
+_Noreturn void fb_fatal_all(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* A failed internal call: names where and what. */
 _Noreturn void fb_fail_call(int code, const char *file, int line, const char *call, const char *detail);
 
