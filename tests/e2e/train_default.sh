@@ -36,4 +36,15 @@ losses "$B/metrics.jsonl" > "$SCRATCH/b.txt"
 paste "$SCRATCH/a.txt" "$SCRATCH/b.txt"
 check "1 vs 2 ranks: losses equal within 1e-5 relative" \
     "paste '$SCRATCH/a.txt' '$SCRATCH/b.txt' | awk '{d=\$1-\$2; if (d<0) d=-d; if (d > 1e-5*\$2) bad=1} END{exit bad}' && [ -s '$SCRATCH/a.txt' ]"
+
+# The length curriculum and the sequence-length warm-up drive the trainer:
+# max_len grows from 64 to the full 128 over 8 steps (multiples of 64).
+C="$SCRATCH/curriculum"
+run_fabula 2 train --steps 12 --run-dir "$C" --set data.curriculum.enabled=true \
+    --set data.curriculum.short_threshold=64 --set data.curriculum.long_threshold=120 \
+    --set data.seq_len_warmup.enabled=true --set data.seq_len_warmup.start=64 --set data.seq_len_warmup.steps=8
+lens=$(sed -n 's/.*"max_len": *\([0-9]*\).*/\1/p' "$C/metrics.jsonl" | tr '\n' ' ')
+echo "max_len per step: $lens"
+check "curriculum + warm-up run: exit 0, max_len 64 at first and 128 at the end" \
+    '[ $RC -eq 0 ] && [ "${lens%% *}" = 64 ] && [ "$(echo $lens | awk "{print \$NF}")" = 128 ]'
 finish
