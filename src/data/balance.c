@@ -70,8 +70,8 @@ static void reserve(balance_plan_t *p, int64_t n, int nranks)
 
 /* ------------------------------------------------------------ sort order */
 
-/* qsort has no context argument; the step's arrays are reached through
- * these file-scope pointers for the duration of one sort. */
+/* qsort has no context argument; the arrays are reached through these
+ * file-scope pointers for the duration of one sort. */
 static const int64_t *sort_ids, *sort_lens;
 
 /* Descending length; equal lengths by ascending sample id, then input
@@ -85,6 +85,16 @@ static int by_length_desc(const void *a, const void *b)
     if (sort_ids[i] != sort_ids[j])
         return sort_ids[i] < sort_ids[j] ? -1 : 1;
     return (i > j) - (i < j);
+}
+
+void balance_order_by_length(int64_t *order, const int64_t *ids, const int64_t *lens, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    sort_ids = ids;
+    sort_lens = lens;
+    qsort(order, (size_t)n, sizeof *order, by_length_desc);
+    sort_ids = sort_lens = NULL;
 }
 
 /* ------------------------------------------------------------ rank heap */
@@ -177,12 +187,7 @@ static void assign_uniform(balance_plan_t *p, const int64_t *lens, int64_t n, in
 static void assign_sorted(balance_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int nranks, double c,
                           int64_t budget, int by_cost)
 {
-    for (int64_t i = 0; i < n; i++)
-        p->order[i] = i;
-    sort_ids = ids;
-    sort_lens = lens;
-    qsort(p->order, (size_t)n, sizeof *p->order, by_length_desc);
-    sort_ids = sort_lens = NULL;
+    balance_order_by_length(p->order, ids, lens, n);
 
     rank_heap_t h = {p->heap, p->heap_pos, nranks, p->cost, p->tokens, by_cost};
     /* All loads are 0: rank order is already a valid heap. */

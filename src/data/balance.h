@@ -72,6 +72,11 @@ void balance_plan_make(balance_plan_t *p, const int64_t *ids, const int64_t *len
 
 void balance_plan_free(balance_plan_t *p);
 
+/* order[0..n) = the input positions 0..n-1 by descending length; equal
+ * lengths by ascending id, then position (a total order, the same on every
+ * rank). The order of greedy and lpt, and of pack's best fit. */
+void balance_order_by_length(int64_t *order, const int64_t *ids, const int64_t *lens, int64_t n);
+
 /* A step's input: the `ndeferred` samples deferred by the previous step
  * first, then fresh ids from the sampler up to `count` in all. Writes
  * ids[0..count) and returns how many came from the sampler. */

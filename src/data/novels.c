@@ -42,11 +42,11 @@ static void ctx_warn(load_ctx_t *ctx, const char *fmt, ...)
     fb_warn("%s", msg);
 }
 
-static uint8_t *file_read_all(const char *path, size_t *n)
+uint8_t *novels_file_read(const char *path, const char *what, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        fb_fatal(FB_EXIT_IO, "cannot open corpus %s: %s", path, strerror(errno));
+        fb_fatal(FB_EXIT_IO, "cannot open %s %s: %s", what, path, strerror(errno));
     size_t cap = 1 << 16, len = 0;
     uint8_t *buf = fb_malloc(cap);
     for (;;) {
@@ -58,7 +58,7 @@ static uint8_t *file_read_all(const char *path, size_t *n)
         len += got;
         if (got == 0) {
             if (ferror(f))
-                fb_fatal(FB_EXIT_IO, "cannot read corpus %s: %s", path, strerror(errno));
+                fb_fatal(FB_EXIT_IO, "cannot read %s %s: %s", what, path, strerror(errno));
             break;
         }
     }
@@ -67,10 +67,7 @@ static uint8_t *file_read_all(const char *path, size_t *n)
     return buf;
 }
 
-/* A copy of a JSON string's bytes (which may hold 0 bytes), with the
- * utf8_guard markers turned back into the original bytes when the input
- * needed them. */
-static uint8_t *string_copy(const json_t *s, int guarded, size_t *len)
+uint8_t *novels_json_string_copy(const json_t *s, int guarded, size_t *len)
 {
     size_t n = json_string_length(s);
     uint8_t *p = fb_malloc(n + 1);
@@ -82,62 +79,7 @@ static uint8_t *string_copy(const json_t *s, int guarded, size_t *len)
     return p;
 }
 
-/* Adds the novel in `obj` (from `where`, "FILE:LINE") or explains why not. */
-static void record_add(load_ctx_t *ctx, novel_set_t *set, const json_t *obj, const char *where, int guarded)
-{
-    if (!json_is_object(obj)) {
-        ctx_warn(ctx, "%s: expected a JSON object (a novel), skipped", where);
-        set->n_malformed++;
-        return;
-    }
-    const json_t *content = json_object_get(obj, "content");
-    const char *why = !content ? "no \"content\" field"
-                      : !json_is_string(content) ? "\"content\" is not a string"
-                      : json_string_length(content) == 0 ? "empty \"content\""
-                      : NULL;
-    if (why) {
-        ctx_warn(ctx, "%s: %s, skipped", where, why);
-        set->n_no_content++;
-        return;
-    }
-
-    novel_t nv = {0};
-    nv.content = string_copy(content, guarded, &nv.len);
-
-    const json_t *genre = json_object_get(obj, "genre");
-    if (!genre || json_is_null(genre)) {
-        nv.genre = GENRE_UNKNOWN;
-    } else if (json_is_string(genre)) {
-        int unknown;
-        nv.genre = bytetok_genre_id(json_string_value(genre), &unknown);
-        if (unknown) {
-            ctx_warn(ctx, "%s: unknown genre \"%s\", read as \"other\"", where, json_string_value(genre));
-            set->n_other_genre++;
-        }
-    } else {
-        ctx_warn(ctx, "%s: \"genre\" is not a string, read as \"other\"", where);
-        nv.genre = GENRE_OTHER;
-        set->n_other_genre++;
-    }
-
-    const json_t *title = json_object_get(obj, "title");
-    if (json_is_string(title)) {
-        size_t tl;
-        nv.title = (char *)string_copy(title, guarded, &tl);
-    }
-
-    if (set->n == ctx->capacity) {
-        ctx->capacity = ctx->capacity ? 2 * ctx->capacity : 16;
-        set->novels = fb_realloc(set->novels, (size_t)ctx->capacity * sizeof *set->novels);
-    }
-    set->novels[set->n++] = nv;
-    set->total_bytes += nv.len;
-}
-
-/* Parses one JSON text (a line, or the whole .json file) with jansson,
- * carrying invalid UTF-8 through the utf8_guard markers. Returns NULL and
- * fills *err on failure. */
-static json_t *json_parse_bytes(const uint8_t *text, size_t n, int *guarded, json_error_t *err)
+json_t *novels_json_parse(const uint8_t *text, size_t n, int *guarded, json_error_t *err)
 {
     uint8_t *wrapped;
     size_t wn;
@@ -153,6 +95,81 @@ static json_t *json_parse_bytes(const uint8_t *text, size_t n, int *guarded, jso
     json_t *root = json_loadb(bad ? (const char *)wrapped : (const char *)text, bad ? wn : n, JSON_ALLOW_NUL, err);
     free(wrapped);
     return root;
+}
+
+void novels_record_read(novel_record_t *rec, const json_t *obj)
+{
+    *rec = (novel_record_t){.status = NOVEL_RECORD_OK, .genre = GENRE_UNKNOWN};
+    if (!json_is_object(obj)) {
+        rec->status = NOVEL_RECORD_NOT_OBJECT;
+        return;
+    }
+    const json_t *content = json_object_get(obj, "content");
+    rec->why = !content                            ? "no \"content\" field"
+               : !json_is_string(content)          ? "\"content\" is not a string"
+               : json_string_length(content) == 0 ? "empty \"content\""
+                                                   : NULL;
+    if (rec->why) {
+        rec->status = NOVEL_RECORD_NO_CONTENT;
+        return;
+    }
+    rec->content = content;
+
+    const json_t *genre = json_object_get(obj, "genre");
+    if (genre && !json_is_null(genre)) {
+        if (json_is_string(genre)) {
+            int unknown;
+            rec->genre = bytetok_genre_id(json_string_value(genre), &unknown);
+            if (unknown) {
+                rec->genre_issue = NOVEL_GENRE_UNKNOWN;
+                rec->genre_name = json_string_value(genre);
+            }
+        } else {
+            rec->genre = GENRE_OTHER;
+            rec->genre_issue = NOVEL_GENRE_NOT_STRING;
+        }
+    }
+    const json_t *title = json_object_get(obj, "title");
+    rec->title = json_is_string(title) ? title : NULL;
+}
+
+/* Adds the novel in `obj` (from `where`, "FILE:LINE") or explains why not. */
+static void record_add(load_ctx_t *ctx, novel_set_t *set, const json_t *obj, const char *where, int guarded)
+{
+    novel_record_t rec;
+    novels_record_read(&rec, obj);
+    if (rec.status == NOVEL_RECORD_NOT_OBJECT) {
+        ctx_warn(ctx, "%s: expected a JSON object (a novel), skipped", where);
+        set->n_malformed++;
+        return;
+    }
+    if (rec.status == NOVEL_RECORD_NO_CONTENT) {
+        ctx_warn(ctx, "%s: %s, skipped", where, rec.why);
+        set->n_no_content++;
+        return;
+    }
+
+    novel_t nv = {0};
+    nv.content = novels_json_string_copy(rec.content, guarded, &nv.len);
+    nv.genre = rec.genre;
+    if (rec.genre_issue == NOVEL_GENRE_UNKNOWN) {
+        ctx_warn(ctx, "%s: unknown genre \"%s\", read as \"other\"", where, rec.genre_name);
+        set->n_other_genre++;
+    } else if (rec.genre_issue == NOVEL_GENRE_NOT_STRING) {
+        ctx_warn(ctx, "%s: \"genre\" is not a string, read as \"other\"", where);
+        set->n_other_genre++;
+    }
+    if (rec.title) {
+        size_t tl;
+        nv.title = (char *)novels_json_string_copy(rec.title, guarded, &tl);
+    }
+
+    if (set->n == ctx->capacity) {
+        ctx->capacity = ctx->capacity ? 2 * ctx->capacity : 16;
+        set->novels = fb_realloc(set->novels, (size_t)ctx->capacity * sizeof *set->novels);
+    }
+    set->novels[set->n++] = nv;
+    set->total_bytes += nv.len;
 }
 
 static int line_is_blank(const uint8_t *s, size_t n)
@@ -179,7 +196,7 @@ static void load_jsonl(load_ctx_t *ctx, novel_set_t *set, const uint8_t *buf, si
         snprintf(where, sizeof where, "%s:%ld", ctx->path, lineno);
         json_error_t err;
         int guarded = 0;
-        json_t *obj = json_parse_bytes(line, len, &guarded, &err);
+        json_t *obj = novels_json_parse(line, len, &guarded, &err);
         if (!obj) {
             ctx_warn(ctx, "%s: %s", where, err.text);
             set->n_malformed++;
@@ -194,7 +211,7 @@ static void load_json(load_ctx_t *ctx, novel_set_t *set, const uint8_t *buf, siz
 {
     json_error_t err;
     int guarded = 0;
-    json_t *root = json_parse_bytes(buf, n, &guarded, &err);
+    json_t *root = novels_json_parse(buf, n, &guarded, &err);
     if (!root) {
         if (err.line > 0)
             fb_fatal(FB_EXIT_DATA, "%s:%d:%d: %s", ctx->path, err.line, err.column, err.text);
@@ -231,7 +248,7 @@ void novels_load(novel_set_t *set, const char *path)
     load_ctx_t ctx = {.path = resolved, .unit = document ? "item" : "line"};
 
     size_t n;
-    uint8_t *buf = file_read_all(resolved, &n);
+    uint8_t *buf = novels_file_read(resolved, "corpus", &n);
     /* A byte-order mark is an encoding signature, not text. */
     size_t skip = n >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF ? 3 : 0;
     if (document)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/balance.h" /* balance_order_by_length: the same order as lpt */
 #include "util/error.h"
 
 int pack_strategy_parse(const char *name, loader_packing_t *out)
@@ -43,19 +44,6 @@ static void reserve(pack_plan_t *p, int64_t n)
     }
 }
 
-/* qsort has no context argument: the arrays of the current call. */
-static const int64_t *sort_ids, *sort_lens;
-
-static int by_length_desc(const void *a, const void *b)
-{
-    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
-    if (sort_lens[i] != sort_lens[j])
-        return sort_lens[i] > sort_lens[j] ? -1 : 1;
-    if (sort_ids[i] != sort_ids[j])
-        return sort_ids[i] < sort_ids[j] ? -1 : 1;
-    return (i > j) - (i < j);
-}
-
 static int can_open(const pack_plan_t *p, int max_bins) { return max_bins <= 0 || p->nbins < max_bins; }
 
 static int open_bin(pack_plan_t *p)
@@ -80,12 +68,7 @@ static void pack_sequential(pack_plan_t *p, const int64_t *lens, int64_t n, int 
 
 static void pack_best_fit(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int max_bins)
 {
-    for (int64_t i = 0; i < n; i++)
-        p->order[i] = i;
-    sort_ids = ids;
-    sort_lens = lens;
-    qsort(p->order, (size_t)n, sizeof *p->order, by_length_desc);
-    sort_ids = sort_lens = NULL;
+    balance_order_by_length(p->order, ids, lens, n);
     for (int64_t k = 0; k < n; k++) {
         int64_t i = p->order[k];
         int best = -1;

@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "data/bytetok.h"
+#include "data/novels.h"
 #include "data/utf8_guard.h"
 #include "util/error.h"
 
@@ -192,20 +192,6 @@ prep_reader_t *prep_reader_open(const prep_inputs_t *in, int64_t begin, int64_t 
     return r;
 }
 
-/* A JSON string's bytes (0 bytes allowed) with the utf8_guard markers
- * turned back into the original bytes. */
-static uint8_t *string_copy(const json_t *s, int guarded, size_t *len)
-{
-    size_t n = json_string_length(s);
-    uint8_t *p = fb_malloc(n + 1);
-    memcpy(p, json_string_value(s), n);
-    if (guarded)
-        n = utf8_guard_unwrap(p, n);
-    p[n] = '\0';
-    *len = n;
-    return p;
-}
-
 static int64_t invalid_utf8_count(const uint8_t *s, size_t n)
 {
     int64_t bad = 0;
@@ -224,28 +210,25 @@ static int64_t invalid_utf8_count(const uint8_t *s, size_t n)
  * goes between the path (or PATH:LINE) and the message of an issue. */
 static int record_take(prep_reader_t *r, const json_t *obj, int guarded, prep_record_t *rec, const char *pre)
 {
-    if (!json_is_object(obj)) {
+    novel_record_t nr;
+    novels_record_read(&nr, obj);
+    if (nr.status == NOVEL_RECORD_NOT_OBJECT) {
         r->counts.malformed++;
         reader_issue(r, rec->line, r->strict, "%sexpected a JSON object (a novel), skipped", pre);
         if (r->strict)
             r->failed = 1;
         return 0;
     }
-    const json_t *content = json_object_get(obj, "content");
-    const char *why = !content ? "no \"content\" field"
-                      : !json_is_string(content) ? "\"content\" is not a string"
-                      : json_string_length(content) == 0 ? "empty \"content\""
-                      : NULL;
-    if (why) {
+    if (nr.status == NOVEL_RECORD_NO_CONTENT) {
         r->counts.no_content++;
-        reader_issue(r, rec->line, 0, "%s%s, skipped", pre, why);
+        reader_issue(r, rec->line, 0, "%s%s, skipped", pre, nr.why);
         return 0;
     }
     free(r->content);
     free(r->title);
     free(r->language);
     r->title = r->language = NULL;
-    r->content = string_copy(content, guarded, &rec->len);
+    r->content = novels_json_string_copy(nr.content, guarded, &rec->len);
     rec->content = r->content;
     rec->invalid_utf8 = guarded ? invalid_utf8_count(r->content, rec->len) : 0;
     if (rec->invalid_utf8) {
@@ -255,51 +238,23 @@ static int record_take(prep_reader_t *r, const json_t *obj, int guarded, prep_re
                      (long long)rec->invalid_utf8, rec->invalid_utf8 == 1 ? "" : "s");
     }
 
-    const json_t *genre = json_object_get(obj, "genre");
-    if (!genre || json_is_null(genre)) {
-        rec->genre = GENRE_UNKNOWN;
-    } else if (json_is_string(genre)) {
-        int unknown;
-        rec->genre = bytetok_genre_id(json_string_value(genre), &unknown);
-        if (unknown) {
-            r->counts.other_genre++;
-            reader_issue(r, rec->line, 0, "%sunknown genre \"%.100s\", read as \"other\"", pre,
-                         json_string_value(genre));
-        }
-    } else {
-        rec->genre = GENRE_OTHER;
+    rec->genre = nr.genre;
+    if (nr.genre_issue == NOVEL_GENRE_UNKNOWN) {
+        r->counts.other_genre++;
+        reader_issue(r, rec->line, 0, "%sunknown genre \"%.100s\", read as \"other\"", pre, nr.genre_name);
+    } else if (nr.genre_issue == NOVEL_GENRE_NOT_STRING) {
         r->counts.other_genre++;
         reader_issue(r, rec->line, 0, "%s\"genre\" is not a string, read as \"other\"", pre);
     }
     size_t len;
-    const json_t *title = json_object_get(obj, "title");
-    if (json_is_string(title))
-        r->title = (char *)string_copy(title, guarded, &len);
+    if (nr.title)
+        r->title = (char *)novels_json_string_copy(nr.title, guarded, &len);
     const json_t *language = json_object_get(obj, "language");
     if (json_is_string(language))
-        r->language = (char *)string_copy(language, guarded, &len);
+        r->language = (char *)novels_json_string_copy(language, guarded, &len);
     rec->title = r->title;
     rec->language = r->language;
     return 1;
-}
-
-/* Parses one JSON text, carrying invalid UTF-8 through the utf8_guard
- * markers. NULL with *err filled on failure. */
-static json_t *json_parse_bytes(const uint8_t *text, size_t n, int *guarded, json_error_t *err)
-{
-    uint8_t *wrapped;
-    size_t wn;
-    long bad = utf8_guard_wrap(text, n, &wrapped, &wn);
-    if (bad < 0) {
-        snprintf(err->text, sizeof err->text,
-                 "invalid UTF-8 together with code points U+10FF00..U+10FFFF; cannot keep its bytes exactly");
-        err->line = err->column = -1;
-        return NULL;
-    }
-    *guarded = bad > 0;
-    json_t *root = json_loadb(bad ? (const char *)wrapped : (const char *)text, bad ? wn : n, JSON_ALLOW_NUL, err);
-    free(wrapped);
-    return root;
 }
 
 static int line_is_blank(const char *s, size_t n)
@@ -310,31 +265,6 @@ static int line_is_blank(const char *s, size_t n)
     return 1;
 }
 
-static uint8_t *file_read_all(const char *path, int64_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fb_fatal(FB_EXIT_IO, "cannot open input %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    uint8_t *buf = fb_malloc(cap);
-    for (;;) {
-        if (len == cap) {
-            cap *= 2;
-            buf = fb_realloc(buf, cap);
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f))
-                fb_fatal(FB_EXIT_IO, "cannot read input %s: %s", path, strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    *n = (int64_t)len;
-    return buf;
-}
-
 /* Opens file r->file for reading if this share holds any of it; 0 if not. */
 static int reader_enter_file(prep_reader_t *r)
 {
@@ -342,13 +272,13 @@ static int reader_enter_file(prep_reader_t *r)
     if (f->is_document) {
         if (f->start < r->begin || f->start >= r->end)
             return 0;
-        int64_t n;
-        uint8_t *buf = file_read_all(f->path, &n);
-        r->counts.bytes_read += n;
+        size_t n;
+        uint8_t *buf = novels_file_read(f->path, "input", &n);
+        r->counts.bytes_read += (int64_t)n;
         size_t skip = n >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF ? 3 : 0;
         json_error_t err;
         int guarded = 0;
-        json_t *root = json_parse_bytes(buf + skip, (size_t)n - skip, &guarded, &err);
+        json_t *root = novels_json_parse(buf + skip, (size_t)n - skip, &guarded, &err);
         free(buf);
         if (!root) {
             r->counts.malformed++;
@@ -435,7 +365,7 @@ static int reader_next_line(prep_reader_t *r, prep_record_t *rec)
             continue;
         json_error_t err;
         int guarded = 0;
-        json_t *obj = json_parse_bytes((const uint8_t *)text, n, &guarded, &err);
+        json_t *obj = novels_json_parse((const uint8_t *)text, n, &guarded, &err);
         if (r->line_cap > PREP_BIG_LINE) {
             /* Parsed: a huge line's buffer goes before its content is copied. */
             free(r->line);

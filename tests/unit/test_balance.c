@@ -18,19 +18,7 @@
 #include "data/sampler.h"
 #include "model/model.h"
 #include "rng.h"
-
-static int checks, failures;
-
-#define EXPECT(cond, ...)                                                                                              \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                            \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
+#include "testlib.h"
 
 static const loader_sampler_t strategies[3] = {LOADER_SAMPLER_UNIFORM, LOADER_SAMPLER_GREEDY, LOADER_SAMPLER_LPT};
 
@@ -379,13 +367,9 @@ static void test_chapter_lengths(void)
 /* The bundled corpus split by chapters: mean cost imbalance over steps. */
 static void test_bundled_corpus_order(void)
 {
-    const char *src = getenv("FB_SRCDIR");
-    if (!src) {
-        printf("bundled corpus: FB_SRCDIR unset, skipped\n");
+    const char *path = testlib_srcdir_file("inputs/sample.jsonl", "bundled corpus");
+    if (!path)
         return;
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/inputs/sample.jsonl", src);
     novel_set_t novels;
     novels_load(&novels, path);
     int64_t *lens_all, cut;

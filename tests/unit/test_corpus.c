@@ -25,21 +25,8 @@
 #include "io/h5tensor.h"
 #include "parallel/world.h"
 #include "rng.h"
+#include "testlib.h"
 #include "util/error.h"
-
-static int failures;
-static int checks;
-
-#define EXPECT(cond, ...)                                                                                  \
-    do {                                                                                               \
-        checks++;                                                                                      \
-        if (!(cond)) {                                                                                 \
-            failures++;                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                            \
-            fprintf(stderr, __VA_ARGS__);                                                              \
-            fputc('\n', stderr);                                                                       \
-        }                                                                                              \
-    } while (0)
 
 #define DIR_ "test_corpus.d"
 #define INPUT DIR_ "/novels.jsonl"

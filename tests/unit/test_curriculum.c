@@ -17,19 +17,7 @@
 #include "data/balance.h"
 #include "data/curriculum.h"
 #include "rng.h"
-
-static int checks, failures;
-
-#define EXPECT(cond, ...)                                                                                              \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                            \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
+#include "testlib.h"
 
 /* The defaults, spelled out here as the specification. */
 static loader_config_t spec_config(void)

@@ -19,21 +19,8 @@
 #include "data/utf8_guard.h"
 #include "data/windows.h"
 #include "rng.h"
+#include "testlib.h"
 #include "util/error.h"
-
-static int failures;
-static int checks;
-
-#define EXPECT(cond, ...)                                                                                  \
-    do {                                                                                               \
-        checks++;                                                                                      \
-        if (!(cond)) {                                                                                 \
-            failures++;                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                            \
-            fprintf(stderr, __VA_ARGS__);                                                              \
-            fputc('\n', stderr);                                                                       \
-        }                                                                                              \
-    } while (0)
 
 static void write_file(const char *path, const void *data, size_t n)
 {
@@ -293,28 +280,6 @@ static void test_novels_json(void)
     printf("novels: .json array (with a non-object and an empty item) and single object\n");
 }
 
-/* Runs fn(arg) in a child and returns its exit status (-1 if it did not exit). */
-static int child_status(void (*fn)(const void *), const void *arg)
-{
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        exit(1);
-    }
-    if (pid == 0) {
-        fn(arg);
-        _exit(0); /* returning is wrong for every caller below */
-    }
-    int status;
-    if (waitpid(pid, &status, 0) != pid) {
-        perror("waitpid");
-        exit(1);
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void load_in_child(const void *path)
 {
     novel_set_t set;
@@ -361,7 +326,7 @@ static void test_bad_input_exits(void)
         {"sampler state past the end", sampler_state_in_child, NULL, 3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        int st = child_status(cases[i].fn, cases[i].arg);
+        int st = testlib_child_exit(cases[i].fn, cases[i].arg, NULL);
         EXPECT(st == cases[i].code, "%s: exit %d, expected %d", cases[i].what, st, cases[i].code);
         printf("bad input: %s -> exit %d\n", cases[i].what, st);
     }
@@ -622,13 +587,9 @@ static int64_t naive_window_count(int64_t L, int seq_len, int overlap, int min_s
 
 static void test_sample_corpus(void)
 {
-    const char *src = getenv("FB_SRCDIR");
-    if (!src) {
-        printf("sample corpus: FB_SRCDIR unset, skipped\n");
+    const char *path = testlib_srcdir_file("inputs/sample.jsonl", "sample corpus");
+    if (!path)
         return;
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/inputs/sample.jsonl", src);
     novel_set_t set;
     novels_load(&set, path);
 

@@ -18,8 +18,8 @@
 #include "io/atomic_file.h"
 #include "io/h5tensor.h"
 #include "io/rundir.h"
+#include "testlib.h"
 
-static int failures, checks;
 static char root[512];
 
 static void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -95,29 +95,11 @@ static int is_dir(const char *p)
 static int run_child(void (*fn)(const void *), const void *arg, char **err)
 {
     char *errpath = path_in("child.err");
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        exit(1);
-    }
-    if (pid == 0) {
-        if (!freopen(errpath, "w", stderr))
-            _exit(99);
-        fn(arg);
-        _exit(0);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) {
-            perror("waitpid");
-            exit(1);
-        }
+    int st = testlib_child_exit(fn, arg, errpath);
     *err = slurp(errpath, NULL);
     if (!*err)
         *err = strdup("");
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return st;
 }
 
 static void expect_exit(void (*fn)(const void *), const void *arg, int code, const char *must_contain,

@@ -14,19 +14,7 @@
 #include "data/pack.h"
 #include "data/windows.h"
 #include "rng.h"
-
-static int checks, failures;
-
-#define EXPECT(cond, ...)                                                                                              \
-    do {                                                                                                               \
-        checks++;                                                                                                      \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                            \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
+#include "testlib.h"
 
 static const loader_packing_t packers[2] = {LOADER_PACK_SEQUENTIAL, LOADER_PACK_BEST_FIT};
 

@@ -16,21 +16,8 @@
 #include "data/window_stream.h"
 #include "data/windows.h"
 #include "rng.h"
+#include "testlib.h"
 #include "util/error.h"
-
-static int failures;
-static int checks;
-
-#define EXPECT(cond, ...)                                                                                  \
-    do {                                                                                               \
-        checks++;                                                                                      \
-        if (!(cond)) {                                                                                 \
-            failures++;                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                            \
-            fprintf(stderr, __VA_ARGS__);                                                              \
-            fputc('\n', stderr);                                                                       \
-        }                                                                                              \
-    } while (0)
 
 /* ------------------------------------------------------------ chapters */
 

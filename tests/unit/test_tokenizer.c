@@ -24,21 +24,9 @@
 #include "data/tokenizer.h"
 #include "data/tokenizer_fabula.h"
 #include "data/tokenizer_internal.h"
+#include "testlib.h"
 #include "util/error.h"
 #include "util/sha256.h"
-
-static int failures, checks;
-
-#define EXPECT(cond, ...)                                                                                  \
-    do {                                                                                               \
-        checks++;                                                                                      \
-        if (!(cond)) {                                                                                 \
-            failures++;                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                            \
-            fprintf(stderr, __VA_ARGS__);                                                              \
-            fputc('\n', stderr);                                                                       \
-        }                                                                                              \
-    } while (0)
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 static uint64_t rnd(void)
@@ -580,24 +568,8 @@ static void test_digest(const tokenizer_t *t)
     unlink("tok_canon.txt");
 }
 
-/* Runs fn(arg) in a child; returns its exit code (stderr silenced). */
-static int child_exit(void (*fn)(const char *), const char *arg)
-{
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stderr))
-            _exit(99);
-        fn(arg);
-        _exit(0);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void load_and_free(const char *path) { tokenizer_free(tokenizer_load(path)); }
+/* For testlib_child_exit, which runs it with stderr silenced. */
+static void load_and_free(const void *path) { tokenizer_free(tokenizer_load(path)); }
 
 /* The file text of `json` with the first occurrence of `from` replaced by `to`. */
 static void write_edited(const char *path, const char *json, const char *from, const char *to)
@@ -634,27 +606,27 @@ static void test_fabula_file(const tokenizer_t *t, const int32_t *merges, size_t
     free(fewer);
     tokenizer_free(u);
 
-    EXPECT(child_exit(load_and_free, "tok_ok.json") == 0, "a good file loads in a child");
+    EXPECT(testlib_child_exit(load_and_free, "tok_ok.json", "/dev/null") == 0, "a good file loads in a child");
     char dg[80];
     snprintf(dg, sizeof dg, "\"digest\": \"%s\"", tokenizer_digest(t));
     char bad[80];
     snprintf(bad, sizeof bad, "\"digest\": \"%c%s\"", tokenizer_digest(t)[0] == '0' ? '1' : '0', tokenizer_digest(t) + 1);
     write_edited("tok_bad.json", json, dg, bad);
-    EXPECT(child_exit(load_and_free, "tok_bad.json") == FB_EXIT_DATA, "a wrong digest exits 3");
+    EXPECT(testlib_child_exit(load_and_free, "tok_bad.json", "/dev/null") == FB_EXIT_DATA, "a wrong digest exits 3");
     char m0[64], m0s[64];
     snprintf(m0, sizeof m0, "[%d, %d]", (int)merges[0], (int)merges[1]);
     snprintf(m0s, sizeof m0s, "[%d, %d]", (int)merges[1], (int)merges[0]);
     write_edited("tok_bad.json", json, m0, m0s);
-    EXPECT(child_exit(load_and_free, "tok_bad.json") == FB_EXIT_DATA, "an edited merge (digest mismatch) exits 3");
+    EXPECT(testlib_child_exit(load_and_free, "tok_bad.json", "/dev/null") == FB_EXIT_DATA, "an edited merge (digest mismatch) exits 3");
     write_edited("tok_bad.json", json, m0, "[0, 9999999]");
-    EXPECT(child_exit(load_and_free, "tok_bad.json") == FB_EXIT_DATA, "a merge of undefined ids exits 3");
+    EXPECT(testlib_child_exit(load_and_free, "tok_bad.json", "/dev/null") == FB_EXIT_DATA, "a merge of undefined ids exits 3");
     write_edited("tok_bad.json", json, "\"version\": 1", "\"version\": 2");
-    EXPECT(child_exit(load_and_free, "tok_bad.json") == FB_EXIT_DATA, "version 2 exits 3");
+    EXPECT(testlib_child_exit(load_and_free, "tok_bad.json", "/dev/null") == FB_EXIT_DATA, "version 2 exits 3");
     write_edited("tok_bad.json", json, "{", "[");
-    EXPECT(child_exit(load_and_free, "tok_bad.json") == FB_EXIT_DATA, "not JSON exits 3");
+    EXPECT(testlib_child_exit(load_and_free, "tok_bad.json", "/dev/null") == FB_EXIT_DATA, "not JSON exits 3");
     write_file("tok_bad.json", "{\"hello\": 1}", 12);
-    EXPECT(child_exit(load_and_free, "tok_bad.json") == FB_EXIT_DATA, "JSON of another kind exits 3");
-    EXPECT(child_exit(load_and_free, "tok_no_such_file.json") == FB_EXIT_IO, "a missing file exits 4");
+    EXPECT(testlib_child_exit(load_and_free, "tok_bad.json", "/dev/null") == FB_EXIT_DATA, "JSON of another kind exits 3");
+    EXPECT(testlib_child_exit(load_and_free, "tok_no_such_file.json", "/dev/null") == FB_EXIT_IO, "a missing file exits 4");
     free(json);
     unlink("tok_ok.json");
     unlink("tok_bad.json");
@@ -724,7 +696,7 @@ static void test_hf_small(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         write_small_hf("tok_hf.json", bad[i].pretok, bad[i].model, bad[i].drop);
-        EXPECT(child_exit(load_and_free, "tok_hf.json") == FB_EXIT_DATA, "%s: exit 3", bad[i].what);
+        EXPECT(testlib_child_exit(load_and_free, "tok_hf.json", "/dev/null") == FB_EXIT_DATA, "%s: exit 3", bad[i].what);
     }
     unlink("tok_hf.json");
     printf("hf: added-token ids kept, specials appended; %zu unsupported files refused with exit 3\n",
