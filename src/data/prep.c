@@ -68,9 +68,9 @@ static _Noreturn void fatal_from_root(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (parallel_rank() != 0)
-        parallel_barrier(); /* never completes: rank 0 aborts the job */
-    fb_fatal(code, "%s", msg);
+    /* every rank gets here alike: rank 0 prints, all exit cleanly (an
+     * MPI_Abort could end the job before the message is forwarded) */
+    fb_fatal_all(code, "%s", msg);
 }
 
 /* ------------------------------------------------------------ windows */
@@ -229,17 +229,21 @@ static void novel_process(prep_ctx_t *c, const prep_record_t *rec)
 
 /* ------------------------------------------------------------ setup */
 
+/* Rank 0 looks; every rank learns the verdict, so all can exit cleanly. */
 static void output_check(const prep_options_t *opt)
 {
-    if (parallel_rank() != 0)
-        return;
-    struct stat st;
-    if (stat(opt->output, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            fb_fatal(FB_EXIT_USAGE, "--output %s is a directory; give the path of the .h5 file to write", opt->output);
-        if (!opt->force)
-            fb_fatal(FB_EXIT_USAGE, "%s exists; give --force to replace it", opt->output);
+    int verdict = 0; /* 1 directory, 2 exists without --force */
+    if (parallel_rank() == 0) {
+        struct stat st;
+        if (stat(opt->output, &st) == 0)
+            verdict = S_ISDIR(st.st_mode) ? 1 : !opt->force ? 2 : 0;
     }
+    parallel_bcast(&verdict, sizeof verdict, 0);
+    if (verdict == 1)
+        fatal_from_root(FB_EXIT_USAGE, "--output %s is a directory; give the path of the .h5 file to write",
+                        opt->output);
+    if (verdict == 2)
+        fatal_from_root(FB_EXIT_USAGE, "%s exists; give --force to replace it", opt->output);
 }
 
 /* The option values prep_run relies on (the CLI checks them too; this is
