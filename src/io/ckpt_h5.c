@@ -208,18 +208,12 @@ int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, siz
 
 void ckpt_fail_all(int code, const char *fmt, ...)
 {
-    if (parallel_rank() == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "fabula: error: ");
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        va_end(ap);
-    }
-    fflush(stdout);
-    fflush(stderr);
-    parallel_finalize();
-    exit(code);
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fb_fatal_all(code, "%s", msg);
 }
 
 /* ------------------------------------------------------------ attributes */
