@@ -53,6 +53,8 @@ bad "inconsistent batch sizes" train_batch_size --set train_batch_size=10 \
 bad "gradient_accumulation_steps alone" train_micro_batch_size_per_gpu --set gradient_accumulation_steps=4
 bad "fp16 and bf16" bf16.enabled --set fp16.enabled=true --set bf16.enabled=true
 bad "unknown optimizer type" optimizer.type --set optimizer.type=Lamb
+bad "AMSGrad (not implemented)" optimizer.params.amsgrad --set optimizer.params.amsgrad=true
+bad "Adam without bias correction (not implemented)" optimizer.params.bias_correction --set optimizer.params.bias_correction=false
 bad "unknown scheduler type" scheduler.type --set scheduler.type=OneCycle
 bad "nvme offload" zero_optimization.offload_optimizer.device \
     --set zero_optimization.offload_optimizer.device=nvme
