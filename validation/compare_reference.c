@@ -174,7 +174,7 @@ static void compare_file(const char *file)
     const size_t nlog = (size_t)T * mc.vocab_size;
     float *logits = fb_malloc(nlog * sizeof *logits);
     double *ref = fb_malloc(nlog * sizeof *ref);
-    model_ops(m)->to_host(logits, model_logits(m), nlog * sizeof *logits);
+    model_get_logits(m, logits);
     h5_read_f64(f, "expected/logits", ref, nlog);
     report("logits", rel_err_f64(logits, ref, nlog));
     free(logits);

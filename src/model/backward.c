@@ -3,17 +3,18 @@
  * adds its branch's contribution into it. */
 #include "model/model_impl.h"
 
-static void dense_ffn_backward(model_t *m, int l, float *dh2)
+static void dense_ffn_backward(model_t *m, int l, fb_act *dh2)
 {
     const ops_t *o = m->ops;
-    const layer_weights_t *w = &m->w.layers[l], *dw = &m->dw.layers[l];
+    const layer_weights_t *w = &m->w.layers[l];
+    const layer_grads_t *dw = &m->dw.layers[l];
     const layer_acts_t *a = &m->acts[l];
     const int T = m->T, D = m->mc.hidden_size, I = m->mc.intermediate_size;
-    o->matmul(dw->w_down, m->dx, a->act, D, I, T, 1, 0, 1.0f);
+    o->matmul_f32(dw->w_down, m->dx, a->act, D, I, T, 1, 0, 1.0f);
     o->matmul(m->dact, m->dx, w->w_down, T, I, D, 0, 0, 0.0f);
     o->swiglu_bwd(m->dg, m->du, m->dact, a->g, a->u, (size_t)T * I);
-    o->matmul(dw->w_gate, m->dg, a->h2, I, D, T, 1, 0, 1.0f);
-    o->matmul(dw->w_up, m->du, a->h2, I, D, T, 1, 0, 1.0f);
+    o->matmul_f32(dw->w_gate, m->dg, a->h2, I, D, T, 1, 0, 1.0f);
+    o->matmul_f32(dw->w_up, m->du, a->h2, I, D, T, 1, 0, 1.0f);
     o->matmul(dh2, m->dg, w->w_gate, T, D, I, 0, 0, 0.0f);
     o->matmul(dh2, m->du, w->w_up, T, D, I, 0, 0, 1.0f);
 }
@@ -22,20 +23,21 @@ static void attention_backward(model_t *m, int l)
 {
     const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
-    const layer_weights_t *w = &m->w.layers[l], *dw = &m->dw.layers[l];
+    const layer_weights_t *w = &m->w.layers[l];
+    const layer_grads_t *dw = &m->dw.layers[l];
     const layer_acts_t *a = &m->acts[l];
     const int T = m->T, D = mc->hidden_size, H = mc->num_attention_heads, KV = mc->num_key_value_heads;
     const float theta = (float)mc->rope_theta;
 
-    o->matmul(dw->wo, m->dx, a->att, D, m->qdim, T, 1, 0, 1.0f);
+    o->matmul_f32(dw->wo, m->dx, a->att, D, m->qdim, T, 1, 0, 1.0f);
     o->matmul(m->datt, m->dx, w->wo, T, m->qdim, D, 0, 0, 0.0f);
     o->attention_bwd(m->dq, m->dk, m->dv, m->datt, a->q, a->k, a->v, a->att, a->lse, m->cu_seqlens,
                      m->nseq, T, H, KV, m->hd);
     o->rope_bwd(m->dq, m->positions, T, H, m->hd, theta);
     o->rope_bwd(m->dk, m->positions, T, KV, m->hd, theta);
-    o->matmul(dw->wq, m->dq, a->h1, m->qdim, D, T, 1, 0, 1.0f);
-    o->matmul(dw->wk, m->dk, a->h1, m->kvdim, D, T, 1, 0, 1.0f);
-    o->matmul(dw->wv, m->dv, a->h1, m->kvdim, D, T, 1, 0, 1.0f);
+    o->matmul_f32(dw->wq, m->dq, a->h1, m->qdim, D, T, 1, 0, 1.0f);
+    o->matmul_f32(dw->wk, m->dk, a->h1, m->kvdim, D, T, 1, 0, 1.0f);
+    o->matmul_f32(dw->wv, m->dv, a->h1, m->kvdim, D, T, 1, 0, 1.0f);
     o->matmul(m->dh, m->dq, w->wq, T, D, m->qdim, 0, 0, 0.0f);
     o->matmul(m->dh, m->dk, w->wk, T, D, m->kvdim, 0, 0, 1.0f);
     o->matmul(m->dh, m->dv, w->wv, T, D, m->kvdim, 0, 0, 1.0f);
@@ -106,9 +108,9 @@ void model_backward(model_t *m)
     }
     model_params_acquire(m, L + 1, 1);
     model_grads_acquire(m, L + 1);
-    o->matmul(m->dw.head, m->dlogits, m->hf, V, D, T, 1, 0, 1.0f);
+    o->matmul_f32(m->dw.head, m->dlogits, m->hf, V, D, T, 1, 0, 1.0f);
     o->matmul(m->dh, m->dlogits, m->w.head, T, D, V, 0, 0, 0.0f);
-    o->zero(m->dx, (size_t)T * D * sizeof(float));
+    o->zero(m->dx, ACT_BYTES(m, (size_t)T * D));
     o->rmsnorm_bwd(m->dx, m->dw.norm, m->dh, m->x_final, m->w.norm, m->rstdf, T, D);
     model_params_release(m, L + 1, 1);
     if (tied)

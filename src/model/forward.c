@@ -38,11 +38,11 @@ static void attention_block(model_t *m, int l)
     o->rope_fwd(a->q, m->positions, T, H, m->hd, theta);
     o->rope_fwd(a->k, m->positions, T, KV, m->hd, theta);
     o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->cu_seqlens, m->nseq, T, H, KV, m->hd);
-    o->copy(a->x_mid, a->x_in, (size_t)T * D * sizeof(float));
+    o->copy(a->x_mid, a->x_in, ACT_BYTES(m, (size_t)T * D));
     o->matmul(a->x_mid, a->att, w->wo, T, D, m->qdim, 0, 1, 1.0f);
 }
 
-static void dense_ffn(model_t *m, int l, float *x_out)
+static void dense_ffn(model_t *m, int l, fb_act *x_out)
 {
     const ops_t *o = m->ops;
     const layer_weights_t *w = &m->w.layers[l];
@@ -79,11 +79,11 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     model_params_release(m, 0, 0);
     for (int l = 0; l < L; l++) {
         layer_acts_t *a = &m->acts[l];
-        float *x_out = l + 1 < L ? m->acts[l + 1].x_in : m->x_final;
+        fb_act *x_out = l + 1 < L ? m->acts[l + 1].x_in : m->x_final;
         model_params_acquire(m, 1 + l, 0);
         attention_block(m, l);
         o->rmsnorm_fwd(a->h2, a->rstd2, a->x_mid, m->w.layers[l].ln2, T, D, (float)mc->rms_norm_eps);
-        o->copy(x_out, a->x_mid, (size_t)T * D * sizeof(float));
+        o->copy(x_out, a->x_mid, ACT_BYTES(m, (size_t)T * D));
         if (model_layer_is_moe(mc, l))
             model_forward_moe(m, l, a->h2, x_out, stats);
         else

@@ -14,6 +14,12 @@ static float *balloc_f(model_t *m, size_t n)
     return m->ops->alloc(n * sizeof(float));
 }
 
+static fb_act *balloc_a(model_t *m, size_t n)
+{
+    m->alloc_bytes += ACT_BYTES(m, n);
+    return m->ops->alloc(ACT_BYTES(m, n));
+}
+
 static int32_t *balloc_i(model_t *m, size_t n)
 {
     m->alloc_bytes += n * sizeof(int32_t);
@@ -73,35 +79,70 @@ static float *at(float *const base[PARAM_NGROUPS], const param_view_t *v)
     return v ? base[v->group] + v->offset : NULL;
 }
 
-/* Points the pointers of `w` that belong to `block` into `base`. */
-static void bind_block(const model_t *m, weights_t *w, int block, float *const base[PARAM_NGROUPS])
+static fb_act *at_act(const model_t *m, fb_act *const base[PARAM_NGROUPS], const param_view_t *v)
 {
-    const int L = m->mc.num_hidden_layers;
-    if (block == 0) {
-        w->embed = at(base, m->v_embed);
-        if (m->mc.tie_word_embeddings)
-            w->head = w->embed;
-    } else if (block == L + 1) {
-        w->norm = at(base, m->v_norm);
-        if (!m->mc.tie_word_embeddings)
-            w->head = at(base, m->v_head);
-    } else {
-        const layer_views_t *lv = &m->lv[block - 1];
-        layer_weights_t *lw = &w->layers[block - 1];
-        lw->ln1 = at(base, lv->ln1);
-        lw->wq = at(base, lv->wq);
-        lw->wk = at(base, lv->wk);
-        lw->wv = at(base, lv->wv);
-        lw->wo = at(base, lv->wo);
-        lw->ln2 = at(base, lv->ln2);
-        lw->w_gate = at(base, lv->w_gate);
-        lw->w_up = at(base, lv->w_up);
-        lw->w_down = at(base, lv->w_down);
-        lw->router = at(base, lv->router);
-        lw->w1 = at(base, lv->w1);
-        lw->w3 = at(base, lv->w3);
-        lw->w2 = at(base, lv->w2);
+    return v ? ACT(m, base[v->group], v->offset) : NULL;
+}
+
+/* Binds the pointers of a layer's tensors (weights or gradients, same
+ * field names) of `block` into `base` with the accessor `AT`. */
+#define BIND_BLOCK(m, w, block, AT)                                            \
+    do {                                                                       \
+        const int L_ = (m)->mc.num_hidden_layers;                              \
+        if ((block) == 0) {                                                    \
+            (w)->embed = AT((m)->v_embed);                                     \
+            if ((m)->mc.tie_word_embeddings)                                   \
+                (w)->head = (w)->embed;                                        \
+        } else if ((block) == L_ + 1) {                                        \
+            (w)->norm = AT((m)->v_norm);                                       \
+            if (!(m)->mc.tie_word_embeddings)                                  \
+                (w)->head = AT((m)->v_head);                                   \
+        } else {                                                               \
+            const layer_views_t *lv_ = &(m)->lv[(block) - 1];                  \
+            __typeof__((w)->layers) lw_ = &(w)->layers[(block) - 1];           \
+            lw_->ln1 = AT(lv_->ln1);                                           \
+            lw_->wq = AT(lv_->wq);                                             \
+            lw_->wk = AT(lv_->wk);                                             \
+            lw_->wv = AT(lv_->wv);                                             \
+            lw_->wo = AT(lv_->wo);                                             \
+            lw_->ln2 = AT(lv_->ln2);                                           \
+            lw_->w_gate = AT(lv_->w_gate);                                     \
+            lw_->w_up = AT(lv_->w_up);                                         \
+            lw_->w_down = AT(lv_->w_down);                                     \
+            lw_->router = AT(lv_->router);                                     \
+            lw_->w1 = AT(lv_->w1);                                             \
+            lw_->w3 = AT(lv_->w3);                                             \
+            lw_->w2 = AT(lv_->w2);                                             \
+        }                                                                      \
+    } while (0)
+
+/* The compute copy of block `block`'s parameters: the fp32 parameters
+ * themselves when the compute dtype is fp32, else each group's range of the
+ * block rounded into m->wc. */
+static void bind_weights(model_t *m, int block, float *const base[PARAM_NGROUPS])
+{
+    fb_act *cbase[PARAM_NGROUPS] = {0};
+    for (int g = 0; g < PARAM_NGROUPS; g++) {
+        if (!m->wc[g]) {
+            cbase[g] = (fb_act *)base[g];
+            continue;
+        }
+        size_t lo, hi;
+        param_table_block_range(&m->table, block, g, &lo, &hi);
+        if (hi > lo)
+            m->ops->to_act(ACT(m, m->wc[g], lo), base[g] + lo, hi - lo);
+        cbase[g] = m->wc[g];
     }
+#define AT_W(v) at_act(m, cbase, (v))
+    BIND_BLOCK(m, &m->w, block, AT_W);
+#undef AT_W
+}
+
+static void bind_grads(model_t *m, int block, float *const base[PARAM_NGROUPS])
+{
+#define AT_G(v) at(base, (v))
+    BIND_BLOCK(m, &m->dw, block, AT_G);
+#undef AT_G
 }
 
 /* Default hooks: the model's own full buffers. */
@@ -138,7 +179,7 @@ void model_params_acquire(model_t *m, int block, int backward)
 {
     float *base[PARAM_NGROUPS] = {0};
     m->hooks.params_acquire(m->hooks.ctx, block, backward, base);
-    bind_block(m, &m->w, block, base);
+    bind_weights(m, block, base);
 }
 
 void model_params_release(model_t *m, int block, int backward)
@@ -151,7 +192,7 @@ void model_grads_acquire(model_t *m, int block)
 {
     float *base[PARAM_NGROUPS] = {0};
     m->hooks.grads_acquire(m->hooks.ctx, block, base);
-    bind_block(m, &m->dw, block, base);
+    bind_grads(m, block, base);
 }
 
 void model_grads_release(model_t *m, int block)
@@ -190,6 +231,10 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
         if (!(flags & MODEL_NO_GRAD_BUFFER))
             m->grads[g] = balloc_f(m, m->table.numel[g]);
     }
+    if (ops->act_dtype != FB_DTYPE_F32)
+        for (int g = 0; g < PARAM_NGROUPS; g++)
+            if (m->table.numel[g])
+                m->wc[g] = ops->alloc(m->table.numel[g] * ops->act_bytes);
     m->alloc_bytes = 0; /* from here on: activations and scratch */
     find_views(m);
     m->w.layers = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->w.layers);
@@ -209,60 +254,60 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
     m->acts = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->acts);
     for (int l = 0; l < mc->num_hidden_layers; l++) {
         layer_acts_t *a = &m->acts[l];
-        a->x_in = balloc_f(m, T * D);
-        a->h1 = balloc_f(m, T * D);
+        a->x_in = balloc_a(m, T * D);
+        a->h1 = balloc_a(m, T * D);
         a->rstd1 = balloc_f(m, T);
-        a->q = balloc_f(m, T * (size_t)m->qdim);
-        a->k = balloc_f(m, T * (size_t)m->kvdim);
-        a->v = balloc_f(m, T * (size_t)m->kvdim);
-        a->att = balloc_f(m, T * (size_t)m->qdim);
+        a->q = balloc_a(m, T * (size_t)m->qdim);
+        a->k = balloc_a(m, T * (size_t)m->kvdim);
+        a->v = balloc_a(m, T * (size_t)m->kvdim);
+        a->att = balloc_a(m, T * (size_t)m->qdim);
         a->lse = balloc_f(m, T * H);
-        a->x_mid = balloc_f(m, T * D);
-        a->h2 = balloc_f(m, T * D);
+        a->x_mid = balloc_a(m, T * D);
+        a->h2 = balloc_a(m, T * D);
         a->rstd2 = balloc_f(m, T);
         if (model_layer_is_moe(mc, l)) {
             m->nmoe++;
-            a->g = balloc_f(m, R * I);
-            a->u = balloc_f(m, R * I);
-            a->act = balloc_f(m, R * I);
+            a->g = balloc_a(m, R * I);
+            a->u = balloc_a(m, R * I);
+            a->act = balloc_a(m, R * I);
             a->rlogits = balloc_f(m, T * E);
             a->probs = balloc_f(m, T * E);
             a->rlse = balloc_f(m, T);
             a->topk_w = balloc_f(m, T * K);
             a->topk_idx = balloc_i(m, T * K);
             a->aux_dprob = balloc_f(m, E);
-            a->xp = balloc_f(m, R * D);
-            a->eo = balloc_f(m, R * D);
+            a->xp = balloc_a(m, R * D);
+            a->eo = balloc_a(m, R * D);
             a->mask = m->ops->alloc(R * I);
             m->alloc_bytes += R * I;
             a->plan.d_row_token = balloc_i(m, R);
             a->plan.d_token_rows = balloc_i(m, R);
         } else {
-            a->g = balloc_f(m, T * I);
-            a->u = balloc_f(m, T * I);
-            a->act = balloc_f(m, T * I);
+            a->g = balloc_a(m, T * I);
+            a->u = balloc_a(m, T * I);
+            a->act = balloc_a(m, T * I);
         }
     }
-    m->x_final = balloc_f(m, T * D);
-    m->hf = balloc_f(m, T * D);
+    m->x_final = balloc_a(m, T * D);
+    m->hf = balloc_a(m, T * D);
     m->rstdf = balloc_f(m, T);
-    m->logits = balloc_f(m, T * V);
+    m->logits = balloc_a(m, T * V);
     m->dlogits = m->logits;
     m->token_loss = balloc_f(m, T);
 
     const size_t widest = (size_t)(m->qdim > mc->hidden_size ? m->qdim : mc->hidden_size);
-    m->dx = balloc_f(m, T * D);
-    m->dh = balloc_f(m, T * widest);
-    m->dq = balloc_f(m, T * (size_t)m->qdim);
-    m->dk = balloc_f(m, T * (size_t)m->kvdim);
-    m->dv = balloc_f(m, T * (size_t)m->kvdim);
-    m->datt = balloc_f(m, T * (size_t)m->qdim);
-    m->dg = balloc_f(m, R * I);
-    m->du = balloc_f(m, R * I);
-    m->dact = balloc_f(m, R * I);
-    m->dxp = balloc_f(m, R * D);
-    m->dtmp = balloc_f(m, R * D);
-    m->drl = balloc_f(m, T * E);
+    m->dx = balloc_a(m, T * D);
+    m->dh = balloc_a(m, T * widest);
+    m->dq = balloc_a(m, T * (size_t)m->qdim);
+    m->dk = balloc_a(m, T * (size_t)m->kvdim);
+    m->dv = balloc_a(m, T * (size_t)m->kvdim);
+    m->datt = balloc_a(m, T * (size_t)m->qdim);
+    m->dg = balloc_a(m, R * I);
+    m->du = balloc_a(m, R * I);
+    m->dact = balloc_a(m, R * I);
+    m->dxp = balloc_a(m, R * D);
+    m->dtmp = balloc_a(m, R * D);
+    m->drl = balloc_a(m, T * E);
     m->dtw = balloc_f(m, T * K);
 
     m->host_probs = fb_calloc(T * E, sizeof(float));
@@ -290,6 +335,8 @@ void model_free(model_t *m)
         return;
     const ops_t *o = m->ops;
     for (int g = 0; g < PARAM_NGROUPS; g++) {
+        if (m->wc[g])
+            o->release(m->wc[g]);
         if (m->params[g])
             o->release(m->params[g]);
         if (m->grads[g])
@@ -341,7 +388,7 @@ float *model_grads(model_t *m, int group) { return m->grads[group]; }
 void model_set_keep_logits(model_t *m, int keep)
 {
     if (keep && m->dlogits == m->logits)
-        m->dlogits = m->ops->alloc((size_t)m->max_tokens * (size_t)m->mc.vocab_size * sizeof(float));
+        m->dlogits = m->ops->alloc(ACT_BYTES(m, (size_t)m->max_tokens * (size_t)m->mc.vocab_size));
     else if (!keep && m->dlogits != m->logits) {
         m->ops->release(m->dlogits);
         m->dlogits = m->logits;
@@ -349,7 +396,27 @@ void model_set_keep_logits(model_t *m, int keep)
     m->keep_logits = keep;
 }
 
-const float *model_logits(const model_t *m) { return m->logits; }
+comm_dtype_t model_act_comm_dtype(const model_t *m)
+{
+    switch (m->ops->act_dtype) {
+    case FB_DTYPE_BF16: return COMM_BF16;
+    case FB_DTYPE_F16: return COMM_F16;
+    default: return COMM_F32;
+    }
+}
+
+void model_get_logits(const model_t *m, float *host)
+{
+    const size_t n = (size_t)m->T * (size_t)m->mc.vocab_size;
+    if (m->ops->act_dtype == FB_DTYPE_F32) {
+        m->ops->to_host(host, m->logits, n * sizeof(float));
+        return;
+    }
+    float *wide = m->ops->alloc(n * sizeof(float));
+    m->ops->act_to_f32(wide, m->logits, n);
+    m->ops->to_host(host, wide, n * sizeof(float));
+    m->ops->release(wide);
+}
 
 static uint64_t name_hash(const char *s)
 {

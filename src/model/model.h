@@ -110,13 +110,14 @@ void model_zero_grads(model_t *m);
 
 /* Forward over one micro-batch; keeps the activations for model_backward and
  * leaves d(loss)/d(logits) ready. With keep_logits set, logits survive in
- * model_logits() (costs T*V more memory). */
+ * model_get_logits() (costs T*V more memory). */
 void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc, model_stats_t *stats);
 /* Accumulates the parameter gradients of the objective of model_scales_t. */
 void model_backward(model_t *m);
 
 void model_set_keep_logits(model_t *m, int keep);
-const float *model_logits(const model_t *m);
+/* The kept logits of the last forward, widened to fp32: [T, vocab] on the host. */
+void model_get_logits(const model_t *m, float *host);
 
 /* FLOPs of one forward+backward per token (6 N_active + attention), for MFU
  * and throughput reports; avg_ctx is the mean attended length. */

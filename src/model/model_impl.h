@@ -5,18 +5,31 @@
 #include "model/model.h"
 #include "model/moe_plan.h"
 
-/* Pointers into a group buffer (parameters, or gradients: same layout). */
+/* A layer's tensors: the compute copy of its weights (fb_act, in the
+ * backend's compute dtype) or its fp32 gradients; both bound per block. */
+#define LAYER_TENSORS(type)                                                    \
+    type *ln1, *wq, *wk, *wv, *wo, *ln2;                                       \
+    type *w_gate, *w_up, *w_down; /* dense FFN */                              \
+    type *router;                 /* MoE: [E, D] */                            \
+    type *w1, *w3, *w2;           /* MoE: [E, I, D], [E, I, D], [E, D, I] */
+
 typedef struct layer_weights {
-    float *ln1, *wq, *wk, *wv, *wo, *ln2;
-    float *w_gate, *w_up, *w_down;  /* dense FFN */
-    float *router;                  /* MoE: [E, D] */
-    float *w1, *w3, *w2;            /* MoE: [E, I, D], [E, I, D], [E, D, I] */
+    LAYER_TENSORS(fb_act)
 } layer_weights_t;
 
+typedef struct layer_grads {
+    LAYER_TENSORS(float)
+} layer_grads_t;
+
 typedef struct weights {
-    float *embed, *norm, *head;     /* head == embed when tied */
+    fb_act *embed, *norm, *head;    /* head == embed when tied */
     layer_weights_t *layers;
 } weights_t;
+
+typedef struct grads {
+    float *embed, *norm, *head;
+    layer_grads_t *layers;
+} grads_t;
 
 /* The views behind each pointer of layer_weights_t / weights_t, found once
  * by name; binding a block is then base[group] + offset. */
@@ -25,19 +38,23 @@ typedef struct layer_views {
     const param_view_t *w_gate, *w_up, *w_down, *router, *w1, *w3, *w2;
 } layer_views_t;
 
-/* Activations of one layer kept for the backward. */
+/* Activations of one layer kept for the backward: fb_act in the compute
+ * dtype, fp32 for per-row statistics and the router. */
 typedef struct layer_acts {
-    float *x_in;                    /* [T, D] residual stream entering the layer */
-    float *h1, *rstd1;              /* normed input of attention */
-    float *q, *k, *v, *att, *lse;   /* q/k after RoPE; att [T, H*hd]; lse [T*H] */
-    float *x_mid;                   /* [T, D] after the attention residual */
-    float *h2, *rstd2;              /* normed input of the FFN */
-    float *g, *u, *act;             /* FFN: [rows, I]; rows = T (dense) or R (MoE) */
+    fb_act *x_in;                   /* [T, D] residual stream entering the layer */
+    fb_act *h1;                     /* normed input of attention */
+    float *rstd1;
+    fb_act *q, *k, *v, *att;        /* q/k after RoPE; att [T, H*hd] */
+    float *lse;                     /* [T*H] */
+    fb_act *x_mid;                  /* [T, D] after the attention residual */
+    fb_act *h2;                     /* normed input of the FFN */
+    float *rstd2;
+    fb_act *g, *u, *act;            /* FFN: [rows, I]; rows = T (dense) or R (MoE) */
     /* MoE only */
     float *rlogits, *probs, *rlse, *topk_w;   /* [T,E], [T,E], [T], [T,K] */
     float *aux_dprob;                           /* [E] load-balancing gradient per prob */
     int32_t *topk_idx;                          /* [T,K] */
-    float *xp, *eo;                             /* [R, D] permuted input, expert outputs */
+    fb_act *xp, *eo;                            /* [R, D] permuted input, expert outputs */
     uint8_t *mask;                              /* [R*I] expert dropout */
     moe_plan_t plan;
 } layer_acts_t;
@@ -47,7 +64,12 @@ struct model {
     const ops_t *ops;
     param_table_t table;
     float *params[PARAM_NGROUPS], *grads[PARAM_NGROUPS];
-    weights_t w, dw;                /* bound for the block being computed */
+    /* The compute copy of the parameters when the compute dtype is not
+     * fp32 (NULL on the CPU, where the fp32 parameters are used as they
+     * are): each block's range is rounded into it as the block is acquired. */
+    fb_act *wc[PARAM_NGROUPS];
+    weights_t w;                    /* bound for the block being computed */
+    grads_t dw;
     const param_view_t *v_embed, *v_norm, *v_head;
     layer_views_t *lv;
     model_hooks_t hooks;
@@ -60,11 +82,13 @@ struct model {
     model_scales_t sc;
 
     layer_acts_t *acts;
-    float *x_final, *hf, *rstdf, *logits, *dlogits, *token_loss;
+    fb_act *x_final, *hf, *logits, *dlogits;
+    float *rstdf, *token_loss;
     int keep_logits;
 
     /* backward scratch */
-    float *dx, *dh, *dq, *dk, *dv, *datt, *dg, *du, *dact, *dxp, *dtmp, *drl, *dtw;
+    fb_act *dx, *dh, *dq, *dk, *dv, *datt, *dg, *du, *dact, *dxp, *dtmp, *drl;
+    float *dtw;
 
     /* host scratch and statistics */
     float *host_probs, *host_rlse, *host_loss;
@@ -91,8 +115,14 @@ void model_grads_acquire(model_t *m, int block);
 void model_grads_release(model_t *m, int block);
 void model_visit_blocks_forward(model_t *m);
 
-void model_forward_moe(model_t *m, int l, const float *h2, float *x_out, model_stats_t *stats);
-void model_backward_moe(model_t *m, int l, float *dh2_out);
+void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model_stats_t *stats);
+void model_backward_moe(model_t *m, int l, fb_act *dh2_out);
+
+/* fb_act helpers: element i of p, and the bytes of n elements. */
+#define ACT(m, p, i) fb_act_at((m)->ops, (p), (size_t)(i))
+#define ACT_BYTES(m, n) ((size_t)(n) * (m)->ops->act_bytes)
+/* The comm dtype of fb_act elements (for the expert all-to-all). */
+comm_dtype_t model_act_comm_dtype(const model_t *m);
 
 /* Per-layer MoE statistics (moe_stats.c): reset at the start of a forward
  * (pointing stats at the model's arrays), and the tag counts of layer l from

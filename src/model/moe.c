@@ -7,7 +7,7 @@
 #include "model/model_impl.h"
 #include "util/error.h"
 
-void model_forward_moe(model_t *m, int l, const float *h2, float *x_out, model_stats_t *stats)
+void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model_stats_t *stats)
 {
     const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
@@ -16,7 +16,7 @@ void model_forward_moe(model_t *m, int l, const float *h2, float *x_out, model_s
     const int T = m->T, D = mc->hidden_size, I = mc->intermediate_size;
     const int E = mc->num_local_experts, K = mc->num_experts_per_tok;
 
-    o->matmul(a->rlogits, h2, w->router, T, E, D, 0, 1, 0.0f);
+    o->matmul_f32(a->rlogits, h2, w->router, T, E, D, 0, 1, 0.0f);
     o->router_fwd(a->probs, a->rlse, a->topk_idx, a->topk_w, a->rlogits, T, E, K);
 
     o->to_host(m->host_topk, a->topk_idx, (size_t)T * K * sizeof(int32_t));
@@ -72,23 +72,23 @@ void model_forward_moe(model_t *m, int l, const float *h2, float *x_out, model_s
         o->gmm_fwd(a->eo, a->act, w->w2, p->offsets, E, D, I);
     }
     o->combine_fwd(m->dtmp, a->eo, p->d_token_rows, a->topk_w, T, K, D);
-    o->axpy(x_out, m->dtmp, (size_t)T * D, 1.0f);
+    o->act_axpy(x_out, m->dtmp, (size_t)T * D, 1.0f);
 }
 
 /* dy = m->dx (gradient of the layer output); writes dh2_out (overwritten). */
-void model_backward_moe(model_t *m, int l, float *dh2_out)
+void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
 {
     const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
     const layer_weights_t *w = &m->w.layers[l];
-    const layer_weights_t *dw = &m->dw.layers[l];
+    const layer_grads_t *dw = &m->dw.layers[l];
     layer_acts_t *a = &m->acts[l];
     moe_plan_t *p = &a->plan;
     const int T = m->T, D = mc->hidden_size, I = mc->intermediate_size;
     const int E = mc->num_local_experts, K = mc->num_experts_per_tok, R = p->R;
 
     o->combine_bwd(m->dxp, m->dtw, m->dx, a->eo, p->d_token_rows, a->topk_w, T, K, D);
-    o->zero(dh2_out, (size_t)T * D * sizeof(float));
+    o->zero(dh2_out, ACT_BYTES(m, (size_t)T * D));
     if (m->ep_size > 1) {
         moe_ep_backward(m, l);
         if (R > 0)
@@ -104,11 +104,11 @@ void model_backward_moe(model_t *m, int l, float *dh2_out)
         o->gmm_bwd_weight(dw->w3, m->du, a->xp, p->offsets, E, I, D);
         o->gmm_bwd_data(m->dxp, m->dg, w->w1, p->offsets, E, I, D);
         o->gmm_bwd_data(m->dtmp, m->du, w->w3, p->offsets, E, I, D);
-        o->axpy(m->dxp, m->dtmp, (size_t)R * D, 1.0f);
+        o->act_axpy(m->dxp, m->dtmp, (size_t)R * D, 1.0f);
         o->permute_bwd(dh2_out, m->dxp, p->d_token_rows, T, K, D);
     }
     const float z_scale = (float)(2.0 * m->sc.mb_weight * mc->router_z_loss_coef / (m->nmoe * (double)T));
     o->router_bwd(m->drl, a->probs, a->rlse, a->topk_idx, a->topk_w, m->dtw, a->aux_dprob, z_scale, T, E, K);
-    o->matmul(dw->router, m->drl, a->h2, E, D, T, 1, 0, 1.0f);
+    o->matmul_f32(dw->router, m->drl, a->h2, E, D, T, 1, 0, 1.0f);
     o->matmul(dh2_out, m->drl, w->router, T, D, E, 0, 0, 1.0f);
 }

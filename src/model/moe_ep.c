@@ -33,13 +33,13 @@
 typedef struct ep_layer {
     int64_t *send, *recv;       /* [P*El]: rows to rank j for its local expert x at j*El+x; from rank i for mine */
     int nc, rows;               /* chunks of the current layout; rows received in all */
-    size_t *scount, *sdispl;    /* [nc*P] floats this rank sends, per chunk and rank */
-    size_t *rcount, *rdispl;    /* [nc*P] floats it receives */
+    size_t *scount, *sdispl;    /* [nc*P] elements this rank sends, per chunk and rank */
+    size_t *rcount, *rdispl;    /* [nc*P] elements it receives */
     int32_t *base;              /* host [nc+1]: first row of each chunk (both layouts) */
     int32_t *off;               /* host [nc*(El+1)]: chunk-relative row offsets of the local experts */
     int32_t *h_c2r, *h_r2c;     /* host [cap]: compute row -> receive row, and back */
     int32_t *c2r, *r2c;         /* backend copies */
-    float *xr, *g, *u, *act;    /* compute layout, kept for the backward */
+    fb_act *xr, *g, *u, *act;   /* compute layout, kept for the backward */
     uint8_t *mask;              /* expert dropout */
     size_t cap;                 /* rows the per-layer buffers hold */
     int nc_cap;
@@ -48,8 +48,8 @@ typedef struct ep_layer {
 struct moe_ep {
     int P, El;
     ep_layer_t *layer;          /* [L]; MoE layers only */
-    float *rbuf, *cbuf;         /* [cap, D]: receive- and compute-layout scratch */
-    float *dg, *du, *dact;      /* [cap, I]: the model's own until a step needs more rows */
+    fb_act *rbuf, *cbuf;        /* [cap, D]: receive- and compute-layout scratch */
+    fb_act *dg, *du, *dact;      /* [cap, I]: the model's own until a step needs more rows */
     int own_scratch;
     size_t cap;
     /* the current exchange's requests, for progress polling */
@@ -57,10 +57,10 @@ struct moe_ep {
     int nc;
 };
 
-static float *falloc(model_t *m, size_t n)
+static fb_act *aalloc(model_t *m, size_t n)
 {
-    m->alloc_bytes += n * sizeof(float);
-    return m->ops->alloc((n ? n : 1) * sizeof(float));
+    m->alloc_bytes += ACT_BYTES(m, n);
+    return m->ops->alloc(ACT_BYTES(m, n ? n : 1));
 }
 
 static void frelease(model_t *m, void *p, size_t bytes)
@@ -79,10 +79,10 @@ static void layer_alloc(model_t *m, ep_layer_t *ly, size_t cap)
 {
     const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size;
     ly->cap = cap;
-    ly->xr = falloc(m, cap * D);
-    ly->g = falloc(m, cap * I);
-    ly->u = falloc(m, cap * I);
-    ly->act = falloc(m, cap * I);
+    ly->xr = aalloc(m, cap * D);
+    ly->g = aalloc(m, cap * I);
+    ly->u = aalloc(m, cap * I);
+    ly->act = aalloc(m, cap * I);
     ly->mask = m->ops->alloc(cap * I > 0 ? cap * I : 1);
     m->alloc_bytes += cap * I;
     ly->c2r = m->ops->alloc((cap ? cap : 1) * sizeof(int32_t));
@@ -95,10 +95,10 @@ static void layer_alloc(model_t *m, ep_layer_t *ly, size_t cap)
 static void layer_release(model_t *m, ep_layer_t *ly)
 {
     const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size, cap = ly->cap;
-    frelease(m, ly->xr, cap * D * sizeof(float));
-    frelease(m, ly->g, cap * I * sizeof(float));
-    frelease(m, ly->u, cap * I * sizeof(float));
-    frelease(m, ly->act, cap * I * sizeof(float));
+    frelease(m, ly->xr, cap * ACT_BYTES(m, D));
+    frelease(m, ly->g, cap * ACT_BYTES(m, I));
+    frelease(m, ly->u, cap * ACT_BYTES(m, I));
+    frelease(m, ly->act, cap * ACT_BYTES(m, I));
     frelease(m, ly->mask, cap * I);
     frelease(m, ly->c2r, cap * sizeof(int32_t));
     frelease(m, ly->r2c, cap * sizeof(int32_t));
@@ -113,12 +113,12 @@ static void layer_release(model_t *m, ep_layer_t *ly)
 static void scratch_release(model_t *m, struct moe_ep *x)
 {
     const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size;
-    frelease(m, x->rbuf, x->cap * D * sizeof(float));
-    frelease(m, x->cbuf, x->cap * D * sizeof(float));
+    frelease(m, x->rbuf, x->cap * ACT_BYTES(m, D));
+    frelease(m, x->cbuf, x->cap * ACT_BYTES(m, D));
     if (x->own_scratch) {
-        frelease(m, x->dg, x->cap * I * sizeof(float));
-        frelease(m, x->du, x->cap * I * sizeof(float));
-        frelease(m, x->dact, x->cap * I * sizeof(float));
+        frelease(m, x->dg, x->cap * ACT_BYTES(m, I));
+        frelease(m, x->du, x->cap * ACT_BYTES(m, I));
+        frelease(m, x->dact, x->cap * ACT_BYTES(m, I));
     }
     x->rbuf = x->cbuf = x->dg = x->du = x->dact = NULL;
 }
@@ -134,13 +134,13 @@ static void scratch_reserve(model_t *m, struct moe_ep *x, size_t rows)
     size_t cap = x->rbuf ? grown(rows) : (rows > tk ? rows : tk);
     scratch_release(m, x);
     x->cap = cap;
-    x->rbuf = falloc(m, cap * D);
-    x->cbuf = falloc(m, cap * D);
+    x->rbuf = aalloc(m, cap * D);
+    x->cbuf = aalloc(m, cap * D);
     x->own_scratch = cap > tk;
     if (x->own_scratch) {
-        x->dg = falloc(m, cap * I);
-        x->du = falloc(m, cap * I);
-        x->dact = falloc(m, cap * I);
+        x->dg = aalloc(m, cap * I);
+        x->du = aalloc(m, cap * I);
+        x->dact = aalloc(m, cap * I);
     } else {
         x->dg = m->dg;
         x->du = m->du;
@@ -165,9 +165,9 @@ void moe_ep_create(model_t *m)
         /* the received rows live in the ep layer's buffers: the single-rank
          * expert activations are never used */
         layer_acts_t *a = &m->acts[l];
-        frelease(m, a->g, tk * I * sizeof(float));
-        frelease(m, a->u, tk * I * sizeof(float));
-        frelease(m, a->act, tk * I * sizeof(float));
+        frelease(m, a->g, tk * ACT_BYTES(m, I));
+        frelease(m, a->u, tk * ACT_BYTES(m, I));
+        frelease(m, a->act, tk * ACT_BYTES(m, I));
         frelease(m, a->mask, tk * I);
         a->g = a->u = a->act = NULL;
         a->mask = NULL;
@@ -329,19 +329,19 @@ static void chunk_forward(model_t *m, int l, int c)
     const int32_t *off = ly->off + (size_t)c * (El + 1);
     if (rows == 0)
         return;
-    o->permute_fwd(ly->xr + b * D, x->rbuf, ly->c2r + b, rows, D);
-    o->gmm_fwd(ly->g + b * I, ly->xr + b * D, w->w1, off, El, I, D);
+    o->permute_fwd(ACT(m, ly->xr, b * D), x->rbuf, ly->c2r + b, rows, D);
+    o->gmm_fwd(ACT(m, ly->g, b * I), ACT(m, ly->xr, b * D), w->w1, off, El, I, D);
     poll(x);
-    o->gmm_fwd(ly->u + b * I, ly->xr + b * D, w->w3, off, El, I, D);
+    o->gmm_fwd(ACT(m, ly->u, b * I), ACT(m, ly->xr, b * D), w->w3, off, El, I, D);
     poll(x);
-    o->swiglu_fwd(ly->act + b * I, ly->g + b * I, ly->u + b * I, (size_t)rows * I);
+    o->swiglu_fwd(ACT(m, ly->act, b * I), ACT(m, ly->g, b * I), ACT(m, ly->u, b * I), (size_t)rows * I);
     if (m->sc.training && mc->expert_dropout > 0.0)
-        o->dropout_fwd(ly->act + b * I, ly->mask + b * I, (size_t)rows * I, (float)mc->expert_dropout,
+        o->dropout_fwd(ACT(m, ly->act, b * I), ly->mask + b * I, (size_t)rows * I, (float)mc->expert_dropout,
                        m->sc.dropout_seed, ((uint64_t)l << 40) + b * (uint64_t)I);
-    o->gmm_fwd(x->cbuf + b * D, ly->act + b * I, w->w2, off, El, D, I);
+    o->gmm_fwd(ACT(m, x->cbuf, b * D), ACT(m, ly->act, b * I), w->w2, off, El, D, I);
     poll(x);
     /* the chunk's input rows are consumed: its outputs go back in their place */
-    o->permute_fwd(x->rbuf + b * D, x->cbuf, ly->r2c + b, rows, D);
+    o->permute_fwd(ACT(m, x->rbuf, b * D), x->cbuf, ly->r2c + b, rows, D);
 }
 
 static void chunk_backward(model_t *m, int l, int c)
@@ -350,29 +350,30 @@ static void chunk_backward(model_t *m, int l, int c)
     ep_layer_t *ly = &x->layer[l];
     const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
-    const layer_weights_t *w = &m->w.layers[l], *dw = &m->dw.layers[l];
+    const layer_weights_t *w = &m->w.layers[l];
+    const layer_grads_t *dw = &m->dw.layers[l];
     const int D = mc->hidden_size, I = mc->intermediate_size, El = x->El;
     const size_t b = (size_t)ly->base[c];
     const int rows = ly->base[c + 1] - ly->base[c];
     const int32_t *off = ly->off + (size_t)c * (El + 1);
     if (rows == 0)
         return;
-    float *deo = x->cbuf + b * D, *tmp = x->rbuf + b * D;
-    float *dg = x->dg + b * I, *du = x->du + b * I, *dact = x->dact + b * I;
+    fb_act *deo = ACT(m, x->cbuf, b * D), *tmp = ACT(m, x->rbuf, b * D);
+    fb_act *dg = ACT(m, x->dg, b * I), *du = ACT(m, x->du, b * I), *dact = ACT(m, x->dact, b * I);
     o->permute_fwd(deo, x->rbuf, ly->c2r + b, rows, D);
-    o->gmm_bwd_weight(dw->w2, deo, ly->act + b * I, off, El, D, I);
+    o->gmm_bwd_weight(dw->w2, deo, ACT(m, ly->act, b * I), off, El, D, I);
     o->gmm_bwd_data(dact, deo, w->w2, off, El, D, I);
     poll(x);
     if (m->sc.training && mc->expert_dropout > 0.0)
         o->dropout_bwd(dact, ly->mask + b * I, (size_t)rows * I, (float)mc->expert_dropout);
-    o->swiglu_bwd(dg, du, dact, ly->g + b * I, ly->u + b * I, (size_t)rows * I);
-    o->gmm_bwd_weight(dw->w1, dg, ly->xr + b * D, off, El, I, D);
-    o->gmm_bwd_weight(dw->w3, du, ly->xr + b * D, off, El, I, D);
+    o->swiglu_bwd(dg, du, dact, ACT(m, ly->g, b * I), ACT(m, ly->u, b * I), (size_t)rows * I);
+    o->gmm_bwd_weight(dw->w1, dg, ACT(m, ly->xr, b * D), off, El, I, D);
+    o->gmm_bwd_weight(dw->w3, du, ACT(m, ly->xr, b * D), off, El, I, D);
     poll(x);
     o->gmm_bwd_data(deo, dg, w->w1, off, El, I, D);
     o->gmm_bwd_data(tmp, du, w->w3, off, El, I, D);
-    o->axpy(deo, tmp, (size_t)rows * D, 1.0f);
-    o->permute_fwd(x->rbuf + b * D, x->cbuf, ly->r2c + b, rows, D);
+    o->act_axpy(deo, tmp, (size_t)rows * D, 1.0f);
+    o->permute_fwd(ACT(m, x->rbuf, b * D), x->cbuf, ly->r2c + b, rows, D);
 }
 
 /* Rows `src` of this rank (send layout) go to their experts, each chunk is
@@ -381,16 +382,17 @@ static void chunk_backward(model_t *m, int l, int c)
  * with chunks, the dispatch of chunk c+1 and the returns of the chunks before
  * c are in flight while chunk c computes. Every rank of the ep group issues
  * the same calls in the same order (d0 d1 r0 d2 r1 ... r_last). */
-static void exchange(model_t *m, int l, const float *src, float *dst, int backward)
+static void exchange(model_t *m, int l, const fb_act *src, fb_act *dst, int backward)
 {
     struct moe_ep *x = m->epx;
     ep_layer_t *ly = &x->layer[l];
     const int P = x->P, nc = ly->nc;
     void (*work)(model_t *, int, int) = backward ? chunk_backward : chunk_forward;
+    const comm_dtype_t dt = model_act_comm_dtype(m);
     if (nc == 1) {
-        comm_alltoallv(m->ep, src, ly->scount, ly->sdispl, x->rbuf, ly->rcount, ly->rdispl, COMM_F32);
+        comm_alltoallv(m->ep, src, ly->scount, ly->sdispl, x->rbuf, ly->rcount, ly->rdispl, dt);
         work(m, l, 0);
-        comm_alltoallv(m->ep, x->rbuf, ly->rcount, ly->rdispl, dst, ly->scount, ly->sdispl, COMM_F32);
+        comm_alltoallv(m->ep, x->rbuf, ly->rcount, ly->rdispl, dst, ly->scount, ly->sdispl, dt);
         return;
     }
     x->nc = nc;
@@ -398,13 +400,13 @@ static void exchange(model_t *m, int l, const float *src, float *dst, int backwa
     x->out = fb_calloc((size_t)nc, sizeof *x->out);
 #define SEND(c) (ly->scount + (size_t)(c) * P), (ly->sdispl + (size_t)(c) * P)
 #define RECV(c) (ly->rcount + (size_t)(c) * P), (ly->rdispl + (size_t)(c) * P)
-    x->in[0] = comm_ialltoallv(m->ep, src, SEND(0), x->rbuf, RECV(0), COMM_F32);
+    x->in[0] = comm_ialltoallv(m->ep, src, SEND(0), x->rbuf, RECV(0), dt);
     for (int c = 0; c < nc; c++) {
         if (c + 1 < nc)
-            x->in[c + 1] = comm_ialltoallv(m->ep, src, SEND(c + 1), x->rbuf, RECV(c + 1), COMM_F32);
+            x->in[c + 1] = comm_ialltoallv(m->ep, src, SEND(c + 1), x->rbuf, RECV(c + 1), dt);
         comm_wait(&x->in[c]);
         work(m, l, c);
-        x->out[c] = comm_ialltoallv(m->ep, x->rbuf, RECV(c), dst, SEND(c), COMM_F32);
+        x->out[c] = comm_ialltoallv(m->ep, x->rbuf, RECV(c), dst, SEND(c), dt);
         poll(x);
     }
 #undef SEND

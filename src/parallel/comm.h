@@ -1,6 +1,7 @@
 /* The comm API: collectives on a process group, blocking and non-blocking,
- * behind opaque handles so that the trainer never sees which backend
- * (MPI now, NCCL beside it later) carries them. See docs/parallel.md.
+ * behind opaque handles so that the trainer never sees which backend (MPI
+ * on host buffers; NCCL, or MPI through pinned staging, on device buffers)
+ * carries them. See docs/parallel.md.
  *
  * Conventions:
  *  - counts and displacements are in elements of the given dtype, as size_t;
@@ -24,7 +25,10 @@
 typedef struct comm comm_t;
 typedef struct comm_request comm_request_t;
 
-typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_I64, COMM_BYTE } comm_dtype_t;
+/* COMM_BF16 and COMM_F16 (2 bytes): activations of the CUDA backend. Host
+ * comms move them as raw 2-byte elements; only device comms on NCCL reduce
+ * them. */
+typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_I64, COMM_BYTE, COMM_BF16, COMM_F16 } comm_dtype_t;
 /* Reductions; COMM_BYTE cannot be reduced. */
 typedef enum { COMM_SUM, COMM_MAX, COMM_MIN } comm_op_t;
 
@@ -42,6 +46,29 @@ comm_t *comm_split(comm_t *parent, int color, int key);
 void comm_free(comm_t **c);
 int comm_rank(const comm_t *c);
 int comm_size(const comm_t *c);
+
+/* ---- device buffers ----------------------------------------------------- */
+
+/* A comm over the same ranks as `host` whose collectives take buffers in
+ * the CUDA backend's device memory (cuda_backend_init must have bound this
+ * rank's GPU). Collective over `host`. NCCL carries it when every rank of
+ * the group has a GPU of its own and fabula was built with NCCL; otherwise
+ * (e.g. two ranks sharing a GPU, which NCCL refuses) MPI does, through
+ * pinned host staging buffers. comm_free releases it (before
+ * cuda_backend_shutdown); comm_split of it gives a host comm. In a build
+ * without CUDA it ends the job with an internal error.
+ *
+ * Ordering: a call reads what the compute stream produced before it; once
+ * it returned (blocking) or comm_wait returned, later compute-stream work
+ * sees its result. With NCCL neither blocks the host: the host sees the
+ * result after the backend's to_host or synchronize. Ranks must issue
+ * device collectives on all groups in one order (they share one stream). */
+comm_t *comm_device_create(comm_t *host);
+/* 1 when c is a device comm carried by NCCL, else 0. */
+int comm_device_uses_nccl(const comm_t *c);
+/* Nonzero: comm_device_create takes the staging path even where NCCL could
+ * carry the group (tests; debugging NCCL). Set alike on every rank. */
+void comm_device_set_force_staging(int on);
 
 /* ---- collectives -------------------------------------------------------- */
 
@@ -90,7 +117,8 @@ void comm_barrier(comm_t *c);
 /* ---- completion --------------------------------------------------------- */
 
 /* Blocks until *req is complete, frees it and sets *req = NULL (a NULL *req
- * returns at once). */
+ * returns at once). On an NCCL device comm it only makes the compute
+ * stream wait for the operation (no host block). */
 void comm_wait(comm_request_t **req);
 /* Waits for every non-NULL reqs[i]; all become NULL. */
 void comm_waitall(comm_request_t **reqs, int n);
@@ -132,7 +160,8 @@ const char *comm_kind_name(comm_kind_t kind);
 
 /* The largest count or displacement one backend call takes (INT_MAX for
  * MPI). comm_set_max_count lowers it (0 restores the backend's), so tests
- * can exercise splitting and the over-limit error on small buffers. */
+ * can exercise splitting and the over-limit error on small buffers. NCCL
+ * takes size_t counts: device comms on NCCL have no limit. */
 size_t comm_max_count(void);
 void comm_set_max_count(size_t n);
 

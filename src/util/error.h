@@ -13,6 +13,14 @@
 
 #include <stddef.h>
 
+/* The CUDA sources (C++) include this header too. */
+#ifdef __cplusplus
+#define FB_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define FB_NORETURN _Noreturn
+#endif
+
 enum fb_exit_code {
     FB_EXIT_OK = 0,
     FB_EXIT_INTERNAL = 1,  /* a bug or an unexpected library failure */
@@ -25,17 +33,17 @@ enum fb_exit_code {
 
 /* Prints "fabula: error: <msg>" on stderr and terminates the process (and,
  * when MPI is up, the job) with `code`. */
-_Noreturn void fb_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+FB_NORETURN void fb_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* For an error every rank detects alike (a bad config): rank 0 prints the
  * message, then every rank leaves MPI cleanly and exits with `code`.
  * MPI_Abort would let the launcher end the job before it has forwarded
  * rank 0's message. (A rank that does not detect it is ended by the
  * launcher when the others exit non-zero.) */
-_Noreturn void fb_fatal_all(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+FB_NORETURN void fb_fatal_all(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A failed internal call: names where and what. */
-_Noreturn void fb_fail_call(int code, const char *file, int line, const char *call, const char *detail);
+FB_NORETURN void fb_fail_call(int code, const char *file, int line, const char *call, const char *detail);
 
 /* Warnings and information go to stderr / stdout prefixed with "fabula:". */
 void fb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -70,5 +78,9 @@ char *fb_strdup(const char *s);
         if (!(cond))                                                          \
             fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, #cond, "assertion failed"); \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -149,7 +149,7 @@ static void run(model_t *m, const model_config_t *mc, const input_t *in, result_
     const size_t nlog = (size_t)in->mi.T * mc->vocab_size;
     res->logits = fb_malloc((nlog ? nlog : 1) * sizeof *res->logits);
     if (nlog)
-        model_ops(m)->to_host(res->logits, model_logits(m), nlog * sizeof *res->logits);
+        model_get_logits(m, res->logits);
 }
 
 static void result_free(result_t *r)
