@@ -8,22 +8,95 @@
 #include "rng.h"
 #include "util/error.h"
 
-static float *balloc_f(model_t *m, size_t n)
+/* Activations and scratch come from one arena, sized at creation by a
+ * first pass over the same allocation sequence (m->arena NULL: sizing).
+ * Pieces start on 256-byte boundaries: the widest alignment any backend's
+ * vector loads or cuBLASLt want. */
+#define ARENA_ALIGN 256
+
+static void *arena_take(model_t *m, size_t bytes)
 {
-    m->alloc_bytes += n * sizeof(float);
-    return m->ops->alloc(n * sizeof(float));
+    size_t at = m->arena_used;
+    m->arena_used += (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    return m->arena ? m->arena + at : NULL;
 }
 
-static fb_act *balloc_a(model_t *m, size_t n)
-{
-    m->alloc_bytes += ACT_BYTES(m, n);
-    return m->ops->alloc(ACT_BYTES(m, n));
-}
+static float *balloc_f(model_t *m, size_t n) { return arena_take(m, n * sizeof(float)); }
+static fb_act *balloc_a(model_t *m, size_t n) { return arena_take(m, ACT_BYTES(m, n)); }
+static int32_t *balloc_i(model_t *m, size_t n) { return arena_take(m, n * sizeof(int32_t)); }
 
-static int32_t *balloc_i(model_t *m, size_t n)
+/* Every activation and scratch buffer of a micro-batch of up to
+ * max_tokens tokens (docs/model.md, "Memory"). */
+static void carve_buffers(model_t *m)
 {
-    m->alloc_bytes += n * sizeof(int32_t);
-    return m->ops->alloc(n * sizeof(int32_t));
+    const model_config_t *mc = &m->mc;
+    const size_t T = (size_t)m->max_tokens, D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
+    const size_t H = (size_t)mc->num_attention_heads, V = (size_t)mc->vocab_size;
+    const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
+    const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
+    const size_t R = T * K; /* most rows a dispatch can produce */
+    m->arena_used = 0;
+    m->tokens = balloc_i(m, T);
+    m->positions = balloc_i(m, T);
+    m->targets = balloc_i(m, T);
+    m->cu_seqlens = balloc_i(m, T + 1);
+    for (int l = 0; l < mc->num_hidden_layers; l++) {
+        layer_acts_t *a = &m->acts[l];
+        a->x_in = balloc_a(m, T * D);
+        a->h1 = balloc_a(m, T * D);
+        a->rstd1 = balloc_f(m, T);
+        a->q = balloc_a(m, T * (size_t)m->qdim);
+        a->k = balloc_a(m, T * (size_t)m->kvdim);
+        a->v = balloc_a(m, T * (size_t)m->kvdim);
+        a->att = balloc_a(m, T * (size_t)m->qdim);
+        a->lse = balloc_f(m, T * H);
+        a->x_mid = balloc_a(m, T * D);
+        a->h2 = balloc_a(m, T * D);
+        a->rstd2 = balloc_f(m, T);
+        if (model_layer_is_moe(mc, l)) {
+            /* with expert parallelism the expert rows live in moe_ep's buffers */
+            if (m->ep_size == 1) {
+                a->g = balloc_a(m, R * I);
+                a->u = balloc_a(m, R * I);
+                a->act = balloc_a(m, R * I);
+                a->mask = arena_take(m, R * I);
+            }
+            a->rlogits = balloc_f(m, T * E);
+            a->probs = balloc_f(m, T * E);
+            a->rlse = balloc_f(m, T);
+            a->topk_w = balloc_f(m, T * K);
+            a->topk_idx = balloc_i(m, T * K);
+            a->aux_dprob = balloc_f(m, E);
+            a->xp = balloc_a(m, R * D);
+            a->eo = balloc_a(m, R * D);
+            a->plan.d_row_token = balloc_i(m, R);
+            a->plan.d_token_rows = balloc_i(m, R);
+        } else {
+            a->g = balloc_a(m, T * I);
+            a->u = balloc_a(m, T * I);
+            a->act = balloc_a(m, T * I);
+        }
+    }
+    m->x_final = balloc_a(m, T * D);
+    m->hf = balloc_a(m, T * D);
+    m->rstdf = balloc_f(m, T);
+    m->logits = balloc_a(m, T * V);
+    m->token_loss = balloc_f(m, T);
+
+    const size_t widest = (size_t)(m->qdim > mc->hidden_size ? m->qdim : mc->hidden_size);
+    m->dx = balloc_a(m, T * D);
+    m->dh = balloc_a(m, T * widest);
+    m->dq = balloc_a(m, T * (size_t)m->qdim);
+    m->dk = balloc_a(m, T * (size_t)m->kvdim);
+    m->dv = balloc_a(m, T * (size_t)m->kvdim);
+    m->datt = balloc_a(m, T * (size_t)m->qdim);
+    m->dg = balloc_a(m, R * I);
+    m->du = balloc_a(m, R * I);
+    m->dact = balloc_a(m, R * I);
+    m->dxp = balloc_a(m, R * D);
+    m->dtmp = balloc_a(m, R * D);
+    m->drl = balloc_a(m, T * E);
+    m->dtw = balloc_f(m, T * K);
 }
 
 static const param_view_t *find_view(const param_table_t *t, const char *name)
@@ -227,89 +300,33 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
     param_table_build_ep(&m->table, mc, m->ep_size, m->ep_rank);
     for (int g = 0; g < PARAM_NGROUPS; g++) {
         if (!(flags & MODEL_NO_PARAM_BUFFER))
-            m->params[g] = balloc_f(m, m->table.numel[g]);
+            m->params[g] = ops->alloc(m->table.numel[g] * sizeof(float));
         if (!(flags & MODEL_NO_GRAD_BUFFER))
-            m->grads[g] = balloc_f(m, m->table.numel[g]);
+            m->grads[g] = ops->alloc(m->table.numel[g] * sizeof(float));
     }
     if (ops->act_dtype != FB_DTYPE_F32)
         for (int g = 0; g < PARAM_NGROUPS; g++)
             if (m->table.numel[g])
                 m->wc[g] = ops->alloc(m->table.numel[g] * ops->act_bytes);
-    m->alloc_bytes = 0; /* from here on: activations and scratch */
     find_views(m);
     m->w.layers = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->w.layers);
     m->dw.layers = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->dw.layers);
     if (!flags)
         model_set_hooks(m, NULL);
 
-    const size_t T = (size_t)max_tokens, D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
-    const size_t H = (size_t)mc->num_attention_heads, V = (size_t)mc->vocab_size;
+    m->acts = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->acts);
+    for (int l = 0; l < mc->num_hidden_layers; l++)
+        m->nmoe += model_layer_is_moe(mc, l);
+    carve_buffers(m); /* sizing */
+    m->arena_bytes = m->arena_used;
+    m->arena = ops->alloc(m->arena_bytes);
+    carve_buffers(m);
+    m->alloc_bytes = m->arena_bytes;
+    m->dlogits = m->logits;
+
+    const size_t T = (size_t)max_tokens;
     const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
     const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
-    const size_t R = T * K; /* most rows a dispatch can produce */
-    m->tokens = balloc_i(m, T);
-    m->positions = balloc_i(m, T);
-    m->targets = balloc_i(m, T);
-    m->cu_seqlens = balloc_i(m, T + 1);
-    m->acts = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->acts);
-    for (int l = 0; l < mc->num_hidden_layers; l++) {
-        layer_acts_t *a = &m->acts[l];
-        a->x_in = balloc_a(m, T * D);
-        a->h1 = balloc_a(m, T * D);
-        a->rstd1 = balloc_f(m, T);
-        a->q = balloc_a(m, T * (size_t)m->qdim);
-        a->k = balloc_a(m, T * (size_t)m->kvdim);
-        a->v = balloc_a(m, T * (size_t)m->kvdim);
-        a->att = balloc_a(m, T * (size_t)m->qdim);
-        a->lse = balloc_f(m, T * H);
-        a->x_mid = balloc_a(m, T * D);
-        a->h2 = balloc_a(m, T * D);
-        a->rstd2 = balloc_f(m, T);
-        if (model_layer_is_moe(mc, l)) {
-            m->nmoe++;
-            a->g = balloc_a(m, R * I);
-            a->u = balloc_a(m, R * I);
-            a->act = balloc_a(m, R * I);
-            a->rlogits = balloc_f(m, T * E);
-            a->probs = balloc_f(m, T * E);
-            a->rlse = balloc_f(m, T);
-            a->topk_w = balloc_f(m, T * K);
-            a->topk_idx = balloc_i(m, T * K);
-            a->aux_dprob = balloc_f(m, E);
-            a->xp = balloc_a(m, R * D);
-            a->eo = balloc_a(m, R * D);
-            a->mask = m->ops->alloc(R * I);
-            m->alloc_bytes += R * I;
-            a->plan.d_row_token = balloc_i(m, R);
-            a->plan.d_token_rows = balloc_i(m, R);
-        } else {
-            a->g = balloc_a(m, T * I);
-            a->u = balloc_a(m, T * I);
-            a->act = balloc_a(m, T * I);
-        }
-    }
-    m->x_final = balloc_a(m, T * D);
-    m->hf = balloc_a(m, T * D);
-    m->rstdf = balloc_f(m, T);
-    m->logits = balloc_a(m, T * V);
-    m->dlogits = m->logits;
-    m->token_loss = balloc_f(m, T);
-
-    const size_t widest = (size_t)(m->qdim > mc->hidden_size ? m->qdim : mc->hidden_size);
-    m->dx = balloc_a(m, T * D);
-    m->dh = balloc_a(m, T * widest);
-    m->dq = balloc_a(m, T * (size_t)m->qdim);
-    m->dk = balloc_a(m, T * (size_t)m->kvdim);
-    m->dv = balloc_a(m, T * (size_t)m->kvdim);
-    m->datt = balloc_a(m, T * (size_t)m->qdim);
-    m->dg = balloc_a(m, R * I);
-    m->du = balloc_a(m, R * I);
-    m->dact = balloc_a(m, R * I);
-    m->dxp = balloc_a(m, R * D);
-    m->dtmp = balloc_a(m, R * D);
-    m->drl = balloc_a(m, T * E);
-    m->dtw = balloc_f(m, T * K);
-
     m->host_probs = fb_calloc(T * E, sizeof(float));
     m->host_rlse = fb_calloc(T, sizeof(float));
     m->host_loss = fb_calloc(T, sizeof(float));
@@ -342,22 +359,9 @@ void model_free(model_t *m)
         if (m->grads[g])
             o->release(m->grads[g]);
     }
-    for (int l = 0; l < m->mc.num_hidden_layers; l++) {
-        layer_acts_t *a = &m->acts[l];
-        void *bufs[] = {a->x_in, a->h1, a->rstd1, a->q, a->k, a->v, a->att, a->lse, a->x_mid,
-                        a->h2, a->rstd2, a->g, a->u, a->act, a->rlogits, a->probs, a->rlse,
-                        a->topk_w, a->topk_idx, a->aux_dprob, a->xp, a->eo, a->mask, a->plan.d_row_token,
-                        a->plan.d_token_rows};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-            if (bufs[i])
-                o->release(bufs[i]);
-        moe_plan_free(&a->plan);
-    }
-    void *bufs[] = {m->tokens, m->positions, m->targets, m->cu_seqlens, m->x_final, m->hf, m->rstdf,
-                    m->logits, m->token_loss, m->dx, m->dh, m->dq, m->dk, m->dv, m->datt, m->dg,
-                    m->du, m->dact, m->dxp, m->dtmp, m->drl, m->dtw};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        o->release(bufs[i]);
+    for (int l = 0; l < m->mc.num_hidden_layers; l++)
+        moe_plan_free(&m->acts[l].plan);
+    o->release(m->arena);
     if (m->dlogits != m->logits)
         o->release(m->dlogits);
     free(m->acts);

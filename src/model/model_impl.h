@@ -73,7 +73,9 @@ struct model {
     const param_view_t *v_embed, *v_norm, *v_head;
     layer_views_t *lv;
     model_hooks_t hooks;
-    size_t alloc_bytes;             /* activations and scratch */
+    size_t alloc_bytes;             /* activations and scratch, the arena's and moe_ep's */
+    char *arena;                    /* backend memory holding every buffer of carve_buffers() */
+    size_t arena_bytes, arena_used;
 
     int max_tokens, hd, qdim, kvdim, nmoe;
     /* batch inputs in backend memory */

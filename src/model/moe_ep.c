@@ -158,19 +158,9 @@ void moe_ep_create(model_t *m)
     FB_ASSERT(x->El >= 1 && x->El * x->P == mc->num_local_experts);
     x->layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof *x->layer);
     const size_t tk = (size_t)m->max_tokens * (size_t)mc->num_experts_per_tok;
-    const size_t I = (size_t)mc->intermediate_size;
     for (int l = 0; l < mc->num_hidden_layers; l++) {
         if (!model_layer_is_moe(mc, l))
             continue;
-        /* the received rows live in the ep layer's buffers: the single-rank
-         * expert activations are never used */
-        layer_acts_t *a = &m->acts[l];
-        frelease(m, a->g, tk * ACT_BYTES(m, I));
-        frelease(m, a->u, tk * ACT_BYTES(m, I));
-        frelease(m, a->act, tk * ACT_BYTES(m, I));
-        frelease(m, a->mask, tk * I);
-        a->g = a->u = a->act = NULL;
-        a->mask = NULL;
         ep_layer_t *ly = &x->layer[l];
         ly->send = fb_calloc((size_t)x->P * x->El, sizeof *ly->send);
         ly->recv = fb_calloc((size_t)x->P * x->El, sizeof *ly->recv);
