@@ -340,7 +340,7 @@ static void pct_line(const char *name, long long n, long long total, long long t
 }
 
 static void summary_print(const prep_stats_t *st, const prep_meta_t *meta, int64_t nvalid, double t_read,
-                          double t_write, int64_t file_bytes, double t_total, double rss_mb)
+                          double t_write, int64_t file_bytes, double t_total, double rss_mb, double rss_prep_mb)
 {
     const prep_options_t *opt = meta->opt;
     const prep_inputs_t *in = meta->inputs;
@@ -380,10 +380,10 @@ static void summary_print(const prep_stats_t *st, const prep_meta_t *meta, int64
            st->read.malformed, st->read.no_content, st->read.other_genre, st->read.other_genre == 1 ? "" : "s",
            st->read.invalid_utf8_bytes, st->read.invalid_utf8_records, st->read.invalid_utf8_records == 1 ? "" : "s");
     printf("  time: read+tokenize %.2f s (%.1f MB/s, %.2f M tokens/s), write %.2f s (%.1f MB/s), total %.2f s; "
-           "peak memory %.0f MB per rank\n",
+           "peak memory %.0f MB per rank (%.0f MB of it grown during prep)\n",
            t_read, (double)in->total / 1e6 / (t_read > 0 ? t_read : 1e-9),
            (double)st->content_tokens / 1e6 / (t_read > 0 ? t_read : 1e-9), t_write,
-           (double)file_bytes / 1e6 / (t_write > 0 ? t_write : 1e-9), t_total, rss_mb);
+           (double)file_bytes / 1e6 / (t_write > 0 ? t_write : 1e-9), t_total, rss_mb, rss_prep_mb);
     fflush(stdout);
 }
 
@@ -408,6 +408,9 @@ int prep_run(const prep_options_t *opt)
 {
     const int rank = parallel_rank(), nranks = parallel_size();
     double t0 = parallel_wtime();
+    /* what the process held before prep (shared libraries: the CUDA ones
+     * alone are some 200 MB), so that prep's own growth can be reported */
+    const double rss_start = peak_rss_mb();
     options_check(opt);
     output_check(opt);
 
@@ -514,12 +517,13 @@ int prep_run(const prep_options_t *opt)
     /* ---- write */
     int64_t file_bytes = 0;
     double t_write = prep_shard_write(s, &st, &meta, &file_bytes);
-    double rss = peak_rss_mb();
-    parallel_allreduce_max_f64(&rss, 1);
+    double rss[2] = {peak_rss_mb(), 0.0};
+    rss[1] = rss[0] - rss_start;
+    parallel_allreduce_max_f64(rss, 2);
     double t_read_max = t_read;
     parallel_allreduce_max_f64(&t_read_max, 1);
     if (rank == 0)
-        summary_print(&st, &meta, nvalid, t_read_max, t_write, file_bytes, parallel_wtime() - t0, rss);
+        summary_print(&st, &meta, nvalid, t_read_max, t_write, file_bytes, parallel_wtime() - t0, rss[0], rss[1]);
 
     /* ---- free */
     for (int64_t j = 0; j < s->nnovels; j++) {

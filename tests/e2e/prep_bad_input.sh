@@ -88,10 +88,12 @@ end=$(date +%s)
 grep -E "^fabula prep|total|time:" "$S/out.txt"
 echo "50 MB novel ($size bytes of JSON): $((end - start)) s wall"
 check "50 MB novel: exit 0, one novel" '[ $RC -eq 0 ] && grep -q "^fabula prep: 1 novel from" "$S/out.txt"'
-peak=$(sed -n 's/.*peak memory \([0-9]*\) MB.*/\1/p' "$S/out.txt")
+peak=$(sed -n 's/.*peak memory [0-9]* MB per rank (\([0-9]*\) MB of it grown during prep).*/\1/p' "$S/out.txt")
 # Bound (docs/prep.md): 4 bytes per output token plus about twice the
 # largest record; bytes tokens are about one per byte, so 8 x the input.
-check "50 MB novel: peak memory ${peak:-?} MB under 8 x the input" \
+# Measured as prep's growth: the shared libraries a build links (CUDA's
+# among them) are there before prep starts.
+check "50 MB novel: peak memory growth ${peak:-?} MB under 8 x the input" \
     '[ -n "$peak" ] && [ "$peak" -lt $((8 * size / 1000000)) ]'
 check "50 MB novel: under 120 s" '[ $((end - start)) -lt 120 ]'
 rm -f "$S/big.h5" "$S/big.jsonl"
