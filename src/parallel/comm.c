@@ -1,6 +1,7 @@
 /* comm handles over MPI: communicators, requests and their completion,
  * statistics and the per-call count limit. The collectives are in
- * comm_coll.c. */
+ * comm_coll.c; device comms hand completion and release to their backend
+ * (comm_device.c). */
 #include "parallel/comm.h"
 
 #include <limits.h>
@@ -26,11 +27,13 @@ size_t comm_dtype_size(comm_dtype_t t)
     case COMM_I32: return sizeof(int32_t);
     case COMM_I64: return sizeof(int64_t);
     case COMM_BYTE: return 1;
+    case COMM_BF16: return 2;
+    case COMM_F16: return 2;
     }
     fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_dtype_size", "unknown comm_dtype_t");
 }
 
-static comm_t *wrap(MPI_Comm mpi)
+comm_t *comm_wrap(MPI_Comm mpi)
 {
     /* Errors as return codes, so CHECK_MPI names the failed call; set here
      * rather than relying on inheritance from the parent. */
@@ -46,7 +49,7 @@ comm_t *comm_create_world(void)
 {
     MPI_Comm mpi;
     CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &mpi));
-    return wrap(mpi);
+    return comm_wrap(mpi);
 }
 
 comm_t *comm_split(comm_t *parent, int color, int key)
@@ -54,13 +57,15 @@ comm_t *comm_split(comm_t *parent, int color, int key)
     FB_ASSERT(parent && color >= 0);
     MPI_Comm mpi;
     CHECK_MPI(MPI_Comm_split(parent->mpi, color, key, &mpi));
-    return wrap(mpi);
+    return comm_wrap(mpi);
 }
 
 void comm_free(comm_t **c)
 {
     if (!c || !*c)
         return;
+    if ((*c)->backend)
+        (*c)->backend->release(*c);
     CHECK_MPI(MPI_Comm_free(&(*c)->mpi));
     free(*c);
     *c = NULL;
@@ -88,6 +93,8 @@ void comm_wait(comm_request_t **req)
         return;
     comm_request_t *r = *req;
     double t0 = MPI_Wtime();
+    if (r->comm->backend)
+        r->comm->backend->finish(r);
     /* One by one rather than MPI_Waitall: same completion, and GCC
      * misreads MPI_STATUSES_IGNORE as a zero-size status array. */
     for (int i = 0; i < r->n; i++)
@@ -110,6 +117,8 @@ void comm_waitall(comm_request_t **reqs, int n)
 int comm_test(comm_request_t *req)
 {
     FB_ASSERT(req);
+    if (req->comm->backend)
+        return req->comm->backend->test(req);
     /* Each MPI_Test drives progress; completed requests become
      * MPI_REQUEST_NULL, which tests as complete. */
     int all = 1;

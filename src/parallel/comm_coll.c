@@ -3,7 +3,10 @@
  * (splitting or refusing what does not fit, see comm.h), and makes one
  * blocking MPI call or starts non-blocking ones in a request. Blocking calls
  * use MPI's blocking collectives (often better tuned than the non-blocking
- * ones), not a start followed by a wait. */
+ * ones), not a start followed by a wait.
+ *
+ * A device comm (comm_device_create) goes to its backend first thing; its
+ * blocking calls are the backend's start followed by comm_wait. */
 #include "parallel/comm.h"
 
 #include <limits.h>
@@ -23,6 +26,9 @@ static MPI_Datatype mpi_type(comm_dtype_t t)
     case COMM_I32: return MPI_INT32_T;
     case COMM_I64: return MPI_INT64_T;
     case COMM_BYTE: return MPI_BYTE;
+    /* Moved as raw 2-byte elements; never reduced (mpi_op). */
+    case COMM_BF16: return MPI_UINT16_T;
+    case COMM_F16: return MPI_UINT16_T;
     }
     fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "mpi_type", "unknown comm_dtype_t");
 }
@@ -31,6 +37,12 @@ static MPI_Op mpi_op(comm_dtype_t t, comm_op_t op, const char *call)
 {
     if (t == COMM_BYTE)
         fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, call, "COMM_BYTE data cannot be reduced");
+    if (t == COMM_BF16 || t == COMM_F16)
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, call,
+                     t == COMM_BF16 ? "COMM_BF16 data cannot be reduced over MPI (host buffers or device staging); "
+                                      "reduce fp32 data, or bf16 on a device comm that uses NCCL"
+                                    : "COMM_F16 data cannot be reduced over MPI (host buffers or device staging); "
+                                      "reduce fp32 data, or fp16 on a device comm that uses NCCL");
     switch (op) {
     case COMM_SUM: return MPI_SUM;
     case COMM_MAX: return MPI_MAX;
@@ -79,10 +91,24 @@ static int pieces(size_t n)
 /* Charges the time since t0 to `kind`. */
 static void waited(comm_t *c, comm_kind_t kind, double t0) { comm_stats_add_wait(c, kind, MPI_Wtime() - t0); }
 
+/* A blocking call on a device comm: its start `r` (begun at t0) is charged
+ * here and the rest by comm_wait, so the whole call counts as waiting, as
+ * a blocking host call does. */
+static void device_blocking(comm_t *c, comm_kind_t kind, double t0, comm_request_t *r)
+{
+    waited(c, kind, t0);
+    comm_wait(&r);
+}
+
 /* ---- allreduce: split into pieces of at most comm_max_count() ------------ */
 
 void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_t op)
 {
+    if (c->backend) {
+        double t0 = MPI_Wtime();
+        device_blocking(c, COMM_KIND_ALLREDUCE, t0, c->backend->allreduce(c, buf, count, t, op));
+        return;
+    }
     MPI_Datatype type = mpi_type(t);
     MPI_Op mop = mpi_op(t, op, "comm_allreduce");
     size_t es = comm_dtype_size(t), m = comm_max_count();
@@ -99,6 +125,8 @@ void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_
 
 comm_request_t *comm_iallreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_t op)
 {
+    if (c->backend)
+        return c->backend->allreduce(c, buf, count, t, op);
     MPI_Datatype type = mpi_type(t);
     MPI_Op mop = mpi_op(t, op, "comm_iallreduce");
     size_t es = comm_dtype_size(t), m = comm_max_count();
@@ -132,6 +160,11 @@ static int *scatter_counts(comm_t *c, const void *send, const void *recv, const 
 void comm_reduce_scatter(comm_t *c, const void *send, void *recv, const size_t *recvcounts, comm_dtype_t t,
                          comm_op_t op)
 {
+    if (c->backend) {
+        double t0 = MPI_Wtime();
+        device_blocking(c, COMM_KIND_REDUCE_SCATTER, t0, c->backend->reduce_scatter(c, send, recv, recvcounts, t, op));
+        return;
+    }
     MPI_Op mop = mpi_op(t, op, "comm_reduce_scatter");
     int *ic = scatter_counts(c, send, recv, recvcounts, t, "comm_reduce_scatter");
     double t0 = MPI_Wtime();
@@ -143,6 +176,8 @@ void comm_reduce_scatter(comm_t *c, const void *send, void *recv, const size_t *
 comm_request_t *comm_ireduce_scatter(comm_t *c, const void *send, void *recv, const size_t *recvcounts,
                                      comm_dtype_t t, comm_op_t op)
 {
+    if (c->backend)
+        return c->backend->reduce_scatter(c, send, recv, recvcounts, t, op);
     MPI_Op mop = mpi_op(t, op, "comm_ireduce_scatter");
     int *ic = scatter_counts(c, send, recv, recvcounts, t, "comm_ireduce_scatter");
     comm_request_t *r = comm_request_new(c, COMM_KIND_REDUCE_SCATTER, 1, ic);
@@ -180,6 +215,11 @@ void comm_allgatherv(comm_t *c, const void *send, size_t sendcount, void *recv, 
                      const size_t *displs, comm_dtype_t t)
 {
     FB_ASSERT(counts[c->rank] == sendcount);
+    if (c->backend) {
+        double t0 = MPI_Wtime();
+        device_blocking(c, COMM_KIND_ALLGATHER, t0, c->backend->allgatherv(c, send, recv, counts, displs, t));
+        return;
+    }
     int *iv = gather_layout(c, counts, displs, t, "comm_allgatherv");
     if (gather_alone(c, send, sendcount, recv, displs, t)) {
         free(iv);
@@ -196,6 +236,8 @@ comm_request_t *comm_iallgatherv(comm_t *c, const void *send, size_t sendcount, 
                                  const size_t *displs, comm_dtype_t t)
 {
     FB_ASSERT(counts[c->rank] == sendcount);
+    if (c->backend)
+        return c->backend->allgatherv(c, send, recv, counts, displs, t);
     int *iv = gather_layout(c, counts, displs, t, "comm_iallgatherv");
     if (gather_alone(c, send, sendcount, recv, displs, t))
         return comm_request_new(c, COMM_KIND_ALLGATHER, 0, iv);
@@ -207,6 +249,12 @@ comm_request_t *comm_iallgatherv(comm_t *c, const void *send, size_t sendcount, 
 
 void comm_allgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const size_t *displs, comm_dtype_t t)
 {
+    if (c->backend) {
+        const char *mine = (const char *)buf + displs[c->rank] * comm_dtype_size(t);
+        double t0 = MPI_Wtime();
+        device_blocking(c, COMM_KIND_ALLGATHER, t0, c->backend->allgatherv(c, mine, buf, counts, displs, t));
+        return;
+    }
     int *iv = gather_layout(c, counts, displs, t, "comm_allgatherv_inplace");
     double t0 = MPI_Wtime();
     CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, iv, iv + c->size, mpi_type(t), c->mpi));
@@ -217,6 +265,9 @@ void comm_allgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const s
 comm_request_t *comm_iallgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const size_t *displs,
                                          comm_dtype_t t)
 {
+    if (c->backend)
+        return c->backend->allgatherv(c, (const char *)buf + displs[c->rank] * comm_dtype_size(t), buf, counts,
+                                      displs, t);
     int *iv = gather_layout(c, counts, displs, t, "comm_iallgatherv_inplace");
     comm_request_t *r = comm_request_new(c, COMM_KIND_ALLGATHER, 1, iv);
     CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, iv, iv + c->size, mpi_type(t), c->mpi,
@@ -244,6 +295,12 @@ static int *alltoallv_layout(comm_t *c, const size_t *sendcounts, const size_t *
 void comm_alltoallv(comm_t *c, const void *send, const size_t *sendcounts, const size_t *sdispls, void *recv,
                     const size_t *recvcounts, const size_t *rdispls, comm_dtype_t t)
 {
+    if (c->backend) {
+        double t0 = MPI_Wtime();
+        device_blocking(c, COMM_KIND_ALLTOALLV, t0,
+                        c->backend->alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t));
+        return;
+    }
     int p = c->size;
     int *iv = alltoallv_layout(c, sendcounts, sdispls, recvcounts, rdispls, t, "comm_alltoallv");
     MPI_Datatype type = mpi_type(t);
@@ -256,6 +313,8 @@ void comm_alltoallv(comm_t *c, const void *send, const size_t *sendcounts, const
 comm_request_t *comm_ialltoallv(comm_t *c, const void *send, const size_t *sendcounts, const size_t *sdispls,
                                 void *recv, const size_t *recvcounts, const size_t *rdispls, comm_dtype_t t)
 {
+    if (c->backend)
+        return c->backend->alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t);
     int p = c->size;
     int *iv = alltoallv_layout(c, sendcounts, sdispls, recvcounts, rdispls, t, "comm_ialltoallv");
     MPI_Datatype type = mpi_type(t);
@@ -273,6 +332,11 @@ static int alltoall_count(comm_t *c, size_t count, comm_dtype_t t, const char *c
 
 void comm_alltoall(comm_t *c, const void *send, void *recv, size_t count, comm_dtype_t t)
 {
+    if (c->backend) {
+        double t0 = MPI_Wtime();
+        device_blocking(c, COMM_KIND_ALLTOALL, t0, c->backend->alltoall(c, send, recv, count, t));
+        return;
+    }
     int n = alltoall_count(c, count, t, "comm_alltoall");
     MPI_Datatype type = mpi_type(t);
     double t0 = MPI_Wtime();
@@ -282,6 +346,8 @@ void comm_alltoall(comm_t *c, const void *send, void *recv, size_t count, comm_d
 
 comm_request_t *comm_ialltoall(comm_t *c, const void *send, void *recv, size_t count, comm_dtype_t t)
 {
+    if (c->backend)
+        return c->backend->alltoall(c, send, recv, count, t);
     int n = alltoall_count(c, count, t, "comm_ialltoall");
     MPI_Datatype type = mpi_type(t);
     comm_request_t *r = comm_request_new(c, COMM_KIND_ALLTOALL, 1, NULL);
@@ -294,6 +360,11 @@ comm_request_t *comm_ialltoall(comm_t *c, const void *send, void *recv, size_t c
 void comm_bcast(comm_t *c, void *buf, size_t bytes, int root)
 {
     FB_ASSERT(root >= 0 && root < c->size);
+    if (c->backend) {
+        double t0 = MPI_Wtime();
+        device_blocking(c, COMM_KIND_BCAST, t0, c->backend->bcast(c, buf, bytes, root));
+        return;
+    }
     comm_stats_count(c, COMM_KIND_BCAST, (uint64_t)bytes);
     size_t m = comm_max_count();
     double t0 = MPI_Wtime();
@@ -309,6 +380,8 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root)
 comm_request_t *comm_ibcast(comm_t *c, void *buf, size_t bytes, int root)
 {
     FB_ASSERT(root >= 0 && root < c->size);
+    if (c->backend)
+        return c->backend->bcast(c, buf, bytes, root);
     comm_stats_count(c, COMM_KIND_BCAST, (uint64_t)bytes);
     size_t m = comm_max_count(), done = 0;
     comm_request_t *r = comm_request_new(c, COMM_KIND_BCAST, pieces(bytes), NULL);
@@ -323,6 +396,10 @@ comm_request_t *comm_ibcast(comm_t *c, void *buf, size_t bytes, int root)
 
 void comm_barrier(comm_t *c)
 {
+    if (c->backend) {
+        c->backend->barrier(c);
+        return;
+    }
     comm_stats_count(c, COMM_KIND_BARRIER, 0);
     double t0 = MPI_Wtime();
     CHECK_MPI(MPI_Barrier(c->mpi));

@@ -1,5 +1,6 @@
-/* What comm.c (handles, completion, statistics) and comm_coll.c (the
- * collectives) share about the MPI backend. Private to src/parallel. */
+/* What comm.c (handles, completion, statistics), comm_coll.c (the
+ * collectives) and the device backends (comm_device*.c) share. Private to
+ * src/parallel. */
 #ifndef FABULA_PARALLEL_COMM_INTERNAL_H
 #define FABULA_PARALLEL_COMM_INTERNAL_H
 
@@ -7,22 +8,62 @@
 
 #include "parallel/comm.h"
 
+struct comm_backend;
+struct comm_device;
+struct comm_device_request;
+
+/* A host comm has backend == NULL and takes host buffers (MPI, the code of
+ * comm_coll.c). A device comm (comm_device_create) has a backend, whose
+ * functions every collective of the API dispatches to first, and its state
+ * in `device`. */
 struct comm {
     MPI_Comm mpi;
     int rank, size;
     comm_stats_t stats[COMM_KIND_COUNT];
+    const struct comm_backend *backend;
+    struct comm_device *device;
 };
 
 /* One call of the API may become several MPI requests (a split allreduce or
  * bcast). `ints` holds the int count/displacement arrays MPI reads until the
- * requests complete. */
+ * requests complete. On a device comm `device` is the backend's part. */
 struct comm_request {
     comm_t *comm;
     comm_kind_t kind;
     int n;
     MPI_Request *reqs;
     int *ints;
+    struct comm_device_request *device;
 };
+
+/* The collectives of a device comm. Each starts the operation, counts it
+ * in c's statistics like the host path, and returns its request; a blocking
+ * call of the API is the start followed by comm_wait. Arguments are those
+ * of the API call (allgatherv in place passes send = recv + displs[rank]). */
+typedef struct comm_backend {
+    comm_request_t *(*allreduce)(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_t op);
+    comm_request_t *(*reduce_scatter)(comm_t *c, const void *send, void *recv, const size_t *recvcounts,
+                                      comm_dtype_t t, comm_op_t op);
+    comm_request_t *(*allgatherv)(comm_t *c, const void *send, void *recv, const size_t *counts,
+                                  const size_t *displs, comm_dtype_t t);
+    comm_request_t *(*alltoallv)(comm_t *c, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                                 void *recv, const size_t *recvcounts, const size_t *rdispls, comm_dtype_t t);
+    comm_request_t *(*alltoall)(comm_t *c, const void *send, void *recv, size_t count, comm_dtype_t t);
+    comm_request_t *(*bcast)(comm_t *c, void *buf, size_t bytes, int root);
+    /* Counts itself and its time. */
+    void (*barrier)(comm_t *c);
+    /* comm_wait's part: completes r (see comm.h for what that means on the
+     * device) and frees r->device; comm_wait times it and frees r. */
+    void (*finish)(comm_request_t *r);
+    /* comm_test's part: 1 when complete (finish then returns at once). */
+    int (*test)(comm_request_t *r);
+    /* comm_free's part, before the MPI communicator is freed: releases
+     * c->device. */
+    void (*release)(comm_t *c);
+} comm_backend_t;
+
+/* A host comm over `mpi` (which it owns): sets MPI_ERRORS_RETURN on it. */
+comm_t *comm_wrap(MPI_Comm mpi);
 
 /* A request of `n` MPI requests (all MPI_REQUEST_NULL) owning `ints`. */
 comm_request_t *comm_request_new(comm_t *c, comm_kind_t kind, int n, int *ints);

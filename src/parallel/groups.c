@@ -80,8 +80,18 @@ void groups_create(groups_t *g, int ep_size, int num_local_experts)
     FB_ASSERT(g->edp_rank == rank / ep_size && g->edp_size == size / ep_size);
 }
 
+void groups_attach_device(groups_t *g)
+{
+    g->dp_dev = comm_device_create(g->dp);
+    g->ep_dev = comm_device_create(g->ep);
+    g->edp_dev = comm_device_create(g->edp);
+}
+
 void groups_free(groups_t *g)
 {
+    comm_free(&g->edp_dev);
+    comm_free(&g->ep_dev);
+    comm_free(&g->dp_dev);
     comm_free(&g->edp);
     comm_free(&g->ep);
     comm_free(&g->dp);

@@ -14,6 +14,9 @@
 
 typedef struct groups {
     comm_t *world, *dp, *ep, *edp;
+    /* The same groups for buffers in device memory (groups_attach_device);
+     * NULL on host backends. */
+    comm_t *dp_dev, *ep_dev, *edp_dev;
     int world_rank, world_size;
     int dp_rank, dp_size;       /* == world */
     int ep_rank, ep_size;       /* rank % ep, ep */
@@ -27,7 +30,11 @@ typedef struct groups {
  * FB_EXIT_USAGE, message from rank 0. Ranks passing different arguments is an
  * internal error. */
 void groups_create(groups_t *g, int ep_size, int num_local_experts);
-/* Collective; frees the four groups. */
+/* Collective: adds the device twins of dp, ep and edp (comm_device_create:
+ * NCCL where each rank has its own GPU, else MPI staging through pinned
+ * host memory). Call after the CUDA backend is bound. */
+void groups_attach_device(groups_t *g);
+/* Collective; frees the groups (and their device twins). */
 void groups_free(groups_t *g);
 
 #endif

@@ -11,6 +11,19 @@
 #include "util/error.h"
 
 static int world_rank, world_size = 1;
+/* This rank's place among the ranks of its node, found once at start-up:
+ * the split is collective over the world, so it cannot be done lazily by
+ * whichever rank asks first. */
+static int local_rank, local_size = 1;
+
+static void find_node_peers(void)
+{
+    MPI_Comm node;
+    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+    CHECK_MPI(MPI_Comm_rank(node, &local_rank));
+    CHECK_MPI(MPI_Comm_size(node, &local_size));
+    CHECK_MPI(MPI_Comm_free(&node));
+}
 
 void parallel_init(int *argc, char ***argv)
 {
@@ -31,6 +44,7 @@ void parallel_init(int *argc, char ***argv)
     /* Errors come back as codes so CHECK_MPI can name the failed call. */
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     fb_error_set_mpi_active(1, world_rank);
+    find_node_peers();
 }
 
 void parallel_finalize(void)
@@ -72,15 +86,9 @@ _Noreturn void parallel_exit(int code)
 int parallel_rank(void) { return world_rank; }
 int parallel_size(void) { return world_size; }
 
-int parallel_local_size(void)
-{
-    MPI_Comm node;
-    int n = 1;
-    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    CHECK_MPI(MPI_Comm_size(node, &n));
-    CHECK_MPI(MPI_Comm_free(&node));
-    return n;
-}
+int world_local_rank(void) { return local_rank; }
+int world_local_size(void) { return local_size; }
+int parallel_local_size(void) { return local_size; }
 double parallel_wtime(void) { return MPI_Wtime(); }
 void parallel_barrier(void) { CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
 

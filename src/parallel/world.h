@@ -10,7 +10,12 @@ void parallel_init(int *argc, char ***argv);
 void parallel_finalize(void);
 int parallel_rank(void);
 int parallel_size(void);
-/* Ranks of this job on this node (MPI_Comm_split_type shared). */
+/* This rank among the ranks of its node (MPI_Comm_split_type shared,
+ * ordered by world rank) and how many there are; found by parallel_init.
+ * A rank binds GPU world_local_rank() % device count. */
+int world_local_rank(void);
+int world_local_size(void);
+/* The same as world_local_size (older name). */
 int parallel_local_size(void);
 double parallel_wtime(void);
 void parallel_barrier(void);

@@ -55,6 +55,9 @@ static void put(void *buf, comm_dtype_t t, size_t i, int64_t v)
     case COMM_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case COMM_I64: ((int64_t *)buf)[i] = v; break;
     case COMM_BYTE: ((int8_t *)buf)[i] = (int8_t)v; break;
+    /* 16-bit floats only move (never reduce) on the host: raw bit patterns */
+    case COMM_BF16:
+    case COMM_F16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
     }
 }
 
@@ -66,6 +69,8 @@ static int64_t get(const void *buf, comm_dtype_t t, size_t i)
     case COMM_I32: return ((const int32_t *)buf)[i];
     case COMM_I64: return ((const int64_t *)buf)[i];
     case COMM_BYTE: return ((const int8_t *)buf)[i];
+    case COMM_BF16:
+    case COMM_F16: return ((const uint16_t *)buf)[i];
     }
     return 0;
 }
