@@ -44,6 +44,7 @@ typedef struct ops {
     const char *name;
     fb_dtype_t act_dtype;           /* element type of fb_act buffers */
     size_t act_bytes;               /* bytes of one fb_act element */
+    int device_memory;              /* 1: buffers are device memory (comm must use device comms) */
 
     /* ---- memory ---- */
     void *(*alloc)(size_t bytes);              /* zero-filled; never NULL */

@@ -100,6 +100,7 @@ typedef struct fp16_config {
     int loss_scale_window;
     int hysteresis;
     double min_loss_scale;
+    int consecutive_hysteresis;
 } fp16_config_t;
 
 typedef struct zero_config {
@@ -126,12 +127,15 @@ typedef struct parallel_config {
     int moe_a2a_chunks;         /* pieces of each MoE token exchange, overlapping the expert compute */
 } parallel_config_t;
 
+typedef enum { RUN_BACKEND_CPU = 0, RUN_BACKEND_CUDA, RUN_BACKEND_AUTO } run_backend_t;
+
 typedef struct run_config {
     long steps;                 /* optimizer steps to run */
     uint64_t seed;
     char *run_dir;
     int steps_per_print;
     char *resume;               /* "auto", "none" or a checkpoint file (docs/checkpoint.md) */
+    int backend;                /* RUN_BACKEND_* */
 } run_config_t;
 
 /* "checkpoint" (docs/checkpoint.md). */

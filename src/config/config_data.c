@@ -19,6 +19,15 @@ void config_read_run(cj_ctx_t *c, config_t *cfg)
     if (!*dir)
         cj_invalid(c, "run.run_dir", "a non-empty directory path");
     r->run_dir = fb_strdup(dir);
+    const char *backend = cj_string(c, "run.backend", cj_default_string(c, "run.backend"));
+    if (!strcmp(backend, "cpu"))
+        r->backend = RUN_BACKEND_CPU;
+    else if (!strcmp(backend, "cuda"))
+        r->backend = RUN_BACKEND_CUDA;
+    else if (!strcmp(backend, "auto"))
+        r->backend = RUN_BACKEND_AUTO;
+    else
+        cj_invalid(c, "run.backend", "\"cpu\", \"cuda\" or \"auto\" (cuda when a GPU is visible)");
     /* DeepSpeed's key, top level. */
     r->steps_per_print = cj_int(c, "steps_per_print", 10);
     if (r->steps_per_print <= 0)

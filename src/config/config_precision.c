@@ -6,7 +6,6 @@
 static const cj_inert_t fp16_inert[] = {
     {"auto_cast", CJ_BOOL},                     /* fabula casts inside its kernels */
     {"fp16_master_weights_and_grads", CJ_BOOL}, /* master weights are always fp32 */
-    {"consecutive_hysteresis", CJ_BOOL},
 };
 
 static const cj_inert_t bf16_inert[] = {
@@ -32,6 +31,7 @@ static void read_fp16(cj_ctx_t *c, fp16_config_t *f)
     f->min_loss_scale = cj_real(c, "fp16.min_loss_scale", 1.0);
     if (!(f->min_loss_scale > 0))
         cj_invalid(c, "fp16.min_loss_scale", "a number > 0");
+    f->consecutive_hysteresis = cj_bool(c, "fp16.consecutive_hysteresis", 0);
     cj_accept_inert(c, "fp16", fp16_inert, sizeof fp16_inert / sizeof *fp16_inert);
 }
 

@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "ops.h"
 #include "parallel/groups.h"
+#include "train/loss_scale.h"
 #include "train/step_plan.h"
 #include "train/zero.h"
 
@@ -29,6 +30,7 @@ typedef struct ckpt_target {
     const ops_t *ops;       /* the backend of zero's buffers */
     step_plan_t *plan;      /* sampler, curriculum, deferred samples */
     const groups_t *groups; /* the layout, recorded for information */
+    loss_scale_t *scaler;   /* fp16 loss scaler (saved, restored); NULL: none */
 } ckpt_target_t;
 
 /* Counters kept beside the state. */

@@ -120,6 +120,8 @@ typedef struct ckpt_meta {
     double next_lr;
     long long fp16_enabled, fp16_dynamic, bf16_enabled;
     double loss_scale;
+    int has_scaler_state;           /* the four fields below were saved */
+    long long scaler_cur_iter, scaler_last_overflow_iter, scaler_cur_hysteresis;
     long long rng_seed, rng_next_step;
     step_plan_state_t data;         /* deferred points at `deferred` */
     long long data_seed;

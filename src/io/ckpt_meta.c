@@ -108,8 +108,8 @@ void ckpt_meta_write(hid_t file, const ckpt_target_t *t, const ckpt_progress_t *
     ckpt_attr_write_f64(g, "next_lr", schedule_lr(&cfg->sched, &cfg->optim, zero_step_count(t->zero)));
     CHECK_H5(H5Gclose(g));
 
-    /* The CPU backend computes in fp32 and has no scaler; the fp16 settings
-     * are recorded so that a GPU run resumes with the same ones. */
+    /* The settings and, with a scaler, its live state (DeepSpeed's
+     * attribute names), so that a resumed fp16 run continues its trajectory. */
     g = group_create(file, "/loss_scaler");
     const fp16_config_t *h = &cfg->fp16;
     h5_write_attr_i64(g, "fp16_enabled", h->enabled);
@@ -118,6 +118,12 @@ void ckpt_meta_write(hid_t file, const ckpt_target_t *t, const ckpt_progress_t *
     double scale = 1.0;
     if (h->enabled)
         scale = h->loss_scale > 0.0 ? h->loss_scale : ldexp(1.0, h->initial_scale_power);
+    if (t->scaler) {
+        scale = t->scaler->st.cur_scale;
+        h5_write_attr_i64(g, "cur_iter", t->scaler->st.cur_iter);
+        h5_write_attr_i64(g, "last_overflow_iter", t->scaler->st.last_overflow_iter);
+        h5_write_attr_i64(g, "cur_hysteresis", t->scaler->st.cur_hysteresis);
+    }
     ckpt_attr_write_f64(g, "scale", scale);
     h5_write_attr_i64(g, "loss_scale_window", h->loss_scale_window);
     h5_write_attr_i64(g, "hysteresis", h->hysteresis);
@@ -262,6 +268,12 @@ int ckpt_meta_read(hid_t file, ckpt_meta_t *m, char *why, size_t n)
         snprintf(why, n, "attribute /loss_scaler:scale is missing or unreadable");
         rc = 1;
     }
+    /* the live state is optional: checkpoints of runs without a scaler lack it */
+    m->has_scaler_state = !rc && H5Aexists(g, "cur_iter") > 0;
+    if (m->has_scaler_state)
+        rc = need_i64(g, "/loss_scaler:", "cur_iter", &m->scaler_cur_iter, why, n) ||
+             need_i64(g, "/loss_scaler:", "last_overflow_iter", &m->scaler_last_overflow_iter, why, n) ||
+             need_i64(g, "/loss_scaler:", "cur_hysteresis", &m->scaler_cur_hysteresis, why, n);
     H5Gclose(g);
     if (rc)
         return -1;

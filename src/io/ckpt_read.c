@@ -307,6 +307,16 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     step_plan_state_set(t->plan, &m.data);
     zero_set_step_count(t->zero, (long)m.optimizer_step);
     zero_sync_params(t->zero);
+    /* a dynamic scaler continues where the saved dynamic one stopped; any
+     * other combination starts from the configured scale */
+    if (t->scaler && t->scaler->dynamic && m.fp16_enabled && m.fp16_dynamic && m.has_scaler_state) {
+        loss_scale_state_t ls = {m.loss_scale, (long)m.scaler_cur_iter, (long)m.scaler_last_overflow_iter,
+                                 (int)m.scaler_cur_hysteresis};
+        char lwhy[160];
+        if (loss_scale_restore(t->scaler, &ls, lwhy, sizeof lwhy) != 0 && rank == 0)
+            fb_warn("checkpoint %s: loss scaler state not restored (%s); starting from the configured scale",
+                    path, lwhy);
+    }
     p->step = (long)m.step;
     p->tokens_seen = m.tokens_seen;
     ckpt_meta_free(&m);

@@ -100,7 +100,7 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     if (tied)
         model_params_release(m, 0, 0);
     o->cross_entropy(m->token_loss, m->dlogits, m->logits, m->targets, T, V,
-                     (float)(1.0 / sc->lm_denominator));
+                     (float)(model_loss_scale(sc) / sc->lm_denominator));
 
     o->to_host(m->host_loss, m->token_loss, (size_t)T * sizeof(float));
     double sum = 0.0;

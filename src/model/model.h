@@ -26,7 +26,13 @@ typedef struct model_scales {
     double mb_weight;       /* T_mb / T_step: weight of this micro-batch's aux and z losses */
     int training;           /* expert dropout active */
     uint64_t dropout_seed;  /* distinct per (step, micro-batch) */
+    /* fp16 loss scaling: the gradients are those of loss_scale times the
+     * objective (0 is taken as 1); the reported losses are not scaled. */
+    double loss_scale;
 } model_scales_t;
+
+/* sc->loss_scale, with 0 meaning 1. */
+static inline double model_loss_scale(const model_scales_t *sc) { return sc->loss_scale > 0 ? sc->loss_scale : 1.0; }
 
 /* What one forward pass measured. Per-layer arrays live in the model and are
  * overwritten by the next forward. */

@@ -31,7 +31,7 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
     o->to_host(m->host_rlse, a->rlse, (size_t)T * sizeof(float));
     double aux = 0.0, z = 0.0;
     float *aux_dprob = fb_malloc((size_t)E * sizeof *aux_dprob);
-    const double layer_w = m->sc.mb_weight / m->nmoe;
+    const double layer_w = m->sc.mb_weight * model_loss_scale(&m->sc) / m->nmoe;
     for (int e = 0; e < E; e++) {
         double P = 0.0;
         for (int t = 0; t < T; t++)
@@ -107,7 +107,8 @@ void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
         o->act_axpy(m->dxp, m->dtmp, (size_t)R * D, 1.0f);
         o->permute_bwd(dh2_out, m->dxp, p->d_token_rows, T, K, D);
     }
-    const float z_scale = (float)(2.0 * m->sc.mb_weight * mc->router_z_loss_coef / (m->nmoe * (double)T));
+    const float z_scale = (float)(2.0 * m->sc.mb_weight * model_loss_scale(&m->sc) * mc->router_z_loss_coef /
+                                  (m->nmoe * (double)T));
     o->router_bwd(m->drl, a->probs, a->rlse, a->topk_idx, a->topk_w, m->dtw, a->aux_dprob, z_scale, T, E, K);
     o->matmul_f32(dw->router, m->drl, a->h2, E, D, T, 1, 0, 1.0f);
     o->matmul(dh2_out, m->drl, w->router, T, D, E, 0, 0, 1.0f);

@@ -1,6 +1,7 @@
 #include "train/train_log.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -115,7 +116,12 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_object_set_new(j, "aux_loss", json_real(r->aux_loss));
     json_object_set_new(j, "z_loss", json_real(r->z_loss));
     json_object_set_new(j, "lr", json_real(r->lr));
-    json_object_set_new(j, "grad_norm", json_real(r->grad_norm));
+    /* JSON has no inf: an overflowed fp16 step's norm is null */
+    json_object_set_new(j, "grad_norm", isfinite(r->grad_norm) ? json_real(r->grad_norm) : json_null());
+    if (log->cfg->fp16.enabled) {
+        json_object_set_new(j, "loss_scale", json_real(r->loss_scale));
+        json_object_set_new(j, "skipped", json_boolean(r->skipped));
+    }
     json_object_set_new(j, "tokens", json_integer(r->tokens));
     json_object_set_new(j, "samples", json_integer(r->samples));
     json_object_set_new(j, "imbalance", json_real(r->imbalance));

@@ -10,7 +10,9 @@
 typedef struct step_record {
     long step;              /* 1-based */
     double loss, lm_loss, aux_loss, z_loss;
-    double lr, grad_norm;
+    double lr, grad_norm;       /* grad_norm of the unscaled gradients */
+    double loss_scale;          /* fp16 loss scale this step used (1 otherwise) */
+    int skipped;                /* fp16 overflow: no update this step */
     long tokens, dropped, samples;
     double imbalance, packing;  /* balancer cost imbalance; packing efficiency */
     int max_len;                /* sequence-length cap this step */

@@ -21,7 +21,9 @@
 #include "parallel/groups.h"
 #include "parallel/world.h"
 #include "rng.h"
+#include "train/backend.h"
 #include "train/data_source.h"
+#include "train/loss_scale.h"
 #include "train/moe_metrics.h"
 #include "train/preempt.h"
 #include "train/schedule.h"
@@ -45,6 +47,9 @@ typedef struct trainer {
     train_log_t log;
     int threads;
     ckpt_run_t ckpt;
+    backend_t be;
+    loss_scale_t scaler;    /* fp16 (factor 1 and never skipping otherwise) */
+    long skipped;           /* steps skipped by the scaler in this process */
 } trainer_t;
 
 /* Forward and backward over this rank's micro-batches of the global batch. */
@@ -73,6 +78,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
             .training = 1,
             .dropout_seed = fb_hash2(cfg->run.seed ^ 0x5eedd209ULL,
                                      ((uint64_t)step * 65536u + (uint64_t)mb) * 4096u + (uint64_t)tr->dp_rank),
+            .loss_scale = loss_scale_value(&tr->scaler),
         };
         model_stats_t st;
         zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
@@ -146,9 +152,16 @@ static void print_setup(const trainer_t *tr)
            model_activation_bytes(tr->model) / 1048576.0);
     printf("fabula: memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu parameters=%zu\n", mem.params,
            mem.grads, mem.optimizer, mem.workspace, param_table_total(t));
-    if (cfg->fp16.enabled || cfg->bf16_enabled)
-        printf("fabula: note: %s applies to the CUDA backend; the CPU backend computes in fp32\n",
-               cfg->fp16.enabled ? "fp16" : "bf16");
+    const ops_t *ops = model_ops(tr->model);
+    if (tr->be.cuda)
+        printf("fabula: device: GPU %d of this node per rank %d%s; compute dtype %s, fp32 master weights, "
+               "gradients and optimizer state\n",
+               tr->be.device, tr->rank, tr->be.shared_device ? " (GPUs shared by several ranks: collectives "
+                                                              "stage through host memory)" : "",
+               ops->act_dtype == FB_DTYPE_F16 ? "fp16" : "bf16");
+    else if (cfg->fp16.enabled || cfg->bf16_enabled)
+        printf("fabula: note: the CPU backend computes in fp32%s\n",
+               cfg->fp16.enabled ? "; fp16's dynamic loss scaling still runs" : " (bf16 applies to run.backend cuda)");
     fflush(stdout);
 }
 
@@ -166,7 +179,11 @@ int trainer_run(const config_t *cfg)
     groups_create(&tr.groups, cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
     tr.dp_rank = tr.groups.dp_rank;
     tr.dp_size = tr.groups.dp_size;
-    tr.zero = zero_create(cfg, &tr.groups, ops_cpu(), cfg->loader.max_tokens_per_batch, cfg->run.seed);
+    backend_open(&tr.be, cfg);
+    if (tr.be.ops->device_memory)
+        groups_attach_device(&tr.groups);
+    loss_scale_init(&tr.scaler, &cfg->fp16);
+    tr.zero = zero_create(cfg, &tr.groups, tr.be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed);
     tr.model = zero_model(tr.zero);
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
@@ -178,7 +195,8 @@ int trainer_run(const config_t *cfg)
     }
     /* parameters, moments, step count and data position from a checkpoint
      * (docs/checkpoint.md); before the metrics log opens, which it trims */
-    ckpt_target_t target = {cfg, tr.zero, model_ops(tr.model), &tr.plan, &tr.groups};
+    ckpt_target_t target = {cfg, tr.zero, model_ops(tr.model), &tr.plan, &tr.groups,
+                            cfg->fp16.enabled ? &tr.scaler : NULL};
     ckpt_run_init(&tr.ckpt, &target);
     ckpt_progress_t prog;
     ckpt_run_resume(&tr.ckpt, &prog);
@@ -195,22 +213,41 @@ int trainer_run(const config_t *cfg)
         zero_begin_step(tr.zero);
         run_micro_batches(&tr, step, &rec);
         zero_end_backward(tr.zero);
-        rec.grad_norm = zero_grad_norm(tr.zero);
-        rec.lr = schedule_lr(&cfg->sched, &cfg->optim, step);
-        if (!isfinite(rec.loss) || !isfinite(rec.grad_norm)) {
+        /* the gradients are of scale x the objective; the norm is agreed
+         * over all ranks, so every rank takes the same branch below */
+        const double scale = loss_scale_value(&tr.scaler);
+        const double scaled_norm = zero_grad_norm(tr.zero);
+        rec.grad_norm = scaled_norm / scale;
+        rec.loss_scale = scale;
+        rec.lr = schedule_lr(&cfg->sched, &cfg->optim, zero_step_count(tr.zero));
+        const int overflow = !isfinite(scaled_norm);
+        if (cfg->fp16.enabled && loss_scale_update(&tr.scaler, overflow)) {
+            /* DeepSpeed's overflow step: no update, no schedule advance */
+            rec.skipped = 1;
+            tr.skipped++;
             if (tr.rank == 0)
-                fprintf(stderr, "fabula: error: step %ld: loss %g, gradient norm %g: training diverged\n",
-                        rec.step, rec.loss, rec.grad_norm);
-            code = FB_EXIT_DIVERGED;
-            break;
-        }
-        /* the rule of torch.nn.utils.clip_grad_norm_ and DeepSpeed */
-        if (cfg->gradient_clipping > 0.0) {
-            double coef = cfg->gradient_clipping / (rec.grad_norm + 1e-6);
-            if (coef < 1.0)
+                printf("fabula: step %ld: gradient overflow at loss scale %g: step skipped, scale now %g\n",
+                       rec.step, scale, loss_scale_value(&tr.scaler));
+        } else {
+            if (!isfinite(rec.loss) || !isfinite(rec.grad_norm)) {
+                if (tr.rank == 0)
+                    fprintf(stderr, "fabula: error: step %ld: loss %g, gradient norm %g: training diverged\n",
+                            rec.step, rec.loss, rec.grad_norm);
+                code = FB_EXIT_DIVERGED;
+                break;
+            }
+            /* the rule of torch.nn.utils.clip_grad_norm_ and DeepSpeed, on
+             * the unscaled norm; unscaling and clipping are one pass */
+            double coef = 1.0 / scale;
+            if (cfg->gradient_clipping > 0.0) {
+                double clip = cfg->gradient_clipping / (rec.grad_norm + 1e-6);
+                if (clip < 1.0)
+                    coef *= clip;
+            }
+            if (coef != 1.0)
                 zero_scale_grads(tr.zero, coef);
+            zero_optimizer_step(tr.zero, rec.lr);
         }
-        zero_optimizer_step(tr.zero, rec.lr);
         rec.step_time = timer_now() - t0;
         rec.elapsed = timer_now() - t_start;
         train_log_step(&tr.log, &rec);
@@ -236,6 +273,7 @@ int trainer_run(const config_t *cfg)
     batch_free(&tr.batch);
     zero_free(tr.zero);
     groups_free(&tr.groups);
+    backend_close(&tr.be);
     data_source_close(&tr.data);
     return code;
 }

@@ -302,10 +302,11 @@ static void hook_grads_release(void *ctx, int block)
 
 /* ---------------------------------------------------------------- set-up */
 
-static void group_init(zero_t *z, int gi, comm_t *comm)
+static void group_init(zero_t *z, int gi, comm_t *comm, comm_t *hcomm)
 {
     zgroup_t *g = &z->g[gi];
     g->comm = comm;
+    g->hcomm = hcomm;
     g->rank = comm_rank(comm);
     g->size = comm_size(comm);
     g->numel = z->t->numel[gi];
@@ -409,12 +410,14 @@ zero_t *zero_create(const config_t *cfg, const groups_t *groups, const ops_t *op
         flags |= MODEL_NO_GRAD_BUFFER;
     if (z->stage == 3)
         flags |= MODEL_NO_PARAM_BUFFER;
-    z->model = model_create_ep(&cfg->model, ops, max_tokens, flags, groups->ep);
+    const int dev = ops->device_memory;
+    FB_ASSERT(!dev || (groups->dp_dev && groups->ep_dev && groups->edp_dev));
+    z->model = model_create_ep(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep);
     model_set_a2a_chunks(z->model, cfg->parallel.moe_a2a_chunks);
     z->t = model_params_table(z->model);
     z->nblocks = z->t->nblocks;
-    group_init(z, PARAM_GROUP_DENSE, groups->dp);
-    group_init(z, PARAM_GROUP_EXPERT, groups->edp);
+    group_init(z, PARAM_GROUP_DENSE, dev ? groups->dp_dev : groups->dp, groups->dp);
+    group_init(z, PARAM_GROUP_EXPERT, dev ? groups->edp_dev : groups->edp, groups->edp);
     for (int gi = 0; gi < PARAM_NGROUPS; gi++)
         group_alloc(z, gi);
     if (flags) {

@@ -12,7 +12,8 @@
 /* One reduction group (dense over dp, experts over edp). Rank r owns the
  * elements [own_lo[r], own_lo[r+1]) of the group's flat buffer. */
 typedef struct zgroup {
-    comm_t *comm;
+    comm_t *comm;               /* for backend buffers (a device comm on GPU backends) */
+    comm_t *hcomm;              /* for host buffers */
     int rank, size;
     size_t numel, shard, lo, hi;
     size_t *own_lo;             /* size+1 entries */

@@ -37,7 +37,7 @@ double zero_grad_norm(zero_t *z)
     } else {
         /* every element is owned by exactly one rank of the world */
         total = ss[PARAM_GROUP_DENSE] + ss[PARAM_GROUP_EXPERT];
-        comm_allreduce(z->g[PARAM_GROUP_DENSE].comm, &total, 1, COMM_F64, COMM_SUM);
+        comm_allreduce(z->g[PARAM_GROUP_DENSE].hcomm, &total, 1, COMM_F64, COMM_SUM);
     }
     return sqrt(total);
 }
@@ -144,7 +144,7 @@ void zero_get_param(zero_t *z, const param_view_t *v, float *host)
         else
             z->ops->to_host(host + g->displs[g->rank], src, mine * sizeof(float));
     }
-    comm_allgatherv_inplace(g->comm, host, g->counts, g->displs, COMM_F32);
+    comm_allgatherv_inplace(g->hcomm, host, g->counts, g->displs, COMM_F32);
 }
 
 zero_shard_t zero_shard(zero_t *z, int group)

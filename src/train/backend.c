@@ -1,0 +1,68 @@
+/* Backend choice and GPU binding (docs/cuda.md, "Devices"). */
+#include "config.h"
+
+#include "train/backend.h"
+
+#include <string.h>
+
+#include "parallel/comm.h"
+#include "parallel/world.h"
+#include "util/error.h"
+
+#ifdef HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+/* The smallest device count any rank sees: "auto" must pick the same
+ * backend everywhere, or the collectives of ZeRO would not line up. */
+static int min_devices_over_ranks(int mine)
+{
+    comm_t *w = comm_create_world();
+    int n = mine;
+    comm_allreduce(w, &n, 1, COMM_I32, COMM_MIN);
+    comm_free(&w);
+    return n;
+}
+
+void backend_open(backend_t *b, const config_t *cfg)
+{
+    memset(b, 0, sizeof *b);
+    b->device = -1;
+    b->ops = ops_cpu();
+    int want = cfg->run.backend;
+#ifdef HAVE_CUDA
+    const int ndev = cuda_device_count();
+#else
+    const int ndev = 0;
+#endif
+    const int everywhere = min_devices_over_ranks(ndev);
+    if (want == RUN_BACKEND_AUTO)
+        want = everywhere > 0 ? RUN_BACKEND_CUDA : RUN_BACKEND_CPU;
+    if (want == RUN_BACKEND_CPU)
+        return;
+#ifndef HAVE_CUDA
+    fb_fatal_all(FB_EXIT_USAGE, "run.backend is \"cuda\" but this fabula was built without CUDA "
+                                "(configure --with-cuda)");
+#else
+    if (everywhere == 0)
+        fb_fatal_all(FB_EXIT_USAGE, "run.backend is \"cuda\" but %s sees no CUDA device",
+                     ndev == 0 ? "this rank" : "some rank");
+    b->device = world_local_rank() % ndev;
+    b->shared_device = world_local_size() > ndev;
+    char err[256];
+    if (cuda_backend_init(b->device, err, sizeof err) != 0)
+        fb_fatal(FB_EXIT_INTERNAL, "CUDA backend: %s", err);
+    b->cuda = 1;
+    b->ops = ops_cuda(cfg->fp16.enabled ? FB_DTYPE_F16 : FB_DTYPE_BF16);
+#endif
+}
+
+void backend_close(backend_t *b)
+{
+#ifdef HAVE_CUDA
+    if (b->cuda)
+        cuda_backend_shutdown();
+#endif
+    memset(b, 0, sizeof *b);
+    b->device = -1;
+}
