@@ -53,7 +53,15 @@ typedef struct ops {
     void (*copy)(void *dst, const void *src, size_t bytes);          /* backend -> backend */
     void (*to_backend)(void *dst, const void *host_src, size_t bytes);
     void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    /* Enqueued copy to host memory: host_dst may be read only after
+     * synchronize (the CPU copies at once). */
+    void (*to_host_async)(void *host_dst, const void *src, size_t bytes);
     void (*synchronize)(void);
+    /* Host memory the backend copies from and to fastest (page-locked on
+     * CUDA): zero-filled, never NULL. to_backend from it returns before the
+     * copy is done, so the source must stay untouched until synchronize. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_release)(void *p);
 
     /* ---- conversions ---- */
     /* dst[i] = src[i] rounded to the compute dtype (round to nearest even).

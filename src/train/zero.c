@@ -344,12 +344,13 @@ static void group_alloc(zero_t *z, int gi)
     if (z->stage >= 2)
         g->grad_shard = z->ops->alloc(cap * sizeof(float));
     if (z->stage == 3)
-        g->param_shard = z->offload_param ? fb_calloc(cap, sizeof(float)) : z->ops->alloc(cap * sizeof(float));
+        g->param_shard = z->offload_param ? z->ops->host_alloc(cap * sizeof(float)) : z->ops->alloc(cap * sizeof(float));
     if (z->offload_opt) {
-        g->m = fb_calloc(cap, sizeof(float));
-        g->v = fb_calloc(cap, sizeof(float));
-        g->host_p = fb_calloc(cap, sizeof(float));
-        g->host_g = fb_calloc(cap, sizeof(float));
+        /* page-locked on CUDA: the step's copies overlap the host update */
+        g->m = z->ops->host_alloc(cap * sizeof(float));
+        g->v = z->ops->host_alloc(cap * sizeof(float));
+        g->host_p = z->ops->host_alloc(cap * sizeof(float));
+        g->host_g = z->ops->host_alloc(cap * sizeof(float));
     } else {
         g->m = z->ops->alloc(cap * sizeof(float));
         g->v = z->ops->alloc(cap * sizeof(float));
@@ -442,15 +443,15 @@ void zero_free(zero_t *z)
             z->ops->release(g->grad_shard);
         if (g->param_shard) {
             if (z->offload_param)
-                free(g->param_shard);
+                z->ops->host_release(g->param_shard);
             else
                 z->ops->release(g->param_shard);
         }
         if (z->offload_opt) {
-            free(g->m);
-            free(g->v);
-            free(g->host_p);
-            free(g->host_g);
+            z->ops->host_release(g->m);
+            z->ops->host_release(g->v);
+            z->ops->host_release(g->host_p);
+            z->ops->host_release(g->host_g);
         } else {
             z->ops->release(g->m);
             z->ops->release(g->v);

@@ -76,10 +76,45 @@ static void gather_params(zero_t *z, int gi)
     comm_waitall(reqs, n);
 }
 
+/* Elements per piece of the offloaded update: 16 MiB of each stream. */
+#define OFFLOAD_CHUNK ((size_t)1 << 22)
+
+/* Offload: the moments and the update stay on the host; the gradients come
+ * down and the parameters go back up in pieces, so the copies of piece k+1
+ * (down) and k (up) run while the host updates piece k. */
+static void offload_update(zero_t *z, zgroup_t *g, float *p, const float *grad, size_t n, double lr)
+{
+    const optim_config_t *c = &z->cfg->optim;
+    const ops_t *o = z->ops, *host_ops = ops_cpu();
+    const size_t nch = (n + OFFLOAD_CHUNK - 1) / OFFLOAD_CHUNK;
+    for (size_t k = 0; k <= nch; k++) {
+        if (k < nch) {
+            /* piece k down (piece 0 before the loop's first update) */
+            const size_t lo = k * OFFLOAD_CHUNK, len = k + 1 < nch ? OFFLOAD_CHUNK : n - lo;
+            o->to_host_async(g->host_g + lo, grad + lo, len * sizeof(float));
+            if (z->offload_param)
+                memcpy(g->host_p + lo, p + lo, len * sizeof(float));
+            else
+                o->to_host_async(g->host_p + lo, p + lo, len * sizeof(float));
+        }
+        if (k == 0) {
+            o->synchronize();
+            continue;
+        }
+        const size_t lo = (k - 1) * OFFLOAD_CHUNK, len = k < nch ? OFFLOAD_CHUNK : n - lo;
+        host_ops->adamw(g->host_p + lo, g->host_g + lo, g->m + lo, g->v + lo, len, (float)lr, (float)c->beta1,
+                        (float)c->beta2, (float)c->eps, (float)c->weight_decay, c->adam_w_mode, z->step);
+        if (z->offload_param)
+            memcpy(p + lo, g->host_p + lo, len * sizeof(float));
+        else
+            o->to_backend(p + lo, g->host_p + lo, len * sizeof(float));
+        o->synchronize();
+    }
+}
+
 void zero_optimizer_step(zero_t *z, double lr)
 {
     const optim_config_t *c = &z->cfg->optim;
-    const ops_t *host_ops = ops_cpu();
     z->step++;
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
@@ -92,19 +127,7 @@ void zero_optimizer_step(zero_t *z, double lr)
                           (float)c->weight_decay, c->adam_w_mode, z->step);
             continue;
         }
-        /* offload: state and the update stay on the host; only the
-         * gradient comes down and the parameters go back up */
-        z->ops->to_host(g->host_g, grad, n * sizeof(float));
-        if (z->offload_param)
-            memcpy(g->host_p, p, n * sizeof(float));
-        else
-            z->ops->to_host(g->host_p, p, n * sizeof(float));
-        host_ops->adamw(g->host_p, g->host_g, g->m, g->v, n, (float)lr, (float)c->beta1, (float)c->beta2,
-                        (float)c->eps, (float)c->weight_decay, c->adam_w_mode, z->step);
-        if (z->offload_param)
-            memcpy(p, g->host_p, n * sizeof(float));
-        else
-            z->ops->to_backend(p, g->host_p, n * sizeof(float));
+        offload_update(z, g, p, grad, n, lr);
     }
     if (z->stage == 1 || z->stage == 2)
         for (int gi = 0; gi < PARAM_NGROUPS; gi++)

@@ -226,7 +226,7 @@ static void test_matmul(const ops_t *ops)
                 obuf_t C = obuf("C", K_F32, (size_t)M * N, b ? frand((size_t)M * N, 1) : NULL);
                 for (int c = 0; c < NCFG; c++) {
                     prep(&C, c);
-                    ops->matmul(C.f[c], A, B, M, N, K, ta, tb, beta);
+                    ops->matmul(C.f[c], (fb_act *)A, (fb_act *)B, M, N, K, ta, tb, beta);
                 }
                 prep_ref(&C);
                 cpu_matmul_f64(C.ref, to_d(A, (size_t)M * K), to_d(B, (size_t)K * N), M, N, K, ta, tb, beta);
@@ -239,7 +239,7 @@ static void test_matmul(const ops_t *ops)
     float *A = frand(4, 1);
     for (int c = 0; c < NCFG; c++) {
         prep(&C, c);
-        ops->matmul(C.f[c], A, A, 3, 4, 0, 0, 0, 0.0f);
+        ops->matmul(C.f[c], (fb_act *)A, (fb_act *)A, 3, 4, 0, 0, 0, 0.0f);
     }
     prep_ref(&C);
     cpu_matmul_f64(C.ref, to_d(A, 4), to_d(A, 4), 3, 4, 0, 0, 0, 0.0);
@@ -295,9 +295,9 @@ static void test_embedding(const ops_t *ops)
     obuf_t dt = obuf("dtable", K_F32, (size_t)V * D, frand((size_t)V * D, 1));
     for (int c = 0; c < NCFG; c++) {
         prep(&out, c);
-        ops->embedding_fwd(out.f[c], tok, table, T, D);
+        ops->embedding_fwd(out.f[c], tok, (fb_act *)table, T, D);
         prep(&dt, c);
-        ops->embedding_bwd(dt.f[c], dout, tok, T, D);
+        ops->embedding_bwd(dt.f[c], (fb_act *)dout, tok, T, D);
     }
     prep_ref(&out);
     prep_ref(&dt);
@@ -316,7 +316,7 @@ static void test_rmsnorm(const ops_t *ops)
     for (int c = 0; c < NCFG; c++) {
         prep(&out, c);
         prep(&rstd, c);
-        ops->rmsnorm_fwd(out.f[c], rstd.f[c], x, w, T, D, 1e-5f);
+        ops->rmsnorm_fwd(out.f[c], rstd.f[c], (fb_act *)x, (fb_act *)w, T, D, 1e-5f);
     }
     prep_ref(&out);
     prep_ref(&rstd);
@@ -329,7 +329,7 @@ static void test_rmsnorm(const ops_t *ops)
     for (int c = 0; c < NCFG; c++) {
         prep(&dx, c);
         prep(&dw, c);
-        ops->rmsnorm_bwd(dx.f[c], dw.f[c], dout, x, w, r32, T, D);
+        ops->rmsnorm_bwd(dx.f[c], dw.f[c], (fb_act *)dout, (fb_act *)x, (fb_act *)w, r32, T, D);
     }
     prep_ref(&dx);
     prep_ref(&dw);
@@ -374,7 +374,7 @@ static void test_attention(const ops_t *ops)
     for (int c = 0; c < NCFG; c++) {
         prep(&out, c);
         prep(&lse, c);
-        ops->attention_fwd(out.f[c], lse.f[c], q, k, v, cu, nseq, T, H, KV, hd);
+        ops->attention_fwd(out.f[c], lse.f[c], (fb_act *)q, (fb_act *)k, (fb_act *)v, cu, nseq, T, H, KV, hd);
     }
     prep_ref(&out);
     prep_ref(&lse);
@@ -389,7 +389,7 @@ static void test_attention(const ops_t *ops)
         prep(&dq, c);
         prep(&dk, c);
         prep(&dv, c);
-        ops->attention_bwd(dq.f[c], dk.f[c], dv.f[c], dout, q, k, v, o32, l32, cu, nseq, T, H, KV, hd);
+        ops->attention_bwd(dq.f[c], dk.f[c], dv.f[c], (fb_act *)dout, (fb_act *)q, (fb_act *)k, (fb_act *)v, (fb_act *)o32, l32, cu, nseq, T, H, KV, hd);
     }
     prep_ref(&dq);
     prep_ref(&dk);
@@ -410,10 +410,10 @@ static void test_swiglu(const ops_t *ops)
     obuf_t h = obuf("h", K_F32, n, NULL), dg = obuf("dg", K_F32, n, NULL), du = obuf("du", K_F32, n, NULL);
     for (int c = 0; c < NCFG; c++) {
         prep(&h, c);
-        ops->swiglu_fwd(h.f[c], g, u, n);
+        ops->swiglu_fwd(h.f[c], (fb_act *)g, (fb_act *)u, n);
         prep(&dg, c);
         prep(&du, c);
-        ops->swiglu_bwd(dg.f[c], du.f[c], dh, g, u, n);
+        ops->swiglu_bwd(dg.f[c], du.f[c], (fb_act *)dh, (fb_act *)g, (fb_act *)u, n);
     }
     prep_ref(&h);
     prep_ref(&dg);
@@ -463,7 +463,7 @@ static void test_cross_entropy(const ops_t *ops)
     for (int c = 0; c < NCFG; c++) {
         prep(&loss, c);
         prep(&dl, c);
-        ops->cross_entropy(loss.f[c], dl.f[c], logits, tg, T, V, 0.01f);
+        ops->cross_entropy(loss.f[c], dl.f[c], (fb_act *)logits, tg, T, V, 0.01f);
     }
     prep_ref(&loss);
     prep_ref(&dl);
@@ -474,7 +474,7 @@ static void test_cross_entropy(const ops_t *ops)
     float *inplace = tmalloc(n * sizeof(float)), *loss2 = tmalloc(T * sizeof(float));
     memcpy(inplace, logits, n * sizeof(float));
     set_threads(1);
-    ops->cross_entropy(loss2, inplace, inplace, tg, T, V, 0.01f);
+    ops->cross_entropy(loss2, (fb_act *)inplace, (fb_act *)inplace, tg, T, V, 0.01f);
     check_true("cross_entropy", "in place (dlogits == logits) == out of place",
                !memcmp(inplace, dl.f[0], n * sizeof(float)) && !memcmp(loss2, loss.f[0], T * sizeof(float)));
 }
@@ -546,14 +546,14 @@ static void test_permute(const ops_t *ops)
     obuf_t deo = obuf("deo", K_F32, (size_t)R * D, NULL), dw = obuf("dw", K_F32, (size_t)T * K, NULL);
     for (int c = 0; c < NCFG; c++) {
         prep(&xp, c);
-        ops->permute_fwd(xp.f[c], x, row_token, R, D);
+        ops->permute_fwd(xp.f[c], (fb_act *)x, row_token, R, D);
         prep(&dx, c);
-        ops->permute_bwd(dx.f[c], dxp, token_rows, T, K, D);
+        ops->permute_bwd(dx.f[c], (fb_act *)dxp, token_rows, T, K, D);
         prep(&y, c);
-        ops->combine_fwd(y.f[c], eo, token_rows, wt, T, K, D);
+        ops->combine_fwd(y.f[c], (fb_act *)eo, token_rows, wt, T, K, D);
         prep(&deo, c);
         prep(&dw, c);
-        ops->combine_bwd(deo.f[c], dw.f[c], dy, eo, token_rows, wt, T, K, D);
+        ops->combine_bwd(deo.f[c], dw.f[c], (fb_act *)dy, (fb_act *)eo, token_rows, wt, T, K, D);
     }
     prep_ref(&xp);
     prep_ref(&dx);
@@ -582,11 +582,11 @@ static void test_gmm(const ops_t *ops)
     obuf_t dW = obuf("dW", K_F32, nw, frand(nw, 1));
     for (int c = 0; c < NCFG; c++) {
         prep(&Y, c);
-        ops->gmm_fwd(Y.f[c], X, W, off, E, N, K);
+        ops->gmm_fwd(Y.f[c], (fb_act *)X, (fb_act *)W, off, E, N, K);
         prep(&dX, c);
-        ops->gmm_bwd_data(dX.f[c], dY, W, off, E, N, K);
+        ops->gmm_bwd_data(dX.f[c], (fb_act *)dY, (fb_act *)W, off, E, N, K);
         prep(&dW, c);
-        ops->gmm_bwd_weight(dW.f[c], dY, X, off, E, N, K);
+        ops->gmm_bwd_weight(dW.f[c], (fb_act *)dY, (fb_act *)X, off, E, N, K);
     }
     prep_ref(&Y);
     prep_ref(&dX);

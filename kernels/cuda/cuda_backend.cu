@@ -1,0 +1,380 @@
+/* The CUDA backend: device binding, streams, device memory, and the op
+ * tables (one per compute dtype) that route every op to its launcher.
+ *
+ * All ops go to one compute stream, so they run in issue order without
+ * host synchronisation; only to_host, sumsq and synchronize wait. A second
+ * stream carries communication (src/parallel's NCCL backend), ordered
+ * against compute with events. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+#include "cuda_common.cuh"
+#include "cuda_kernels.cuh"
+
+extern "C" {
+#include "ops.h"
+}
+
+static int g_device = -1;
+static cudaStream_t g_compute, g_comm;
+static cudaEvent_t g_order_event;
+static void *g_scratch;
+static size_t g_scratch_bytes;
+static size_t g_in_use, g_peak;
+
+cudaStream_t cuda_stream(void) { return g_compute; }
+
+void *cuda_scratch(size_t bytes)
+{
+    if (bytes > g_scratch_bytes) {
+        /* the old buffer may still be read by queued kernels */
+        if (g_scratch) {
+            CUDA_CHECK(cudaStreamSynchronize(g_compute));
+            CUDA_CHECK(cudaFree(g_scratch));
+        }
+        size_t want = bytes + bytes / 4;
+        CUDA_CHECK(cudaMalloc(&g_scratch, want));
+        g_scratch_bytes = want;
+    }
+    return g_scratch;
+}
+
+extern "C" int cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "no device" error */
+        return 0;
+    }
+    return n;
+}
+
+extern "C" int cuda_backend_init(int device, char *err, size_t errlen)
+{
+    if (g_device == device)
+        return 0;
+    if (g_device >= 0) {
+        snprintf(err, errlen, "CUDA backend already bound to device %d, asked for %d", g_device, device);
+        return -1;
+    }
+    int n = cuda_device_count();
+    if (device < 0 || device >= n) {
+        snprintf(err, errlen, "no CUDA device %d (%d visible)", device, n);
+        return -1;
+    }
+    cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
+        return -1;
+    }
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g_compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g_comm, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&g_order_event, cudaEventDisableTiming));
+    g_device = device;
+    cu_blas_init();
+    return 0;
+}
+
+extern "C" void cuda_backend_shutdown(void)
+{
+    if (g_device < 0)
+        return;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    cu_blas_shutdown();
+    if (g_scratch)
+        CUDA_CHECK(cudaFree(g_scratch));
+    g_scratch = NULL;
+    g_scratch_bytes = 0;
+    CUDA_CHECK(cudaEventDestroy(g_order_event));
+    CUDA_CHECK(cudaStreamDestroy(g_comm));
+    CUDA_CHECK(cudaStreamDestroy(g_compute));
+    g_device = -1;
+}
+
+extern "C" int cuda_backend_device(void) { return g_device; }
+
+extern "C" void *cuda_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+    memset(p, 0, bytes);
+    return p;
+}
+
+extern "C" void cuda_host_free(void *p)
+{
+    if (p)
+        CUDA_CHECK(cudaFreeHost(p));
+}
+
+extern "C" void *cuda_compute_stream(void) { return (void *)g_compute; }
+extern "C" void *cuda_comm_stream(void) { return (void *)g_comm; }
+
+extern "C" void cuda_comm_wait_compute(void)
+{
+    CUDA_CHECK(cudaEventRecord(g_order_event, g_compute));
+    CUDA_CHECK(cudaStreamWaitEvent(g_comm, g_order_event, 0));
+}
+
+extern "C" void cuda_compute_wait_comm(void)
+{
+    CUDA_CHECK(cudaEventRecord(g_order_event, g_comm));
+    CUDA_CHECK(cudaStreamWaitEvent(g_compute, g_order_event, 0));
+}
+
+extern "C" size_t cuda_bytes_in_use(void) { return g_in_use; }
+extern "C" size_t cuda_bytes_peak(void) { return g_peak; }
+
+/* ---- memory ---- */
+
+/* The size of each allocation sits in a 256-byte header (256: the
+ * alignment cudaMalloc guarantees, kept for the pointer handed out) so that
+ * release can keep the in-use count without a map. */
+#define HDR 256
+
+static void *cu_alloc(size_t bytes)
+{
+    if (g_device < 0)
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "cu_alloc", "cuda_backend_init was not called");
+    char *p = NULL;
+    CUDA_CHECK(cudaMalloc((void **)&p, bytes + HDR));
+    CUDA_CHECK(cudaMemsetAsync(p + HDR, 0, bytes, g_compute));
+    size_t hdr[2] = {bytes, 0};
+    CUDA_CHECK(cudaMemcpy(p, hdr, sizeof hdr, cudaMemcpyHostToDevice));
+    g_in_use += bytes;
+    if (g_in_use > g_peak)
+        g_peak = g_in_use;
+    return p + HDR;
+}
+
+static void cu_release(void *q)
+{
+    if (!q)
+        return;
+    char *p = (char *)q - HDR;
+    size_t hdr[2];
+    CUDA_CHECK(cudaMemcpy(hdr, p, sizeof hdr, cudaMemcpyDeviceToHost));
+    g_in_use -= hdr[0];
+    /* queued kernels may still use it */
+    CUDA_CHECK(cudaStreamSynchronize(g_compute));
+    CUDA_CHECK(cudaFree(p));
+}
+
+static void cu_zero(void *p, size_t bytes)
+{
+    if (bytes)
+        CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g_compute));
+}
+
+static void cu_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_compute));
+}
+
+/* Host sources may be pageable: cudaMemcpyAsync then stages them before
+ * returning, so the caller may reuse its buffer at once. */
+static void cu_to_backend(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_compute));
+}
+
+static void cu_to_host(void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_compute));
+    CUDA_CHECK(cudaStreamSynchronize(g_compute));
+}
+
+static void cu_to_host_async(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_compute));
+}
+
+static void cu_synchronize(void) { CUDA_CHECK(cudaStreamSynchronize(g_compute)); }
+
+/* ---- the tables ---- */
+
+/* fb_act is opaque to C; here it is S. */
+#define A(p) ((S *)(p))
+#define CA(p) ((const S *)(p))
+
+template <typename S> struct table {
+    static void to_act(fb_act *d, const float *s, size_t n) { cu_to_act<S>(A(d), s, n); }
+    static void act_to_f32(float *d, const fb_act *s, size_t n) { cu_act_to_f32<S>(d, CA(s), n); }
+    static void matmul(fb_act *C, const fb_act *Am, const fb_act *B, int M, int N, int K, int ta, int tb, float beta)
+    {
+        cu_matmul<S>(A(C), CA(Am), CA(B), M, N, K, ta, tb, beta);
+    }
+    static void matmul_f32(float *C, const fb_act *Am, const fb_act *B, int M, int N, int K, int ta, int tb,
+                           float beta)
+    {
+        cu_matmul_f32<S>(C, CA(Am), CA(B), M, N, K, ta, tb, beta);
+    }
+    static void act_axpy(fb_act *y, const fb_act *x, size_t n, float a) { cu_act_axpy<S>(A(y), CA(x), n, a); }
+    static void embedding_fwd(fb_act *out, const int32_t *tok, const fb_act *tab, int T, int D)
+    {
+        cu_embedding_fwd<S>(A(out), tok, CA(tab), T, D);
+    }
+    static void embedding_bwd(float *dt, const fb_act *dout, const int32_t *tok, int T, int D)
+    {
+        cu_embedding_bwd<S>(dt, CA(dout), tok, T, D);
+    }
+    static void rmsnorm_fwd(fb_act *out, float *rstd, const fb_act *x, const fb_act *w, int T, int D, float eps)
+    {
+        cu_rmsnorm_fwd<S>(A(out), rstd, CA(x), CA(w), T, D, eps);
+    }
+    static void rmsnorm_bwd(fb_act *dx, float *dw, const fb_act *dout, const fb_act *x, const fb_act *w,
+                            const float *rstd, int T, int D)
+    {
+        cu_rmsnorm_bwd<S>(A(dx), dw, CA(dout), CA(x), CA(w), rstd, T, D);
+    }
+    static void rope_fwd(fb_act *x, const int32_t *pos, int T, int nh, int hd, float th)
+    {
+        cu_rope_fwd<S>(A(x), pos, T, nh, hd, th);
+    }
+    static void rope_bwd(fb_act *x, const int32_t *pos, int T, int nh, int hd, float th)
+    {
+        cu_rope_bwd<S>(A(x), pos, T, nh, hd, th);
+    }
+    static void attention_fwd(fb_act *out, float *lse, const fb_act *q, const fb_act *k, const fb_act *v,
+                              const int32_t *cu, int nseq, int T, int H, int KV, int hd)
+    {
+        cu_attention_fwd<S>(A(out), lse, CA(q), CA(k), CA(v), cu, nseq, T, H, KV, hd);
+    }
+    static void attention_bwd(fb_act *dq, fb_act *dk, fb_act *dv, const fb_act *dout, const fb_act *q,
+                              const fb_act *k, const fb_act *v, const fb_act *out, const float *lse,
+                              const int32_t *cu, int nseq, int T, int H, int KV, int hd)
+    {
+        cu_attention_bwd<S>(A(dq), A(dk), A(dv), CA(dout), CA(q), CA(k), CA(v), CA(out), lse, cu, nseq, T, H, KV,
+                            hd);
+    }
+    static void swiglu_fwd(fb_act *h, const fb_act *g, const fb_act *u, size_t n)
+    {
+        cu_swiglu_fwd<S>(A(h), CA(g), CA(u), n);
+    }
+    static void swiglu_bwd(fb_act *dg, fb_act *du, const fb_act *dh, const fb_act *g, const fb_act *u, size_t n)
+    {
+        cu_swiglu_bwd<S>(A(dg), A(du), CA(dh), CA(g), CA(u), n);
+    }
+    static void cross_entropy(float *loss, fb_act *dl, const fb_act *l, const int32_t *tg, int T, int V, float gs)
+    {
+        cu_cross_entropy<S>(loss, A(dl), CA(l), tg, T, V, gs);
+    }
+    static void router_bwd(fb_act *dl, const float *probs, const float *lse, const int32_t *idx, const float *w,
+                           const float *dw, const float *aux, float z, int T, int E, int K)
+    {
+        cu_router_bwd<S>(A(dl), probs, lse, idx, w, dw, aux, z, T, E, K);
+    }
+    static void permute_fwd(fb_act *xp, const fb_act *x, const int32_t *rt, int R, int D)
+    {
+        cu_permute_fwd<S>(A(xp), CA(x), rt, R, D);
+    }
+    static void permute_bwd(fb_act *dx, const fb_act *dxp, const int32_t *tr, int T, int K, int D)
+    {
+        cu_permute_bwd<S>(A(dx), CA(dxp), tr, T, K, D);
+    }
+    static void combine_fwd(fb_act *y, const fb_act *eo, const int32_t *tr, const float *w, int T, int K, int D)
+    {
+        cu_combine_fwd<S>(A(y), CA(eo), tr, w, T, K, D);
+    }
+    static void combine_bwd(fb_act *deo, float *dw, const fb_act *dy, const fb_act *eo, const int32_t *tr,
+                            const float *w, int T, int K, int D)
+    {
+        cu_combine_bwd<S>(A(deo), dw, CA(dy), CA(eo), tr, w, T, K, D);
+    }
+    static void gmm_fwd(fb_act *Y, const fb_act *X, const fb_act *W, const int32_t *off, int E, int N, int K)
+    {
+        cu_gmm_fwd<S>(A(Y), CA(X), CA(W), off, E, N, K);
+    }
+    static void gmm_bwd_data(fb_act *dX, const fb_act *dY, const fb_act *W, const int32_t *off, int E, int N, int K)
+    {
+        cu_gmm_bwd_data<S>(A(dX), CA(dY), CA(W), off, E, N, K);
+    }
+    static void gmm_bwd_weight(float *dW, const fb_act *dY, const fb_act *X, const int32_t *off, int E, int N, int K)
+    {
+        cu_gmm_bwd_weight<S>(dW, CA(dY), CA(X), off, E, N, K);
+    }
+    static void dropout_fwd(fb_act *x, uint8_t *mask, size_t n, float p, uint64_t seed, uint64_t off)
+    {
+        cu_dropout_fwd<S>(A(x), mask, n, p, seed, off);
+    }
+    static void dropout_bwd(fb_act *dx, const uint8_t *mask, size_t n, float p)
+    {
+        cu_dropout_bwd<S>(A(dx), mask, n, p);
+    }
+
+    static ops_t make(const char *name, fb_dtype_t dt)
+    {
+        ops_t o;
+        memset(&o, 0, sizeof o);
+        o.name = name;
+        o.act_dtype = dt;
+        o.act_bytes = sizeof(S);
+        o.device_memory = 1;
+        o.alloc = cu_alloc;
+        o.release = cu_release;
+        o.zero = cu_zero;
+        o.copy = cu_copy;
+        o.to_backend = cu_to_backend;
+        o.to_host = cu_to_host;
+        o.to_host_async = cu_to_host_async;
+        o.synchronize = cu_synchronize;
+        o.host_alloc = cuda_host_alloc;
+        o.host_release = cuda_host_free;
+        o.to_act = to_act;
+        o.act_to_f32 = act_to_f32;
+        o.matmul = matmul;
+        o.matmul_f32 = matmul_f32;
+        o.axpy = cu_axpy;
+        o.act_axpy = act_axpy;
+        o.scale = cu_scale;
+        o.sumsq = cu_sumsq;
+        o.embedding_fwd = embedding_fwd;
+        o.embedding_bwd = embedding_bwd;
+        o.rmsnorm_fwd = rmsnorm_fwd;
+        o.rmsnorm_bwd = rmsnorm_bwd;
+        o.rope_fwd = rope_fwd;
+        o.rope_bwd = rope_bwd;
+        o.attention_fwd = attention_fwd;
+        o.attention_bwd = attention_bwd;
+        o.swiglu_fwd = swiglu_fwd;
+        o.swiglu_bwd = swiglu_bwd;
+        o.cross_entropy = cross_entropy;
+        o.router_fwd = cu_router_fwd;
+        o.router_bwd = router_bwd;
+        o.permute_fwd = permute_fwd;
+        o.permute_bwd = permute_bwd;
+        o.combine_fwd = combine_fwd;
+        o.combine_bwd = combine_bwd;
+        o.gmm_fwd = gmm_fwd;
+        o.gmm_bwd_data = gmm_bwd_data;
+        o.gmm_bwd_weight = gmm_bwd_weight;
+        o.dropout_fwd = dropout_fwd;
+        o.dropout_bwd = dropout_bwd;
+        o.adamw = cu_adamw;
+        return o;
+    }
+};
+
+extern "C" const ops_t *ops_cuda(fb_dtype_t act_dtype)
+{
+    static ops_t bf16, f16;
+    static int made;
+    if (!made) {
+        bf16 = table<__nv_bfloat16>::make("cuda-bf16", FB_DTYPE_BF16);
+        f16 = table<__half>::make("cuda-fp16", FB_DTYPE_F16);
+        made = 1;
+    }
+    switch (act_dtype) {
+    case FB_DTYPE_BF16: return &bf16;
+    case FB_DTYPE_F16: return &f16;
+    default:
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "ops_cuda", "the CUDA backend computes in bf16 or fp16");
+    }
+}

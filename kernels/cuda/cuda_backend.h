@@ -1,0 +1,48 @@
+/* The CUDA backend's plain-C entry points (no CUDA types): device choice,
+ * lifetime, pinned host memory and the stream handles the NCCL comm backend
+ * orders its work against. The op table itself is ops_cuda() in ops.h. */
+#ifndef FABULA_KERNELS_CUDA_BACKEND_H
+#define FABULA_KERNELS_CUDA_BACKEND_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Visible CUDA devices; 0 when there is none or no usable driver. */
+int cuda_device_count(void);
+
+/* Binds the calling process to `device`, creates the compute and
+ * communication streams, the cuBLASLt handle and its workspace. Returns 0,
+ * or -1 with a message in err. Idempotent for the same device. */
+int cuda_backend_init(int device, char *err, size_t errlen);
+/* Releases what init created (the op tables stay valid until then). */
+void cuda_backend_shutdown(void);
+/* The device init bound, or -1. */
+int cuda_backend_device(void);
+
+/* Page-locked host memory (for staging and optimizer offload); zero-filled,
+ * never NULL (fails the job). */
+void *cuda_host_alloc(size_t bytes);
+void cuda_host_free(void *p);
+
+/* Opaque cudaStream_t handles. */
+void *cuda_compute_stream(void);
+void *cuda_comm_stream(void);
+
+/* Orders the two streams: the comm stream waits for all work issued so far
+ * on the compute stream, or the other way round. */
+void cuda_comm_wait_compute(void);
+void cuda_compute_wait_comm(void);
+
+/* Bytes of device memory allocated through the op table now, and at most
+ * so far. */
+size_t cuda_bytes_in_use(void);
+size_t cuda_bytes_peak(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
