@@ -9,10 +9,10 @@
  * and AdamW over the fp32 master weights, timed after `warmup` steps with
  * the backend synchronised at both ends.
  *
- * FLOPs per token: 6 * N_active + 12 * L * d * S (N_active: every weight a
- * token passes through in a matmul, the LM head included, the embedding
- * lookup excluded, top-k experts of each MoE layer; model_active_params()),
- * the convention of bench/README.md. MFU divides by a bf16 matmul ceiling
+ * FLOPs per token: 6 * N_active + 12 * L * d * S (N_active: every parameter
+ * but the embedding, the LM head and the RMSNorm weights included, only the
+ * router and the top-k experts of each MoE layer), the convention of
+ * bench/README.md and bench/torch_model.py. MFU divides by a bf16 matmul ceiling
  * measured in the same process: 8192^3 matmuls through the backend's own
  * matmul op (on the CPU, 1024^3 in fp32). */
 #include "config.h"
@@ -208,7 +208,8 @@ int main(int argc, char **argv)
     ops->synchronize();
     const double dt = (timer_now() - t0) / o.steps;
     const double ceiling = !strcmp(o.backend, "cuda") ? matmul_ceiling(ops, 8192, 20) : matmul_ceiling(ops, 1024, 3);
-    const double n_active = (double)model_active_params(&mc);
+    /* model_active_params counts matmul weights; the norms are the rest */
+    const double n_active = (double)model_active_params(&mc) + (2.0 * o.layers + 1.0) * o.hidden;
     const double fpt = 6.0 * n_active + 12.0 * o.layers * (double)o.hidden * o.seq;
     const double tps = T / dt;
     printf("{\"impl\": \"fabula\", \"model\": \"%s\", \"tokens_per_s\": %.1f, \"step_ms\": %.3f, \"mfu\": %.4f, "
