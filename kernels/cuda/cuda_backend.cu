@@ -23,6 +23,9 @@ static cudaEvent_t g_order_event;
 static void *g_scratch;
 static size_t g_scratch_bytes;
 static size_t g_in_use, g_peak;
+static void free_cached(void);
+static struct block *g_free;
+static size_t g_nfree, g_free_cap;
 
 cudaStream_t cuda_stream(void) { return g_compute; }
 
@@ -83,6 +86,10 @@ extern "C" void cuda_backend_shutdown(void)
         return;
     CUDA_CHECK(cudaDeviceSynchronize());
     cu_blas_shutdown();
+    free_cached();
+    free(g_free);
+    g_free = NULL;
+    g_free_cap = 0;
     if (g_scratch)
         CUDA_CHECK(cudaFree(g_scratch));
     g_scratch = NULL;
@@ -127,39 +134,159 @@ extern "C" void cuda_compute_wait_comm(void)
 extern "C" size_t cuda_bytes_in_use(void) { return g_in_use; }
 extern "C" size_t cuda_bytes_peak(void) { return g_peak; }
 
-/* ---- memory ---- */
+/* ---- memory ----
+ *
+ * A caching allocator: released blocks go to a free list by size class and
+ * are handed out again without cudaMalloc/cudaFree, which synchronise the
+ * device. Reuse is safe without waiting because every op runs on the one
+ * compute stream, in issue order: a block's next user is queued after its
+ * last one. (Collectives on the comm stream are waited for, which makes the
+ * compute stream wait on them, before their buffers are released.) */
 
-/* The size of each allocation sits in a 256-byte header (256: the
- * alignment cudaMalloc guarantees, kept for the pointer handed out) so that
- * release can keep the in-use count without a map. */
-#define HDR 256
+typedef struct block {
+    void *p;
+    size_t size; /* the size class */
+} block_t;
+
+static block_t *g_live;          /* open-addressing map: pointer -> size class */
+static size_t g_live_cap, g_nlive;
+
+static size_t size_class(size_t bytes)
+{
+    if (bytes <= 512)
+        return 512;
+    if (bytes <= ((size_t)1 << 20)) {
+        size_t c = 1024;
+        while (c < bytes)
+            c <<= 1;
+        return c;
+    }
+    const size_t two_mib = (size_t)2 << 20;
+    return (bytes + two_mib - 1) / two_mib * two_mib;
+}
+
+static size_t live_slot(const void *p, size_t cap)
+{
+    uintptr_t h = (uintptr_t)p >> 8;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 7) & (cap - 1);
+}
+
+static void live_insert(void *p, size_t size);
+
+static void live_grow(void)
+{
+    block_t *old = g_live;
+    size_t oldcap = g_live_cap;
+    g_live_cap = oldcap ? oldcap * 2 : 1024;
+    g_live = (block_t *)calloc(g_live_cap, sizeof *g_live);
+    if (!g_live)
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "calloc", "out of host memory (allocation map)");
+    g_nlive = 0;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].p)
+            live_insert(old[i].p, old[i].size);
+    free(old);
+}
+
+static void live_insert(void *p, size_t size)
+{
+    if (2 * (g_nlive + 1) > g_live_cap)
+        live_grow();
+    size_t i = live_slot(p, g_live_cap);
+    while (g_live[i].p)
+        i = (i + 1) & (g_live_cap - 1);
+    g_live[i].p = p;
+    g_live[i].size = size;
+    g_nlive++;
+}
+
+/* Removes p and returns its size class; 0 when p was not allocated here. */
+static size_t live_remove(void *p)
+{
+    if (!g_live_cap)
+        return 0;
+    size_t i = live_slot(p, g_live_cap);
+    while (g_live[i].p && g_live[i].p != p)
+        i = (i + 1) & (g_live_cap - 1);
+    if (!g_live[i].p)
+        return 0;
+    size_t size = g_live[i].size;
+    g_live[i].p = NULL;
+    g_nlive--;
+    /* re-seat the rest of the probe run */
+    for (size_t j = (i + 1) & (g_live_cap - 1); g_live[j].p; j = (j + 1) & (g_live_cap - 1)) {
+        block_t b = g_live[j];
+        g_live[j].p = NULL;
+        g_nlive--;
+        live_insert(b.p, b.size);
+    }
+    return size;
+}
+
+static void free_cached(void)
+{
+    if (!g_nfree)
+        return;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (size_t i = 0; i < g_nfree; i++)
+        CUDA_CHECK(cudaFree(g_free[i].p));
+    g_nfree = 0;
+}
 
 static void *cu_alloc(size_t bytes)
 {
     if (g_device < 0)
         fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "cu_alloc", "cuda_backend_init was not called");
-    char *p = NULL;
-    CUDA_CHECK(cudaMalloc((void **)&p, bytes + HDR));
-    CUDA_CHECK(cudaMemsetAsync(p + HDR, 0, bytes, g_compute));
-    size_t hdr[2] = {bytes, 0};
-    CUDA_CHECK(cudaMemcpy(p, hdr, sizeof hdr, cudaMemcpyHostToDevice));
-    g_in_use += bytes;
+    const size_t size = size_class(bytes);
+    void *p = NULL;
+    for (size_t i = 0; i < g_nfree; i++)
+        if (g_free[i].size == size) {
+            p = g_free[i].p;
+            g_free[i] = g_free[--g_nfree];
+            break;
+        }
+    if (!p) {
+        cudaError_t e = cudaMalloc(&p, size);
+        if (e == cudaErrorMemoryAllocation) {
+            cudaGetLastError();
+            free_cached(); /* give the cache back and try once more */
+            e = cudaMalloc(&p, size);
+        }
+        if (e != cudaSuccess) {
+            char what[160];
+            snprintf(what, sizeof what, "%s (asked %zu bytes; %zu in use through the op table)",
+                     cudaGetErrorString(e), bytes, g_in_use);
+            fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "cudaMalloc", what);
+        }
+    }
+    if (bytes)
+        CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g_compute));
+    live_insert(p, size);
+    g_in_use += size;
     if (g_in_use > g_peak)
         g_peak = g_in_use;
-    return p + HDR;
+    return p;
 }
 
-static void cu_release(void *q)
+static void cu_release(void *p)
 {
-    if (!q)
+    if (!p)
         return;
-    char *p = (char *)q - HDR;
-    size_t hdr[2];
-    CUDA_CHECK(cudaMemcpy(hdr, p, sizeof hdr, cudaMemcpyDeviceToHost));
-    g_in_use -= hdr[0];
-    /* queued kernels may still use it */
-    CUDA_CHECK(cudaStreamSynchronize(g_compute));
-    CUDA_CHECK(cudaFree(p));
+    const size_t size = live_remove(p);
+    if (!size)
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "cu_release", "pointer not allocated by the CUDA backend");
+    g_in_use -= size;
+    if (g_nfree == g_free_cap) {
+        g_free_cap = g_free_cap ? 2 * g_free_cap : 64;
+        g_free = (struct block *)realloc(g_free, g_free_cap * sizeof *g_free);
+        if (!g_free)
+            fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "realloc", "out of host memory (free list)");
+    }
+    g_free[g_nfree].p = p;
+    g_free[g_nfree].size = size;
+    g_nfree++;
 }
 
 static void cu_zero(void *p, size_t bytes)
@@ -174,12 +301,20 @@ static void cu_copy(void *dst, const void *src, size_t bytes)
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_compute));
 }
 
-/* Host sources may be pageable: cudaMemcpyAsync then stages them before
- * returning, so the caller may reuse its buffer at once. */
+/* From page-locked memory the copy stays queued (the caller keeps the source
+ * untouched until synchronize, as ops.h says of host_alloc memory). From
+ * pageable memory the CUDA documents promise no more than "might be
+ * synchronous", so the copy is waited for: callers reuse or free such
+ * buffers at once. */
 static void cu_to_backend(void *dst, const void *src, size_t bytes)
 {
-    if (bytes)
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_compute));
+    if (!bytes)
+        return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_compute));
+    cudaPointerAttributes attr;
+    CUDA_CHECK(cudaPointerGetAttributes(&attr, src));
+    if (attr.type == cudaMemoryTypeUnregistered)
+        CUDA_CHECK(cudaStreamSynchronize(g_compute));
 }
 
 static void cu_to_host(void *dst, const void *src, size_t bytes)

@@ -574,7 +574,8 @@ void cu_rmsnorm_bwd(S *dx, float *dw, const S *dout, const S *x, const S *w, con
     /* The static 32-double reduction buffer shares the opt-in limit. */
     const bool acc_smem = acc_bytes + 32 * sizeof(double) <= smem_optin_max();
     const size_t dyn = acc_smem ? acc_bytes : 0;
-    if (dyn > 48 * 1024)
+    /* without the opt-in, static + dynamic must fit the default 48 KiB */
+    if (dyn + 32 * sizeof(double) > 48 * 1024)
         CUDA_CHECK(
             cudaFuncSetAttribute(k_rmsnorm_bwd_rows<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn));
     k_rmsnorm_bwd_rows<S>

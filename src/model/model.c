@@ -296,6 +296,7 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
     m->ep_size = ep ? comm_size(ep) : 1;
     m->ep_rank = ep ? comm_rank(ep) : 0;
     m->ep = m->ep_size > 1 ? ep : NULL;
+    m->ep_host = m->ep;
     m->a2a_chunks = 1;
     param_table_build_ep(&m->table, mc, m->ep_size, m->ep_rank);
     for (int g = 0; g < PARAM_NGROUPS; g++) {
@@ -338,6 +339,13 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
     if (m->ep_size > 1)
         moe_ep_create(m);
     return m;
+}
+
+void model_set_ep_host_comm(model_t *m, comm_t *ep_host)
+{
+    FB_ASSERT(!ep_host || comm_size(ep_host) == m->ep_size);
+    if (m->ep_size > 1)
+        m->ep_host = ep_host ? ep_host : m->ep;
 }
 
 void model_set_a2a_chunks(model_t *m, int chunks)

@@ -89,6 +89,10 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
  * all-to-all of one overlaps the expert compute of another (default 1; the
  * same on every rank of the ep group). No effect without expert parallelism. */
 void model_set_a2a_chunks(model_t *m, int chunks);
+/* The same ep group for host buffers (the per-expert row counts each MoE
+ * layer exchanges first) when the `ep` given at creation carries device
+ * buffers (comm_device_create); by default that `ep` carries both. */
+void model_set_ep_host_comm(model_t *m, comm_t *ep_host);
 /* NULL restores the default (the model's own buffers). */
 void model_set_hooks(model_t *m, const model_hooks_t *hooks);
 /* Bytes of activations and scratch the model holds (for memory reports). */

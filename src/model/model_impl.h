@@ -104,7 +104,8 @@ struct model {
     long *tag_expert_tokens;
 
     /* expert parallelism (moe_ep.c); ep_size 1: every expert is local */
-    comm_t *ep;
+    comm_t *ep;                     /* the rows (backend buffers) */
+    comm_t *ep_host;                /* the counts (host buffers) */
     int ep_size, ep_rank, a2a_chunks;
     struct moe_ep *epx;
 };

@@ -415,7 +415,7 @@ void moe_ep_forward(model_t *m, int l, const int32_t *offsets)
     const int P = x->P, El = x->El;
     for (int j = 0; j < P * El; j++)
         ly->send[j] = offsets ? offsets[j + 1] - offsets[j] : 0;
-    comm_alltoall(m->ep, ly->send, ly->recv, (size_t)El, COMM_I64);
+    comm_alltoall(m->ep_host, ly->send, ly->recv, (size_t)El, COMM_I64);
     layout_build(m, x, ly, m->a2a_chunks);
     exchange(m, l, m->acts[l].xp, m->acts[l].eo, 0);
 }

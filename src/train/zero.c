@@ -415,6 +415,7 @@ zero_t *zero_create(const config_t *cfg, const groups_t *groups, const ops_t *op
     FB_ASSERT(!dev || (groups->dp_dev && groups->ep_dev && groups->edp_dev));
     z->model = model_create_ep(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep);
     model_set_a2a_chunks(z->model, cfg->parallel.moe_a2a_chunks);
+    model_set_ep_host_comm(z->model, groups->ep);
     z->t = model_params_table(z->model);
     z->nblocks = z->t->nblocks;
     group_init(z, PARAM_GROUP_DENSE, dev ? groups->dp_dev : groups->dp, groups->dp);

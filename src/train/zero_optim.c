@@ -79,9 +79,9 @@ static void gather_params(zero_t *z, int gi)
 /* Elements per piece of the offloaded update: 16 MiB of each stream. */
 #define OFFLOAD_CHUNK ((size_t)1 << 22)
 
-/* Offload: the moments and the update stay on the host; the gradients come
- * down and the parameters go back up in pieces, so the copies of piece k+1
- * (down) and k (up) run while the host updates piece k. */
+/* Offload: the moments and the update stay on the host; the gradients and
+ * parameters come down in pieces, so piece k+1's copy down runs while the
+ * host updates piece k (whose copy up follows). */
 static void offload_update(zero_t *z, zgroup_t *g, float *p, const float *grad, size_t n, double lr)
 {
     const optim_config_t *c = &z->cfg->optim;
@@ -129,6 +129,10 @@ void zero_optimizer_step(zero_t *z, double lr)
         }
         offload_update(z, g, p, grad, n, lr);
     }
+    /* host-resident parameters updated by a backend kernel: readable by the
+     * host (checkpoints, zero_get_param) only once it has finished */
+    if (z->offload_param && !z->offload_opt)
+        z->ops->synchronize();
     if (z->stage == 1 || z->stage == 2)
         for (int gi = 0; gi < PARAM_NGROUPS; gi++)
             if (z->g[gi].size > 1)
