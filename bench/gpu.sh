@@ -9,11 +9,18 @@
 # table always comes last. See bench/README.md, "GPU throughput".
 #
 #   bench/gpu.sh [--dry-run] [--skip-build] [--skip-tests] [--models "dense moe"] [--budget SECONDS]
+#                [--bundle DIR]
+#
+# --bundle DIR: no configure or make; (b) and (c) use the programs that
+# bench/gpu_bundle.sh built elsewhere, with their libraries (DIR holds
+# fabula-gpu-bundle.tar.xz, unpacked into $FABULA_BUILD, or is an unpacked
+# bundle). The tests are run directly, not through make.
 #
 # Environment:
 #   OUT                      logs and gpu_table.txt go there (else a fresh /tmp folder)
 #   PYTHON                   python with torch (default python3; /usr/bin/python3 in smoke mode)
-#   FABULA_BUILD             build directory (default /tmp/fabula-gpu-build)
+#   FABULA_BUILD             build directory (default /tmp/fabula-gpu-build;
+#                            with --bundle, where it is unpacked: /tmp/fabula-gpu-bundle)
 #   FABULA_GPU_BUDGET_S      overall budget in seconds (default 570; the device allows 600 a call)
 #   FABULA_GPU_SIZE          model/batch flags replacing the default sizes
 #   FABULA_BENCH_LAUNCH      prefix for fabula-model-bench (e.g. "mpiexec.mpich -n 1")
@@ -24,7 +31,7 @@
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DRY=0 SKIP_BUILD=0 SKIP_TESTS=0
+DRY=0 SKIP_BUILD=0 SKIP_TESTS=0 BUNDLE_ARG=""
 MODELS="dense moe"
 BUDGET=${FABULA_GPU_BUDGET_S:-570}
 while [ $# -gt 0 ]; do
@@ -34,7 +41,8 @@ while [ $# -gt 0 ]; do
     --skip-tests) SKIP_TESTS=1 ;;
     --models) MODELS=${2:?--models needs a list}; shift ;;
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --bundle) BUNDLE_ARG=${2:?--bundle needs a directory}; shift ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "gpu.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -51,6 +59,18 @@ if [ -n "$SMOKE" ]; then
 else
   DEVICE=cuda BACKEND=cuda PY=${PYTHON:-python3}
   SIZE=${FABULA_GPU_SIZE:-"--layers 12 --hidden 768 --heads 12 --kv-heads 12 --vocab 50304 --ffn-hidden 3072 --experts 8 --topk 2 --expert-hidden 3072 --batch 32 --seq 1024 --steps 20 --warmup 5"}
+fi
+
+# --bundle: BUNDLE is the unpacked bundle (unpacked by unpack_bundle), whose
+# build/ stands in for the build tree.
+BUNDLE="" BUNDLE_TAR=""
+if [ -n "$BUNDLE_ARG" ]; then
+  d=$(cd "$BUNDLE_ARG" 2>/dev/null && pwd -P) || { echo "gpu.sh: --bundle $BUNDLE_ARG: no such directory" >&2; exit 2; }
+  if [ -f "$d/env.sh" ]; then BUNDLE=$d
+  elif [ -f "$d/fabula-gpu-bundle.tar.xz" ]; then BUNDLE_TAR=$d/fabula-gpu-bundle.tar.xz BUNDLE=${FABULA_BUILD:-/tmp/fabula-gpu-bundle}
+  else echo "gpu.sh: --bundle $BUNDLE_ARG holds neither env.sh nor fabula-gpu-bundle.tar.xz (bench/gpu_bundle.sh makes it)" >&2; exit 2
+  fi
+  BUILD=$BUNDLE/build
 fi
 FABULA_BENCH=$BUILD/bench/fabula-model-bench
 
@@ -133,6 +153,7 @@ MISSING=""
 BUILT=skipped   # yes, no (failed), skipped (smoke or --skip-build: an earlier build may be there)
 preflight() {
   local x hdf cflags conf
+  if [ -n "$BUNDLE" ]; then bundle_preflight; return; fi
   miss() { MISSING="$MISSING $1"; say "  missing  $1${2:+ ($2)}"; }
   ok() { say "  found    $1: $2"; }
   x=$(find_nvcc); if [ -n "$x" ]; then ok nvcc "$x"; else miss nvcc "CUDA toolkit"; fi
@@ -245,6 +266,7 @@ build_reason() {
 
 step_build() {
   local cfg nvcc rc why
+  if [ -n "$BUNDLE" ]; then step_bundle; return; fi
   BUILT=no
   say "== (b) build in $BUILD"
   if [ -n "$SMOKE" ] || [ "$SKIP_BUILD" = 1 ]; then
@@ -287,6 +309,117 @@ step_build() {
   record step "-" build 0 "" "$(grep -E '^ +(CUDA|NCCL) +:' "$BUILD_LOG" | tr -s ' ' | tr '\n' ';')"
 }
 
+# ---------------------------------------------------------------- (b') prebuilt bundle
+# Unpacks the bundle (when given as the tar file) and sources its env.sh,
+# which finds this machine's CUDA and NCCL libraries once for every wrapper.
+unpack_bundle() {
+  local t0=$SECONDS
+  if [ -n "$BUNDLE_TAR" ]; then
+    if [ -e "$BUNDLE" ] && [ ! -f "$BUNDLE/BUNDLE_INFO" ]; then
+      say "gpu.sh: $BUNDLE exists and is no bundle: not replacing it (set FABULA_BUILD)" | tee -a "$BUILD_LOG"; return 1
+    fi
+    rm -rf "$BUNDLE" && mkdir -p "$BUNDLE" || return 1
+    # Python's tarfile where tar has no xz.
+    if ! tar -xJf "$BUNDLE_TAR" -C "$BUNDLE" --no-same-owner >>"$BUILD_LOG" 2>&1; then
+      "$PY" -c 'import sys, tarfile
+t = tarfile.open(sys.argv[1])
+try: t.extractall(sys.argv[2], filter="tar")
+except TypeError: t.extractall(sys.argv[2])' "$BUNDLE_TAR" "$BUNDLE" >>"$BUILD_LOG" 2>&1 || return 1
+    fi
+    say "unpacked $BUNDLE_TAR into $BUNDLE in $((SECONDS - t0))s" | tee -a "$BUILD_LOG"
+  fi
+  [ -f "$BUNDLE/env.sh" ] || { say "gpu.sh: no env.sh in $BUNDLE" | tee -a "$BUILD_LOG"; return 1; }
+  # The path the wrappers compute for themselves (pwd -P), so that they reuse
+  # the library search done here.
+  BUNDLE=$(cd "$BUNDLE" && pwd -P) BUILD=$BUNDLE/build FABULA_BENCH=$BUNDLE/build/bench/fabula-model-bench
+  # shellcheck disable=SC2034  # both read by env.sh
+  FB_BUNDLE=$BUNDLE FB_BUNDLE_PYTHON=$PY
+  # shellcheck disable=SC1091  # written by bench/gpu_bundle.sh
+  . "$BUNDLE/env.sh" || return 1
+  PATH=$BUNDLE/bin:$PATH
+}
+
+BUNDLE_OK=0 BUNDLE_NOTE=""
+bundle_preflight() {
+  local out rc changed
+  if [ "$DRY" = 1 ]; then
+    say "[dry-run] ${BUNDLE_TAR:+unpack $BUNDLE_TAR into $BUNDLE; }$BUNDLE/check.sh; sha256sum -c $BUNDLE/SOURCES.sha256"
+    return 0
+  fi
+  if [ ! -f "$BUNDLE/check.sh" ]; then
+    say "  missing  the bundle (not unpacked, see build.log)"; MISSING="$MISSING bundle"; return 0
+  fi
+  sed 's/^/  /' "$BUNDLE/BUNDLE_INFO"
+  out=$(sh "$BUNDLE/check.sh" 2>&1); rc=$?
+  printf '%s\n' "$out" | sed 's/^/  /'
+  if [ $rc = 0 ]; then BUNDLE_OK=1; else MISSING="$MISSING bundle-libraries"; fi
+  # Test scripts and inputs come from the bundle; bench/torch_model.py from this tree.
+  changed=$(cd "$ROOT" && sha256sum -c --quiet "$BUNDLE/SOURCES.sha256" 2>/dev/null | sed 's/:.*//' | tr '\n' ' ')
+  if [ -n "$changed" ]; then
+    say "  WARNING: the tree differs from the sources the bundle was built from: $changed"
+    BUNDLE_NOTE="; sources changed since: $(printf '%s\n' $changed | wc -l) files (env.log)"
+  else
+    say "  the tree matches the sources the bundle was built from"
+  fi
+}
+
+step_bundle() {
+  local info
+  BUILT=no
+  say "== (b) prebuilt bundle in $BUNDLE (no build)"
+  if [ "$DRY" = 1 ]; then record step "-" build DRY "" "bundle"; return 0; fi
+  info=$(sed -n '1s/^fabula GPU bundle, //p' "$BUNDLE/BUNDLE_INFO" 2>/dev/null)
+  if [ ! -f "$BUNDLE/env.sh" ]; then
+    record step "-" build 1 "" "bundle: not unpacked (see build.log)"; return 1
+  fi
+  if [ "$BUNDLE_OK" != 1 ]; then
+    record step "-" build 1 "" "bundle: libraries missing here${FB_BUNDLE_MISSING:+:$FB_BUNDLE_MISSING} (see env.log)"
+    return 1
+  fi
+  BUILT=yes
+  record step "-" build 0 "" "bundle ${info:-?}$BUNDLE_NOTE"
+}
+
+# The bundle's tests (its TESTS file), each run directly with the environment
+# make check would give it (Makefile.am's AM_TESTS_ENVIRONMENT), under one
+# time limit for them all; exit 77 is a skip, 99 an error.
+TEST_BUDGET=180
+bundle_tests() {
+  local list t rc res want deadline dir n=0 pass=0 skip=0 fail=0 err=0 notrun=0
+  local -a cmd
+  list=$(cat "$BUNDLE/TESTS" 2>/dev/null || { [ -n "$BUNDLE_TAR" ] && tar -xJOf "$BUNDLE_TAR" ./TESTS 2>/dev/null; })
+  say "   tests (prebuilt): $(echo $list)"
+  dir=$WORK/tests
+  [ "$DRY" = 1 ] || mkdir -p "$dir"
+  deadline=$((SECONDS + TEST_BUDGET))
+  for t in $list; do
+    case $t in
+      *.sh) cmd=(sh "$BUNDLE/src/$t") ;;
+      *.py) cmd=("$PY" "$BUNDLE/src/$t") ;;
+      *) cmd=("$BUILD/$t") ;;
+    esac
+    want=$((deadline - SECONDS)); [ $want -gt 120 ] && want=120
+    n=$((n + 1))
+    run_step "test $t" "$want" "$TEST_LOG" env -C "$dir" FABULA="$BUILD/fabula" FB_SRCDIR="$BUNDLE/src" \
+      FB_BUILDDIR="$BUILD" MPIEXEC="$BUNDLE/bin/mpiexec" PYTHON="$PY" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" "${cmd[@]}"
+    rc=$?
+    [ "$DRY" = 1 ] && continue
+    case $rc in
+      0) res=PASS; pass=$((pass + 1)) ;;
+      77) res=SKIP; skip=$((skip + 1)) ;;
+      99) res=ERROR; err=$((err + 1)) ;;
+      125) res="NOT RUN (time budget)"; notrun=$((notrun + 1)) ;;
+      124|137) res="FAIL (timeout)"; fail=$((fail + 1)) ;;
+      *) res="FAIL (exit $rc)"; fail=$((fail + 1)) ;;
+    esac
+    say "   $res: $t" | tee -a "$TEST_LOG"
+  done
+  [ "$DRY" = 1 ] && { record step "-" tests DRY "" "$(echo $list)"; return 0; }
+  rc=0; [ $((fail + err + notrun)) -gt 0 ] && rc=1
+  say "# TOTAL: $n PASS: $pass SKIP: $skip FAIL: $fail ERROR: $err NOT RUN: $notrun" | tee -a "$TEST_LOG"
+  record step "-" tests "$rc" "" "TOTAL: $n PASS: $pass SKIP: $skip FAIL: $fail ERROR: $err NOT RUN: $notrun"
+}
+
 # ---------------------------------------------------------------- (c) CUDA tests
 # The tests registered under tests/cuda: TESTS entries naming tests/cuda/ in
 # any Makemodule*.am, else the two known ones.
@@ -304,6 +437,12 @@ step_tests() {
   if [ -n "$SMOKE" ] || [ "$SKIP_TESTS" = 1 ]; then
     why="--skip-tests"; [ -n "$SMOKE" ] && why="cpu smoke"
     say "   skipped ($why)"; record step "-" tests SKIP "" "$why"; return 0
+  fi
+  if [ -n "$BUNDLE" ]; then
+    if [ "$DRY" = 0 ] && [ "$BUILT" != yes ]; then
+      say "   not run: the bundle is not usable here"; record step "-" tests SKIP "" "bundle not usable"; return 1
+    fi
+    bundle_tests; return
   fi
   if [ "$DRY" = 0 ] && { [ "$BUILT" = no ] || [ ! -f "$BUILD/Makefile" ]; }; then
     say "   not run: no build"; record step "-" tests SKIP "" "no build"; return 1
@@ -477,7 +616,12 @@ EOF
 
 # ---------------------------------------------------------------- main
 [ -n "$SMOKE" ] && say "gpu.sh: CPU smoke mode (FABULA_GPU_SH_CPU_SMOKE): torch on the CPU, tiny configuration"
-say "gpu.sh: repo $ROOT, build $BUILD, logs $LOGS, budget ${BUDGET}s"
+if [ -n "$BUNDLE" ]; then
+  say "gpu.sh: repo $ROOT, prebuilt bundle $BUNDLE${BUNDLE_TAR:+ (from $BUNDLE_TAR)}, logs $LOGS, budget ${BUDGET}s"
+  [ "$DRY" = 1 ] || unpack_bundle || say "gpu.sh: the bundle could not be unpacked (see $BUILD_LOG)"
+else
+  say "gpu.sh: repo $ROOT, build $BUILD, logs $LOGS, budget ${BUDGET}s"
+fi
 step_env
 step_build
 step_tests
