@@ -200,6 +200,12 @@ static inline fb_act *fb_act_at(const ops_t *o, const fb_act *p, size_t i)
 /* The CPU reference backend (always built). */
 const ops_t *ops_cpu(void);
 
+/* The CPU kernels with 16-bit fb_act storage: every op widens its 16-bit
+ * inputs to fp32, runs the fp32 CPU kernel, and rounds its 16-bit outputs
+ * to nearest even; for testing the model's 16-bit paths without a GPU.
+ * dt is FB_DTYPE_BF16 or FB_DTYPE_F16. */
+const ops_t *ops_cpu16(fb_dtype_t dt);
+
 /* The CUDA backend (kernels/cuda; only when built with CUDA). act_dtype is
  * FB_DTYPE_BF16 or FB_DTYPE_F16. Call cuda_backend_init() first. */
 const ops_t *ops_cuda(fb_dtype_t act_dtype);
