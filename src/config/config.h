@@ -127,7 +127,9 @@ typedef struct parallel_config {
     int moe_a2a_chunks;         /* pieces of each MoE token exchange, overlapping the expert compute */
 } parallel_config_t;
 
-typedef enum { RUN_BACKEND_CPU = 0, RUN_BACKEND_CUDA, RUN_BACKEND_AUTO } run_backend_t;
+/* CPU16: the CPU kernels with 16-bit storage (ops_cpu16), for the 16-bit
+ * paths without a GPU. */
+typedef enum { RUN_BACKEND_CPU = 0, RUN_BACKEND_CUDA, RUN_BACKEND_AUTO, RUN_BACKEND_CPU16 } run_backend_t;
 
 typedef struct run_config {
     long steps;                 /* optimizer steps to run */

@@ -26,8 +26,11 @@ void config_read_run(cj_ctx_t *c, config_t *cfg)
         r->backend = RUN_BACKEND_CUDA;
     else if (!strcmp(backend, "auto"))
         r->backend = RUN_BACKEND_AUTO;
+    else if (!strcmp(backend, "cpu16"))
+        r->backend = RUN_BACKEND_CPU16;
     else
-        cj_invalid(c, "run.backend", "\"cpu\", \"cuda\" or \"auto\" (cuda when a GPU is visible)");
+        cj_invalid(c, "run.backend",
+                   "\"cpu\", \"cuda\", \"auto\" (cuda when a GPU is visible) or \"cpu16\" (CPU, 16-bit storage)");
     /* DeepSpeed's key, top level. */
     r->steps_per_print = cj_int(c, "steps_per_print", 10);
     if (r->steps_per_print <= 0)

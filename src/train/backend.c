@@ -40,6 +40,10 @@ void backend_open(backend_t *b, const config_t *cfg)
         want = everywhere > 0 ? RUN_BACKEND_CUDA : RUN_BACKEND_CPU;
     if (want == RUN_BACKEND_CPU)
         return;
+    if (want == RUN_BACKEND_CPU16) {
+        b->ops = ops_cpu16(cfg->fp16.enabled ? FB_DTYPE_F16 : FB_DTYPE_BF16);
+        return;
+    }
 #ifndef HAVE_CUDA
     fb_fatal_all(FB_EXIT_USAGE, "run.backend is \"cuda\" but this fabula was built without CUDA "
                                 "(configure --with-cuda)");

@@ -159,6 +159,10 @@ static void print_setup(const trainer_t *tr)
                tr->be.device, tr->rank, tr->be.shared_device ? " (GPUs shared by several ranks: collectives "
                                                               "stage through host memory)" : "",
                ops->act_dtype == FB_DTYPE_F16 ? "fp16" : "bf16");
+    else if (ops->act_dtype != FB_DTYPE_F32)
+        printf("fabula: note: backend %s: the CPU kernels with %s storage of activations and the weights' compute "
+               "copy (slow; for checking 16-bit numerics without a GPU)\n",
+               ops->name, ops->act_dtype == FB_DTYPE_F16 ? "fp16" : "bf16");
     else if (cfg->fp16.enabled || cfg->bf16_enabled)
         printf("fabula: note: the CPU backend computes in fp32%s\n",
                cfg->fp16.enabled ? "; fp16's dynamic loss scaling still runs" : " (bf16 applies to run.backend cuda)");

@@ -15,7 +15,7 @@ for be in cpu cuda; do
     check "train on $be exits 0" '[ $RC -eq 0 ]'
 done
 check "loss curves within 1e-2 relative" \
-    '$PYTHON "$FB_SRCDIR/tests/cuda/compare_losses.py" "$SCRATCH/cpu/metrics.jsonl" "$SCRATCH/cuda/metrics.jsonl" 1e-2'
+    '$PYTHON "$FB_SRCDIR/tests/e2e/compare_losses.py" "$SCRATCH/cpu/metrics.jsonl" "$SCRATCH/cuda/metrics.jsonl" 1e-2'
 
 run_fabula 1 train --steps 20 --run-dir "$SCRATCH/fp16" --set run.backend=cuda --set run.resume=none \
     --set fp16.enabled=true
@@ -23,5 +23,5 @@ cat "$SCRATCH/out.txt"
 check "fp16 run exits 0" '[ $RC -eq 0 ]'
 check "fp16 logs its loss scale" 'grep -q "\"loss_scale\"" "$SCRATCH/fp16/metrics.jsonl"'
 check "fp16 loss curve within 5e-2 of the CPU's" \
-    '$PYTHON "$FB_SRCDIR/tests/cuda/compare_losses.py" "$SCRATCH/cpu/metrics.jsonl" "$SCRATCH/fp16/metrics.jsonl" 5e-2'
+    '$PYTHON "$FB_SRCDIR/tests/e2e/compare_losses.py" "$SCRATCH/cpu/metrics.jsonl" "$SCRATCH/fp16/metrics.jsonl" 5e-2'
 finish

@@ -1,8 +1,8 @@
-/* The model's 16-bit paths, run on the CPU: ops_cpu16(bf16 / fp16) against
- * fp32 (tests/cuda/test_cuda_model.c's comparison, which needs a GPU, made
- * to run anywhere). The model code that runs only when act_bytes != 4 (the
- * compute copy of the weights rounded per block, element offsets scaled by
- * act_bytes, the widening of kept logits) runs here.
+/* The model's 16-bit paths, run on the CPU: ops_cpu16(bf16 / fp16). The
+ * model code that runs only when act_bytes != 4 (the compute copy of the
+ * weights rounded per block, element offsets scaled by act_bytes, the
+ * widening of kept logits) runs here, and so does the comparison with fp32
+ * that tests/cuda/test_cuda_model.c makes on a GPU.
  *
  *  1. The conversions of kernels/cpu/half_conv.h against a reference built
  *     on ldexp and a nearest-value search: every 16-bit pattern widened,
@@ -13,9 +13,8 @@
  *     them), combine_bwd with a dropped assignment, cross_entropy in place.
  *     The 16-bit op must equal the fp32 op on the same (16-bit
  *     representable) inputs, rounded, and leave alone what it does not write.
- *  3. The whole model, forward and backward on one packed micro-batch with
- *     uneven samples (the CUDA test's config, weights and batch), three runs
- *     per model and dtype:
+ *  3. The whole model, forward and backward, on the cases, micro-batch and
+ *     weights of tests/model_compare.c, three runs per model and dtype:
  *       16-bit   ops_cpu16: the model's 16-bit paths;
  *       rounded  fp32 storage (the model's fp32 paths) through ops that round
  *                every fb_act output to a 16-bit value, the master weights
@@ -23,76 +22,29 @@
  *                16-bit run must match it within MATCH_TOL (it is bitwise
  *                equal with a deterministic BLAS): a slip in the 16-bit paths
  *                (an offset, a block's weights not rounded in, the logits
- *                read wrongly) shows at O(1);
- *       fp32     ops_cpu() with the master weights rounded to the dtype (what
- *                the 16-bit compute copy holds: full-precision weights would
- *                add the gradient's sensitivity to the weights themselves,
- *                6e-3 for the dense layer-1 q_proj at bf16). Loss parts,
- *                kept logits (model_get_logits) and every parameter gradient
- *                are compared (Bounds, below).
- *     Models: dense GQA (cross_entropy in place on the logits), MoE top-2 of
- *     4 dropless, and MoE with tied embeddings and expert dropout (both MoE
- *     with logits kept); and the MoE with its random initial router, for
- *     the rounded comparison alone.
- *
- * Routing. A token whose second and third router logits lie within rounding
- * of each other goes to other experts at 16 bits than at fp32 (with the
- * random initial router, bf16 changes ~3 of 768 choices per layer here).
- * That moves an expert's gradient by O(1/sqrt(rows)) (7e-2 here), and with
- * expert dropout re-draws the masks of the later rows of the experts
- * involved (the mask is keyed by permuted row): a discrete change, not a
- * precision effect. So the MoE models compared with fp32 route on a feature
- * with a margin far above rounding: every embedding row holds a token class,
- * +-1 in column 0 or 1; the routers read only those two columns; the final
- * norm's weight is 0 on both, so the feature stays out of the logits. The
- * runs' per-sample routing counts (model_stats_t.tag_expert_tokens) must
- * be equal.
- *
- * Bounds. Every op rounds its fb_act outputs once (relative error up to
- * eps/2; eps = 2^-8 for bf16, 2^-11 for fp16) and accumulates in fp32. A
- * gradient here passes through some 50-100 such roundings, which add up (in
- * quadrature) to 2-3 eps, more for the worst conditioned tensors (the q/k
- * projections, whose gradients are differences across the near-uniform
- * attention of an initial model, and some norm weights): per tensor the
- * fp32 comparisons measure 2.0-4.4 eps at bf16 and 2.3-5.1 eps at fp16,
- * bf16's error 8x fp16's (median over the tensors), as rounding predicts
- * and a bug would not. So the loss parts, the logits and all gradients
- * together (one norm) must agree within the CUDA test's 1e-2 at bf16
- * (1e-2 / 8 at fp16), and each gradient tensor within 8 eps (3.1e-2 and
- * 3.9e-3): 1e-2 per tensor is 2.6 eps at bf16, which the dense model's
- * layer-1 q_proj gradient reaches (1.08e-2 against unrounded weights). The
- * fp16 runs (all three) use a loss scale of 2^16, fp16 training's initial
- * one: without it the output gradients (~1/(tokens*vocab)) would fall below
- * fp16's normal range. A power-of-two scale is exact in fp32. */
+ *                read wrongly) shows at O(1). Losses, kept logits, every
+ *                gradient and the per-sample routing counts are compared;
+ *       fp32     model_compare_vs_fp32: ops_cpu() with the master weights
+ *                rounded, within bounds derived from rounding (model_compare.c;
+ *                the fp16 runs, all three, use a loss scale of 2^16).
+ *     Models: those of model_compare.c (dense GQA, MoE top-2 of 4 dropless,
+ *     MoE with tied embeddings and expert dropout, the MoE routing on a
+ *     built-in feature), and the MoE with its random initial router, for
+ *     the rounded comparison alone: rounding flips some of its routing
+ *     choices against fp32, but not against the rounded run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model_compare.h"
 #include "cpu/half_conv.h"
 #include "model/model.h"
 #include "ops.h"
 #include "rng.h"
-
-/* Bounds against fp32 (see the top): TOL_OUT for the loss parts, the logits
- * and all gradients taken together; TOL_GRAD for each gradient tensor. */
-#define BF16_EPS 0x1p-8
-#define F16_EPS 0x1p-11
-#define TOL_OUT(dt) ((dt) == FB_DTYPE_BF16 ? 1e-2 : 1e-2 / 8)
-#define TOL_GRAD(dt) (8.0 * ((dt) == FB_DTYPE_BF16 ? BF16_EPS : F16_EPS))
-#define F16_LOSS_SCALE 65536.0
+#include "util/error.h"
 
 static int fails;
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        perror("malloc");
-        exit(1);
-    }
-    return p;
-}
 
 /* ============================================================ conversions */
 
@@ -220,7 +172,7 @@ static void test_conversions(const fmt16_t *f)
  * inputs), and their 16-bit patterns. */
 static float *rounded_values(fb_dtype_t dt, size_t n, uint64_t seed, uint16_t *bits)
 {
-    float *x = xmalloc(n * sizeof *x);
+    float *x = fb_malloc(n * sizeof *x);
     for (size_t i = 0; i < n; i++) {
         const float v = 2.0f * fb_uniform_hash(seed, i) - 1.0f;
         bits[i] = dt == FB_DTYPE_BF16 ? fb_bf16_from_f32(v) : fb_f16_from_f32(v);
@@ -524,271 +476,31 @@ static const ops_t *ops_rounded(fb_dtype_t dt)
 
 #define MATCH_TOL 1e-4
 
-typedef struct run {
-    double lm, aux, z;
-    float **grads;      /* per view */
-    float *logits;      /* [T, V] when kept */
-    long *tag_counts;   /* [NSEQ * L * E] routing choices per sample; NULL for a dense model */
-    size_t ntag_counts;
-} run_t;
-
-typedef struct model_case {
-    const char *name;
-    model_config_t mc;
-    int keep_logits;
-    int routing_feature;    /* the routing feature and routers described at the top */
-} model_case_t;
-
-static void build_batch(int T, int nseq, int V, int32_t *tok, int32_t *pos, int32_t *tgt, int32_t *cu)
-{
-    /* uneven samples: lengths from the counter-based hash */
-    int left = T;
-    cu[0] = 0;
-    for (int s = 0; s < nseq; s++) {
-        int len = s == nseq - 1 ? left : 1 + (int)(fb_uniform_hash(77, (uint64_t)s) * (2.0f * T / nseq - 1));
-        if (len > left - (nseq - 1 - s))
-            len = left - (nseq - 1 - s);
-        cu[s + 1] = cu[s] + len;
-        left -= len;
-    }
-    for (int s = 0; s < nseq; s++)
-        for (int t = cu[s]; t < cu[s + 1]; t++) {
-            tok[t] = (int32_t)(fb_hash2(5, (uint64_t)t) % (uint64_t)V);
-            pos[t] = t - cu[s];
-            tgt[t] = t + 1 < cu[s + 1] ? (int32_t)(fb_hash2(5, (uint64_t)t + 1) % (uint64_t)V) : -1;
-        }
-}
-
-/* Rewrites parameter `name` on the host with f(values, its view, arg). */
-static void edit_param(model_t *m, const char *name, void (*f)(float *, const param_view_t *, int), int arg)
-{
-    const param_view_t *v = param_table_find(model_params_table(m), name);
-    if (!v) {
-        printf("FAIL: no parameter %s\n", name);
-        exit(1);
-    }
-    float *h = xmalloc(v->numel * sizeof *h);
-    model_get_param(m, v, h);
-    f(h, v, arg);
-    model_set_param(m, v, h);
-    free(h);
-}
-
-/* Four token classes (by hash): +1 or -1 in column 0 or in column 1, 0 in
- * the other. Over the vocabulary each column averages ~0: with tied
- * embeddings the head gradient of a column is a sum over the vocabulary of
- * the softmax gradient times that column, which a constant (or one-signed)
- * column turns into a cancellation that rounding dominates. */
-static void feature_embed(float *h, const param_view_t *v, int arg)
+/* h (the 16-bit run of case c) against the rounded run: one line,
+ * everything within MATCH_TOL. Returns the failures. */
+static int compare_rounded(const model_compare_case_t *c, const model_compare_run_t *h, fb_dtype_t dt, void *arg)
 {
     (void)arg;
-    const int64_t D = v->shape[1];
-    for (int64_t t = 0; t < v->shape[0]; t++) {
-        const unsigned c = (unsigned)(fb_hash2(7, (uint64_t)t) % 4);
-        h[t * D] = c == 0 ? 1.0f : c == 1 ? -1.0f : 0.0f;
-        h[t * D + 1] = c == 2 ? 1.0f : c == 3 ? -1.0f : 0.0f;
-    }
-}
-
-static void feature_norm(float *h, const param_view_t *v, int arg)
-{
-    (void)v, (void)arg;
-    h[0] = h[1] = 0.0f;
-}
-
-/* logit_e = 0.05 * (a_e h2[0] + b_e h2[1]). A token's class column of h2
- * is ~+-15 (the rest of the row is ~0.02 before the norm), the other one
- * below 1, so the four classes pick the experts of roles {0, 1}, {3, 2},
- * {2, 0} and {1, 3}, the second logit ~1.5 above the third. The router's
- * other columns are 0. Layer l gives role e to expert (e + l) mod E. */
-static void feature_router(float *h, const param_view_t *v, int layer)
-{
-    static const float a[4] = {2.0f, 1.0f, -1.0f, -2.0f}, b[4] = {1.0f, -2.0f, 2.0f, -1.0f};
-    const int64_t E = v->shape[0], D = v->shape[1];
-    memset(h, 0, v->numel * sizeof *h);
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t r = (e + layer) % E;
-        h[r * D] = 0.05f * a[e % 4];
-        h[r * D + 1] = 0.05f * b[e % 4];
-    }
-}
-
-static void round_all(float *h, const param_view_t *v, int dt)
-{
-    for (size_t j = 0; j < v->numel; j++)
-        h[j] = dt == FB_DTYPE_BF16 ? fb_bf16_to_f32(fb_bf16_from_f32(h[j])) : fb_f16_to_f32(fb_f16_from_f32(h[j]));
-}
-
-/* One forward and backward. round_dt: round the master weights to that
- * 16-bit dtype (FB_DTYPE_F32: leave them). */
-static void run_model(const model_case_t *mc_, const ops_t *ops, const model_input_t *in, double loss_scale,
-                      fb_dtype_t round_dt, run_t *r)
-{
-    const model_config_t *mc = &mc_->mc;
-    model_t *m = model_create(mc, ops, in->T);
-    model_set_keep_logits(m, mc_->keep_logits);
-    model_init_weights(m, 1234);
-    if (mc_->routing_feature) {
-        edit_param(m, "model.embed_tokens.weight", feature_embed, 0);
-        edit_param(m, "model.norm.weight", feature_norm, 0);
-        for (int l = 0; l < mc->num_hidden_layers; l++) {
-            char name[96];
-            snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.gate.weight", l);
-            edit_param(m, name, feature_router, l);
-        }
-    }
-    const param_table_t *t = model_params_table(m);
-    if (round_dt != FB_DTYPE_F32)
-        for (int i = 0; i < t->n; i++)
-            edit_param(m, t->views[i].name, round_all, (int)round_dt);
-    model_zero_grads(m);
-    long ntargets = 0;
-    for (int i = 0; i < in->T; i++)
-        ntargets += in->targets[i] >= 0;
-    model_scales_t sc = {.lm_denominator = (double)ntargets, .mb_weight = 1.0, .training = 1, .dropout_seed = 9,
-                         .loss_scale = loss_scale};
-    model_stats_t st;
-    model_forward(m, in, &sc, &st);
-    r->ntag_counts = 0;
-    r->tag_counts = NULL;
-    if (mc->num_local_experts > 1) {
-        r->ntag_counts = (size_t)in->ntags * (size_t)mc->num_hidden_layers * (size_t)mc->num_local_experts;
-        r->tag_counts = xmalloc(r->ntag_counts * sizeof *r->tag_counts);
-        memcpy(r->tag_counts, st.tag_expert_tokens, r->ntag_counts * sizeof *r->tag_counts);
-    }
-    model_backward(m);
-    ops->synchronize();
-    r->lm = st.lm_sum / (double)ntargets;
-    r->aux = st.aux;
-    r->z = st.z;
-    r->grads = xmalloc((size_t)t->n * sizeof *r->grads);
-    for (int i = 0; i < t->n; i++) {
-        r->grads[i] = xmalloc(t->views[i].numel * sizeof(float));
-        model_get_grad(m, &t->views[i], r->grads[i]);
-    }
-    r->logits = NULL;
-    if (mc_->keep_logits) {
-        r->logits = xmalloc((size_t)in->T * (size_t)mc->vocab_size * sizeof(float));
-        model_get_logits(m, r->logits);
-    }
-    model_free(m);
-}
-
-static void free_run(run_t *r, int n)
-{
-    for (int i = 0; i < n; i++)
-        free(r->grads[i]);
-    free(r->grads);
-    free(r->logits);
-    free(r->tag_counts);
-}
-
-/* ||a - b|| / ||b|| (||a - b|| when b is 0); NaN when a has a NaN */
-static double rel_norm(const float *a, const float *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t j = 0; j < n; j++) {
-        const double d = (double)a[j] - b[j];
-        num += d * d;
-        den += (double)b[j] * b[j];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static double rel_scalar(double a, double b) { return a == b ? 0.0 : fabs(a - b) / (fabs(b) + 1e-12); }
-
-/* Routing choices that differ between two runs, counted per sample. */
-static long routing_diff(const run_t *a, const run_t *b)
-{
-    long d = 0;
-    for (size_t i = 0; i < a->ntag_counts; i++)
-        d += labs(a->tag_counts[i] - b->tag_counts[i]);
-    return d;
-}
-
-/* h against the rounded run: one line, everything within MATCH_TOL. */
-static void compare_rounded(const char *nm, const model_case_t *c, const model_input_t *in, const param_table_t *t,
-                            const run_t *h, const run_t *q)
-{
-    double worst = fmax(rel_scalar(h->lm, q->lm), fmax(rel_scalar(h->aux, q->aux), rel_scalar(h->z, q->z)));
+    const model_input_t *in = model_compare_input();
+    model_compare_run_t q;
+    model_compare_run(c, ops_rounded(dt), in, model_compare_loss_scale(dt), dt, &q);
+    double worst = fmax(model_compare_rel_scalar(h->lm, q.lm),
+                        fmax(model_compare_rel_scalar(h->aux, q.aux), model_compare_rel_scalar(h->z, q.z)));
     if (c->keep_logits)
-        worst = fmax(worst, rel_norm(h->logits, q->logits, (size_t)in->T * (size_t)c->mc.vocab_size));
-    for (int i = 0; i < t->n; i++) {
-        const double r = rel_norm(h->grads[i], q->grads[i], t->views[i].numel);
-        worst = isnan(r) ? r : fmax(worst, r);
-    }
-    const long rd = routing_diff(h, q);
-    const int ok = worst <= MATCH_TOL && rd == 0; /* NaN fails */
-    printf("  %-8s %-9s vs rounded fp32: losses, %slogits and %d gradients, worst rel %.2e, routing diffs %ld %s\n",
-           nm, c->name, c->keep_logits ? "" : "no ", t->n, worst, rd, ok ? "PASS" : "FAIL");
-    fails += !ok;
-}
-
-/* h against fp32: a line per loss part, the logits, each gradient and all
- * gradients together. */
-static void compare_fp32(const char *nm, const model_case_t *c, const model_input_t *in, const param_table_t *t,
-                         const run_t *h, const run_t *f, fb_dtype_t dt)
-{
-    const double tol_out = TOL_OUT(dt), tol_grad = TOL_GRAD(dt);
-    const double parts[3][2] = {{f->lm, h->lm}, {f->aux, h->aux}, {f->z, h->z}};
-    const char *names[3] = {"lm loss", "aux loss", "z loss"};
-    for (int i = 0; i < 3; i++) {
-        const double rel = rel_scalar(parts[i][1], parts[i][0]);
-        const int ok = rel <= tol_out;
-        printf("  %-8s %-9s %-9s fp32 %.6f 16-bit %.6f rel %.2e %s\n", nm, c->name, names[i], parts[i][0],
-               parts[i][1], rel, ok ? "PASS" : "FAIL");
-        fails += !ok;
-    }
-    if (f->tag_counts) {
-        const long rd = routing_diff(h, f);
-        printf("  %-8s %-9s routing   choices differing from fp32 %ld %s\n", nm, c->name, rd, rd ? "FAIL" : "PASS");
-        fails += rd != 0;
-    }
-    if (c->keep_logits) {
-        const double rel = rel_norm(h->logits, f->logits, (size_t)in->T * (size_t)c->mc.vocab_size);
-        const int ok = rel <= tol_out; /* NaN fails */
-        printf("  %-8s %-9s logits    rel %.2e %s\n", nm, c->name, rel, ok ? "PASS" : "FAIL");
-        fails += !ok;
-    }
-    double worst = 0.0, num = 0.0, den = 0.0;
-    for (int i = 0; i < t->n; i++) {
-        const double rel = rel_norm(h->grads[i], f->grads[i], t->views[i].numel);
-        const int ok = rel <= tol_grad; /* NaN fails */
-        printf("  %-8s %-9s grad %-50s rel %.2e %s\n", nm, c->name, t->views[i].name, rel, ok ? "PASS" : "FAIL");
-        fails += !ok;
-        worst = isnan(rel) || rel > worst ? rel : worst;
-        for (size_t j = 0; j < t->views[i].numel; j++) {
-            const double d = (double)h->grads[i][j] - f->grads[i][j];
-            num += d * d;
-            den += (double)f->grads[i][j] * f->grads[i][j];
-        }
-    }
-    const double all = sqrt(num / den);
-    const int ok = all <= tol_out;
-    printf("  %-8s %-9s %d gradients: worst rel %.2e = %.1f eps (bound %.1e); all together rel %.2e (bound %.1e) %s\n",
-           nm, c->name, t->n, worst, worst / (dt == FB_DTYPE_BF16 ? BF16_EPS : F16_EPS), tol_grad, all, tol_out,
-           ok ? "PASS" : "FAIL");
-    fails += !ok;
-}
-
-static void compare(const model_case_t *c, const model_input_t *in, fb_dtype_t dt, int vs_fp32)
-{
-    const double scale = dt == FB_DTYPE_BF16 ? 0.0 : F16_LOSS_SCALE;
-    const ops_t *o16 = ops_cpu16(dt);
-    run_t h, q, f;
-    run_model(c, o16, in, scale, FB_DTYPE_F32, &h);
-    run_model(c, ops_rounded(dt), in, scale, dt, &q);
+        worst = fmax(worst, model_compare_rel_norm(h->logits, q.logits, (size_t)in->T * (size_t)c->mc.vocab_size));
     param_table_t t;
     param_table_build(&t, &c->mc);
-    compare_rounded(o16->name, c, in, &t, &h, &q);
-    if (vs_fp32) {
-        run_model(c, ops_cpu(), in, scale, dt, &f);
-        compare_fp32(o16->name, c, in, &t, &h, &f, dt);
-        free_run(&f, t.n);
+    for (int i = 0; i < t.n; i++) {
+        const double r = model_compare_rel_norm(h->grads[i], q.grads[i], t.views[i].numel);
+        worst = isnan(r) ? r : fmax(worst, r);
     }
-    free_run(&h, t.n);
-    free_run(&q, t.n);
+    const long rd = model_compare_routing_diff(h, &q);
+    const int ok = worst <= MATCH_TOL && rd == 0; /* NaN fails */
+    printf("  %-8s %-9s vs rounded fp32: losses, %slogits and %d gradients, worst rel %.2e, routing diffs %ld %s\n",
+           ops_cpu16(dt)->name, c->name, c->keep_logits ? "" : "no ", t.n, worst, rd, ok ? "PASS" : "FAIL");
     param_table_free(&t);
+    model_compare_run_free(&q);
+    return !ok;
 }
 
 int main(void)
@@ -802,32 +514,29 @@ int main(void)
     test_op_plumbing(FB_DTYPE_BF16);
     test_op_plumbing(FB_DTYPE_F16);
 
-    enum { T = 384, NSEQ = 5, V = 1000 };
-    static int32_t tok[T], pos[T], tgt[T], cu[NSEQ + 1];
-    static const uint8_t tags[NSEQ] = {0, 1, 2, 3, 4};
-    build_batch(T, NSEQ, V, tok, pos, tgt, cu);
-    model_input_t in = {tok, pos, tgt, cu, T, NSEQ, tags, NSEQ};
-
-    const model_config_t dense = {
-        .vocab_size = V, .hidden_size = 256, .intermediate_size = 512, .num_hidden_layers = 2,
-        .num_attention_heads = 4, .num_key_value_heads = 2, .num_local_experts = 0, .num_experts_per_tok = 0,
-        .moe_layer_freq = 1, .rope_theta = 10000.0, .rms_norm_eps = 1e-5, .tie_word_embeddings = 0,
-        .router_aux_loss_coef = 0.01, .router_z_loss_coef = 0.001, .capacity_factor = 0.0,
-        .expert_dropout = 0.0, .initializer_range = 0.02, .max_position_embeddings = 4096,
-    };
-    model_case_t cases[4] = {{"dense", dense, 0, 0}, {"moe", dense, 1, 1}, {"moe-tied", dense, 1, 1},
-                             {"moe-rand", dense, 1, 0}};
-    for (int i = 1; i < 4; i++) {
-        cases[i].mc.num_local_experts = 4;
-        cases[i].mc.num_experts_per_tok = 2;
+    /* the MoE of model_compare.c with its random initial router */
+    const model_compare_case_t *cases;
+    const int ncases = model_compare_cases(&cases);
+    model_compare_case_t moe_rand = {0};
+    for (int i = 0; i < ncases; i++)
+        if (!strcmp(cases[i].name, "moe"))
+            moe_rand = cases[i];
+    if (!moe_rand.name) {
+        printf("FAIL: model_compare.c has no case \"moe\"\n");
+        return 1;
     }
-    cases[2].mc.tie_word_embeddings = 1;
-    cases[2].mc.expert_dropout = 0.1;
+    moe_rand.name = "moe-rand";
+    moe_rand.routing_feature = 0;
 
     const fb_dtype_t dts[2] = {FB_DTYPE_BF16, FB_DTYPE_F16};
-    for (int d = 0; d < 2; d++)
-        for (int i = 0; i < 4; i++)
-            compare(&cases[i], &in, dts[d], i < 3);
+    for (int d = 0; d < 2; d++) {
+        const ops_t *o16 = ops_cpu16(dts[d]);
+        fails += model_compare_vs_fp32_each(o16, dts[d], compare_rounded, NULL);
+        model_compare_run_t h;
+        model_compare_run(&moe_rand, o16, model_compare_input(), model_compare_loss_scale(dts[d]), FB_DTYPE_F32, &h);
+        fails += compare_rounded(&moe_rand, &h, dts[d], NULL);
+        model_compare_run_free(&h);
+    }
     printf("%s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }
