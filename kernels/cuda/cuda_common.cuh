@@ -76,6 +76,27 @@ __device__ __forceinline__ float block_max(float v, float *sh)
     return warp_max(v);
 }
 
+/* The same in double (the fixed-order reductions of sumsq and the row ops,
+ * which sum in double as their CPU twins do). `sh` holds 32 doubles. */
+__device__ __forceinline__ double warp_sum_d(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double block_sum_d(double v, double *sh)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? sh[lane] : 0.0;
+    return warp_sum_d(v);
+}
+
 static inline unsigned cuda_blocks_for(size_t n, unsigned threads)
 {
     size_t b = (n + threads - 1) / threads;

@@ -312,26 +312,6 @@ constexpr int SUMSQ_THREADS = 256;
 constexpr unsigned SUMSQ_MAX_BLOCKS = 1024;
 constexpr int SUMSQ_FINAL_THREADS = 1024;
 
-__device__ __forceinline__ double warp_sum_d(double v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* Fixed-shape block sum in double (blockDim.x a multiple of 32); every
- * thread gets the same result. `sh` holds 32 doubles. */
-__device__ __forceinline__ double block_sum_d(double v, double *sh)
-{
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    v = warp_sum_d(v);
-    __syncthreads();
-    if (lane == 0)
-        sh[warp] = v;
-    __syncthreads();
-    v = lane < nwarps ? sh[lane] : 0.0;
-    return warp_sum_d(v);
-}
 
 __device__ __forceinline__ double sq(float a) { return (double)a * (double)a; }
 
