@@ -78,13 +78,6 @@ static unsigned row_threads(int nvec)
     return t < 32u ? 32u : (t > 256u ? 256u : t);
 }
 
-__device__ __forceinline__ double warp_sum_d(double v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* ---- router forward ---- */
 
 /* The largest untaken probability of the row and its expert (*idx), the
