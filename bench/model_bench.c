@@ -15,7 +15,7 @@
  * bench/README.md and bench/torch_model.py. MFU divides by a bf16 matmul ceiling
  * measured in the same process: 8192^3 matmuls through the backend's own
  * matmul op (on the CPU, 1024^3 in fp32). */
-#include "config.h"
+#include "build_config.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@
 #include "monitor/timer.h"
 #include "ops.h"
 #include "rng.h"
-#include "train/optimizer.h"
+#include "zero/optimizer.h"
 #include "util/error.h"
 
 #ifdef HAVE_CUDA

@@ -1,4 +1,4 @@
-#include "config.h"
+#include "build_config.h"
 
 #include "kernels_info.h"
 

@@ -15,7 +15,7 @@
 #include "model/model.h"
 #include "ops.h"
 #include "parallel/world.h"
-#include "train/optimizer.h"
+#include "zero/optimizer.h"
 #include "util/error.h"
 
 static double tolerance = 1e-4;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "io/ckpt.h"
+#include "ckpt/ckpt.h"
 #include "util/error.h"
 
 static void ckpt_usage(FILE *f)

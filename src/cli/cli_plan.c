@@ -10,11 +10,11 @@
 
 #include "cli/cli.h"
 #include "config/config.h"
-#include "data/balance.h"
-#include "data/balance_sim.h"
-#include "data/chapter_lengths.h"
-#include "data/novels.h"
-#include "data/windows.h"
+#include "loader/balance.h"
+#include "loader/balance_sim.h"
+#include "corpus/chapter_lengths.h"
+#include "corpus/novels.h"
+#include "corpus/windows.h"
 #include "util/error.h"
 
 #define MAX_RANK_COUNTS 32

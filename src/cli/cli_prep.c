@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "data/prep.h"
+#include "corpus/prep.h"
 #include "parallel/world.h"
 #include "util/error.h"
 

@@ -9,8 +9,8 @@
 
 #include "cli/cli.h"
 #include "cli/cli_tokenizer.h"
-#include "data/novels.h"
-#include "data/tokenizer.h"
+#include "corpus/novels.h"
+#include "tokenizer/tokenizer.h"
 #include "io/atomic_file.h"
 #include "parallel/world.h"
 #include "util/error.h"

@@ -2,7 +2,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "config.h"
+#include "build_config.h"
 #include "cli/cli.h"
 #include "kernels_info.h"
 

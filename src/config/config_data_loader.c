@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "config/config_internal.h"
-#include "data/balance.h"
+#include "loader/balance.h"
 #include "util/error.h"
 
 #define RATIO_TOL 1e-6

@@ -1,5 +1,5 @@
 /* PAPI hardware counters with a graceful "unavailable" path. */
-#include "config.h"
+#include "build_config.h"
 
 #include "monitor/counters.h"
 

@@ -5,7 +5,7 @@
 #ifndef FABULA_PARALLEL_COMM_DEVICE_H
 #define FABULA_PARALLEL_COMM_DEVICE_H
 
-#include "config.h"
+#include "build_config.h"
 
 #include <cuda_runtime.h>
 #ifdef HAVE_NCCL

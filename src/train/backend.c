@@ -1,5 +1,5 @@
 /* Backend choice and GPU binding (docs/cuda.md, "Devices"). */
-#include "config.h"
+#include "build_config.h"
 
 #include "train/backend.h"
 

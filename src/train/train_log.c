@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "data/bytetok.h"
+#include "tokenizer/bytetok.h"
 #include "model/params.h"
 #include "util/error.h"
 

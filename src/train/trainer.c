@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/batch.h"
-#include "data/bytetok.h"
-#include "io/ckpt_run.h"
+#include "loader/batch.h"
+#include "tokenizer/bytetok.h"
+#include "train/ckpt_policy.h"
 #include "io/rundir.h"
 #include "kernels_info.h"
 #include "model/model.h"
@@ -22,14 +22,14 @@
 #include "parallel/world.h"
 #include "rng.h"
 #include "train/backend.h"
-#include "train/data_source.h"
-#include "train/loss_scale.h"
+#include "loader/data_source.h"
+#include "zero/loss_scale.h"
 #include "train/moe_metrics.h"
 #include "train/preempt.h"
-#include "train/schedule.h"
-#include "train/step_plan.h"
+#include "zero/schedule.h"
+#include "loader/step_plan.h"
 #include "train/train_log.h"
-#include "train/zero.h"
+#include "zero/zero.h"
 #include "util/error.h"
 
 typedef struct trainer {

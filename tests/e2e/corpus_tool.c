@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/corpus.h"
-#include "data/tokenizer.h"
+#include "corpus/corpus.h"
+#include "tokenizer/tokenizer.h"
 #include "io/h5tensor.h"
 #include "parallel/world.h"
 #include "util/error.h"

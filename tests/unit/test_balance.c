@@ -11,11 +11,11 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "data/balance.h"
-#include "data/balance_sim.h"
-#include "data/chapter_lengths.h"
-#include "data/novels.h"
-#include "data/sampler.h"
+#include "loader/balance.h"
+#include "loader/balance_sim.h"
+#include "corpus/chapter_lengths.h"
+#include "corpus/novels.h"
+#include "loader/sampler.h"
 #include "model/model.h"
 #include "rng.h"
 #include "testlib.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/ckpt_impl.h"
-#include "io/ckpt_run.h"
+#include "ckpt/ckpt_impl.h"
+#include "train/ckpt_policy.h"
 
 static int fails, checks;
 

@@ -18,7 +18,7 @@
  * Comms: the world as comm_device_create chooses (NCCL where every rank has
  * a GPU of its own, staging where ranks share one), the world with staging
  * forced, and pairs of ranks (comm_split). */
-#include "config.h"
+#include "build_config.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -15,13 +15,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/bytetok.h"
-#include "data/chapters.h"
-#include "data/corpus.h"
-#include "data/novels.h"
-#include "data/prep.h"
-#include "data/segment.h"
-#include "data/tokenizer.h"
+#include "tokenizer/bytetok.h"
+#include "corpus/chapters.h"
+#include "corpus/corpus.h"
+#include "corpus/novels.h"
+#include "corpus/prep.h"
+#include "corpus/segment.h"
+#include "tokenizer/tokenizer.h"
 #include "io/h5tensor.h"
 #include "parallel/world.h"
 #include "rng.h"

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "data/balance.h"
-#include "data/curriculum.h"
+#include "loader/balance.h"
+#include "loader/curriculum.h"
 #include "rng.h"
 #include "testlib.h"
 

@@ -11,13 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "data/batch.h"
-#include "data/bytetok.h"
-#include "data/novels.h"
-#include "data/path.h"
-#include "data/sampler.h"
-#include "data/utf8_guard.h"
-#include "data/windows.h"
+#include "loader/batch.h"
+#include "tokenizer/bytetok.h"
+#include "corpus/novels.h"
+#include "io/data_path.h"
+#include "loader/sampler.h"
+#include "corpus/utf8_guard.h"
+#include "corpus/windows.h"
 #include "rng.h"
 #include "testlib.h"
 #include "util/error.h"

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "testlib.h"
-#include "train/loss_scale.h"
+#include "zero/loss_scale.h"
 
 /* ---- properties ----------------------------------------------------------- */
 

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/batch.h"
-#include "data/pack.h"
-#include "data/windows.h"
+#include "loader/batch.h"
+#include "loader/pack.h"
+#include "corpus/windows.h"
 #include "rng.h"
 #include "testlib.h"
 

@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/bytetok.h"
-#include "data/chapters.h"
-#include "data/novels.h"
-#include "data/prep_input.h"
-#include "data/segment.h"
-#include "data/window_stream.h"
-#include "data/windows.h"
+#include "tokenizer/bytetok.h"
+#include "corpus/chapters.h"
+#include "corpus/novels.h"
+#include "corpus/prep_input.h"
+#include "corpus/segment.h"
+#include "corpus/window_stream.h"
+#include "corpus/windows.h"
 #include "rng.h"
 #include "testlib.h"
 #include "util/error.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "config/config.h"
-#include "train/schedule.h"
+#include "zero/schedule.h"
 
 static int failures;
 static int checks;

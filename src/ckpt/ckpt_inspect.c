@@ -1,0 +1,266 @@
+/* `fabula ckpt info` and `fabula ckpt verify`: one process reading a
+ * checkpoint with HDF5's default (serial) driver, no MPI involved. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt_impl.h"
+#include "io/h5tensor.h"
+#include "util/error.h"
+
+/* Elements read at once by verify (whole rows of at most this many). */
+#define VERIFY_SLAB ((size_t)1 << 24)
+
+/* Opens `path`: FB_EXIT_IO when it cannot be read at all, -1 (with a
+ * message) when HDF5 cannot make sense of it. */
+static hid_t open_serial(const char *path)
+{
+    if (access(path, R_OK) != 0)
+        fb_fatal(FB_EXIT_IO, "%s: cannot open: %s", path, strerror(errno));
+    hid_t fapl = ckpt_fapl(0);
+    ckpt_h5_quiet_t q;
+    ckpt_h5_quiet_begin(&q);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    ckpt_h5_quiet_end(&q);
+    CHECK_H5(H5Pclose(fapl));
+    if (f < 0)
+        printf("%s: DAMAGED: HDF5 cannot open it (truncated, or not an HDF5 file)\n", path);
+    return f;
+}
+
+/* Name of link `idx` of `group`: creation order (how the writer tracks it:
+ * the model's order), else name order. Caller frees. */
+static char *link_name(hid_t file, const char *group, hsize_t idx)
+{
+    ckpt_h5_quiet_t q;
+    ckpt_h5_quiet_begin(&q);
+    H5_index_t index = H5_INDEX_CRT_ORDER;
+    ssize_t n = H5Lget_name_by_idx(file, group, index, H5_ITER_INC, idx, NULL, 0, H5P_DEFAULT);
+    if (n < 0) {
+        index = H5_INDEX_NAME;
+        n = H5Lget_name_by_idx(file, group, index, H5_ITER_INC, idx, NULL, 0, H5P_DEFAULT);
+    }
+    ckpt_h5_quiet_end(&q);
+    CHECK_H5(n);
+    char *name = fb_malloc((size_t)n + 1);
+    CHECK_H5(H5Lget_name_by_idx(file, group, index, H5_ITER_INC, idx, name, (size_t)n + 1, H5P_DEFAULT));
+    return name;
+}
+
+static hsize_t group_size(hid_t file, const char *group)
+{
+    H5G_info_t info;
+    ckpt_h5_quiet_t q;
+    ckpt_h5_quiet_begin(&q);
+    herr_t rc = h5_exists(file, group) ? H5Gget_info_by_name(file, group, &info, H5P_DEFAULT) : -1;
+    ckpt_h5_quiet_end(&q);
+    return rc < 0 ? 0 : info.nlinks;
+}
+
+static int dataset_shape(hid_t d, int *ndim, hsize_t dims[2])
+{
+    hid_t s = H5Dget_space(d);
+    if (s < 0)
+        return -1;
+    int nd = H5Sget_simple_extent_ndims(s);
+    int rc = nd >= 1 && nd <= 2 && H5Sget_simple_extent_dims(s, dims, NULL) >= 0 ? 0 : -1;
+    H5Sclose(s);
+    *ndim = nd;
+    if (nd == 1)
+        dims[1] = 1;
+    return rc;
+}
+
+static void print_meta(const char *path, const ckpt_meta_t *m, double file_bytes)
+{
+    printf("checkpoint   %s (%.1f MB)\n", path, file_bytes / 1e6);
+    printf("format       %s version %lld, written by fabula %s, checksum %s\n", m->format, m->version,
+           m->fabula_version, m->checksum_name);
+    printf("progress     step %lld (optimizer updates %lld), %lld tokens seen\n", m->step, m->optimizer_step,
+           m->tokens_seen);
+    printf("layout       %lld rank(s): dp %lld, ep %lld, edp %lld; ZeRO stage %lld\n", m->world_size, m->dp_size,
+           m->ep_size, m->edp_size, m->zero_stage);
+    printf("scheduler    %s, next lr %.6g\n", m->sched_type, m->next_lr);
+    printf("loss scaler  fp16 %s%s, bf16 %s, scale %g\n", m->fp16_enabled ? "on" : "off",
+           m->fp16_enabled ? (m->fp16_dynamic ? " (dynamic)" : " (static)") : "", m->bf16_enabled ? "on" : "off",
+           m->loss_scale);
+    printf("rng          seed %lld, next step %lld (%s)\n", m->rng_seed, m->rng_next_step,
+           m->rng_algorithm ? m->rng_algorithm : "?");
+    printf("data         %lld samples, sampler epoch %lld position %lld, %lld deferred", (long long)m->data.nsamples,
+           (long long)m->data.sampler_epoch, (long long)m->data.sampler_position, (long long)m->data.ndeferred);
+    if (m->data.curriculum)
+        printf(", curriculum epoch %lld positions %lld/%lld/%lld\n", (long long)m->data.curriculum_epoch,
+               (long long)m->data.curriculum_pos[0], (long long)m->data.curriculum_pos[1],
+               (long long)m->data.curriculum_pos[2]);
+    else
+        printf(", no curriculum\n");
+    printf("tensors      %lld parameter tensors x 3 (params, optimizer m, optimizer v), %lld parameters\n",
+           m->ntensors, m->parameters);
+}
+
+int ckpt_info(const char *path, int print_config)
+{
+    hid_t f = open_serial(path);
+    if (f < 0)
+        return FB_EXIT_DATA;
+    ckpt_meta_t m;
+    char why[512];
+    if (ckpt_meta_read(f, &m, why, sizeof why) < 0) {
+        printf("%s: DAMAGED or not a checkpoint: %s\n", path, why);
+        ckpt_meta_free(&m);
+        H5Fclose(f);
+        return FB_EXIT_DATA;
+    }
+    if (strcmp(m.format, CKPT_FORMAT_NAME) != 0 || m.version > CKPT_FORMAT_VERSION) {
+        printf("%s: format '%s' version %lld: this fabula reads '%s' up to version %d\n", path, m.format, m.version,
+               CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION);
+        ckpt_meta_free(&m);
+        H5Fclose(f);
+        return FB_EXIT_DATA;
+    }
+    struct stat sb;
+    print_meta(path, &m, stat(path, &sb) == 0 ? (double)sb.st_size : 0.0);
+    printf("\n%-64s %-14s %-18s %s\n", "dataset", "shape", "checksum", "file offset");
+    for (int k = 0; k < CKPT_NKINDS; k++) {
+        const char *group = ckpt_kind_group(k);
+        hsize_t n = group_size(f, group);
+        for (hsize_t i = 0; i < n; i++) {
+            char *name = link_name(f, group, i);
+            char ds[512], shape[64] = "?";
+            snprintf(ds, sizeof ds, "%s/%s", group, name);
+            hid_t d = H5Dopen2(f, ds, H5P_DEFAULT);
+            CHECK_H5(d);
+            int nd;
+            hsize_t dims[2];
+            if (dataset_shape(d, &nd, dims) == 0) {
+                if (nd == 1)
+                    snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)dims[0]);
+                else
+                    snprintf(shape, sizeof shape, "[%llu, %llu]", (unsigned long long)dims[0],
+                             (unsigned long long)dims[1]);
+            }
+            uint64_t sum = 0;
+            char sumtext[32] = "missing";
+            if (ckpt_attr_read_u64(d, "checksum", &sum) == 0)
+                snprintf(sumtext, sizeof sumtext, "0x%016llx", (unsigned long long)sum);
+            haddr_t off = H5Dget_offset(d);
+            printf("%-64s %-14s %-18s %llu\n", ds, shape, sumtext,
+                   off == HADDR_UNDEF ? 0ULL : (unsigned long long)off);
+            CHECK_H5(H5Dclose(d));
+            free(name);
+        }
+    }
+    if (print_config)
+        printf("\nconfig:\n%s\n", m.config);
+    ckpt_meta_free(&m);
+    CHECK_H5(H5Fclose(f));
+    return FB_EXIT_OK;
+}
+
+/* Recomputes one dataset's checksum in slabs of whole rows. Returns -1 when
+ * it cannot be read. */
+static int checksum_dataset(hid_t d, uint64_t *sum)
+{
+    int nd;
+    hsize_t dims[2];
+    if (dataset_shape(d, &nd, dims) < 0)
+        return -1;
+    const size_t numel = (size_t)(dims[0] * dims[1]);
+    const size_t row = (size_t)dims[1];
+    size_t rows = VERIFY_SLAB / row > 0 ? VERIFY_SLAB / row : 1;
+    hid_t fspace = H5Dget_space(d);
+    if (fspace < 0)
+        return -1;
+    float *buf = fb_malloc((rows * row < numel ? rows * row : numel) * sizeof *buf);
+    *sum = 0;
+    int rc = 0;
+    for (size_t a = 0; a < numel && rc == 0;) {
+        size_t b = a + rows * row < numel ? a + rows * row : numel;
+        hsize_t mdims[1] = {b - a};
+        hid_t mspace = H5Screate_simple(1, mdims, NULL);
+        CHECK_H5(mspace);
+        ckpt_select_flat(fspace, nd, dims, a, b);
+        if (H5Dread(d, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, buf) < 0)
+            rc = -1;
+        else
+            *sum += ckpt_checksum(buf, b - a, a);
+        H5Sclose(mspace);
+        a = b;
+    }
+    H5Sclose(fspace);
+    free(buf);
+    return rc;
+}
+
+int ckpt_verify(const char *path, int quiet)
+{
+    hid_t f = open_serial(path);
+    if (f < 0)
+        return FB_EXIT_DATA;
+    ckpt_meta_t m;
+    char why[512];
+    if (ckpt_meta_read(f, &m, why, sizeof why) < 0) {
+        printf("%s: DAMAGED or not a checkpoint: %s\n", path, why);
+        ckpt_meta_free(&m);
+        H5Fclose(f);
+        return FB_EXIT_DATA;
+    }
+    if (strcmp(m.format, CKPT_FORMAT_NAME) != 0 || m.version > CKPT_FORMAT_VERSION ||
+        strcmp(m.checksum_name, CKPT_CHECKSUM_NAME) != 0) {
+        printf("%s: format '%s' version %lld, checksum '%s': this fabula verifies '%s' up to version %d with '%s'\n",
+               path, m.format, m.version, m.checksum_name, CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION, CKPT_CHECKSUM_NAME);
+        ckpt_meta_free(&m);
+        H5Fclose(f);
+        return FB_EXIT_DATA;
+    }
+    const long long step = m.step;
+    long long checked = 0, damaged = 0;
+    for (int k = 0; k < CKPT_NKINDS; k++) {
+        const char *group = ckpt_kind_group(k);
+        hsize_t n = group_size(f, group);
+        if ((long long)n != m.ntensors) {
+            printf("DAMAGED %s: %llu tensors, the file says %lld\n", group, (unsigned long long)n, m.ntensors);
+            damaged++;
+        }
+        for (hsize_t i = 0; i < n; i++) {
+            char *name = link_name(f, group, i);
+            char ds[512];
+            snprintf(ds, sizeof ds, "%s/%s", group, name);
+            free(name);
+            ckpt_h5_quiet_t q;
+            ckpt_h5_quiet_begin(&q);
+            hid_t d = H5Dopen2(f, ds, H5P_DEFAULT);
+            uint64_t stored = 0, sum = 0;
+            int no_sum = d < 0 || ckpt_attr_read_u64(d, "checksum", &stored) < 0;
+            int unreadable = d < 0 || checksum_dataset(d, &sum) < 0;
+            if (d >= 0)
+                H5Dclose(d);
+            ckpt_h5_quiet_end(&q);
+            checked++;
+            if (unreadable || no_sum || sum != stored) {
+                damaged++;
+                if (unreadable)
+                    printf("DAMAGED %s: cannot be read\n", ds);
+                else if (no_sum)
+                    printf("DAMAGED %s: no checksum attribute\n", ds);
+                else
+                    printf("DAMAGED %s: checksum 0x%016llx, stored 0x%016llx\n", ds, (unsigned long long)sum,
+                           (unsigned long long)stored);
+            } else if (!quiet) {
+                printf("ok      %s 0x%016llx\n", ds, (unsigned long long)sum);
+            }
+        }
+    }
+    ckpt_meta_free(&m);
+    CHECK_H5(H5Fclose(f));
+    if (damaged) {
+        printf("%s: DAMAGED: %lld of %lld tensors fail the check\n", path, damaged, checked);
+        return FB_EXIT_DATA;
+    }
+    printf("%s: ok: %lld tensors, every checksum matches (step %lld)\n", path, checked, step);
+    return FB_EXIT_OK;
+}

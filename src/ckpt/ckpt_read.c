@@ -1,0 +1,334 @@
+/* Reading a checkpoint at any layout: each rank reads, by hyperslab, the
+ * part of every tensor that falls in its ZeRO range [lo, hi) of each group,
+ * checksums the part inside its write range (a partition of the group, so
+ * the ranks' sums add up to the whole tensor's), and only when every
+ * checksum matches is the rest of the state restored and the replicated
+ * copies rebuilt. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt_impl.h"
+#include "io/h5tensor.h"
+#include "model/params.h"
+#include "parallel/mpi_io.h"
+#include "parallel/world.h"
+#include "util/error.h"
+
+static int any_rank(int bad)
+{
+    long long v = bad ? 1 : 0;
+    parallel_allreduce_max_i64(&v, 1);
+    return v != 0;
+}
+
+static void shape_text(char *buf, size_t n, int ndim, const long long *d)
+{
+    if (ndim == 1)
+        snprintf(buf, n, "[%lld]", d[0]);
+    else
+        snprintf(buf, n, "[%lld, %lld]", d[0], d[1]);
+}
+
+/* Every tensor the model has, at the shape it has; nothing else. Returns
+ * the open datasets (3 x n), or NULL when one exists but cannot be opened
+ * (damaged: why[] says which). */
+static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g, char *why, size_t why_len)
+{
+    const size_t n = (size_t)g->n * CKPT_NKINDS;
+    hid_t *d = fb_malloc(n * sizeof *d);
+    for (size_t j = 0; j < n; j++)
+        d[j] = -1;
+    for (int k = 0; k < CKPT_NKINDS; k++) {
+        for (int i = 0; i < g->n; i++) {
+            const param_view_t *v = &g->views[i];
+            char ds[160];
+            ckpt_dataset_path(ds, sizeof ds, k, v->name);
+            if (!h5_exists(file, ds))
+                ckpt_fail_all(FB_EXIT_DATA,
+                              "checkpoint %s has no tensor %s: it was made for another model (compare model.* of "
+                              "this run with `fabula ckpt info --config %s`)", path, ds, path);
+            ckpt_h5_quiet_t q;
+            ckpt_h5_quiet_begin(&q);
+            hid_t dset = H5Dopen2(file, ds, H5P_DEFAULT);
+            hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
+            hsize_t dims[H5_MAX_RANK];
+            int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+            if (nd > 0 && nd <= H5_MAX_RANK && H5Sget_simple_extent_dims(space, dims, NULL) < 0)
+                nd = -1;
+            if (space >= 0)
+                H5Sclose(space);
+            ckpt_h5_quiet_end(&q);
+            d[(size_t)k * (size_t)g->n + (size_t)i] = dset;
+            if (nd < 0) {
+                snprintf(why, why_len, "tensor %s cannot be read (damaged metadata)", ds);
+                for (size_t j = 0; j < n; j++)
+                    if (d[j] >= 0)
+                        H5Dclose(d[j]);
+                free(d);
+                return NULL;
+            }
+            long long have[2] = {0, 0}, want[2] = {v->shape[0], v->shape[1]};
+            for (int a = 0; a < nd && a < 2; a++)
+                have[a] = (long long)dims[a];
+            if (nd != v->ndim || have[0] != want[0] || (nd == 2 && have[1] != want[1])) {
+                char hs[64], ws[64];
+                if (nd > 2)
+                    snprintf(hs, sizeof hs, "rank %d", nd);
+                else
+                    shape_text(hs, sizeof hs, nd, have);
+                shape_text(ws, sizeof ws, v->ndim, want);
+                ckpt_fail_all(FB_EXIT_DATA,
+                              "checkpoint %s: tensor %s has shape %s, this model's is %s: the checkpoint was made "
+                              "for another model config", path, ds, hs, ws);
+            }
+        }
+        /* a tensor this model does not have: another architecture */
+        H5G_info_t info;
+        CHECK_H5(H5Gget_info_by_name(file, ckpt_kind_group(k), &info, H5P_DEFAULT));
+        if (info.nlinks != (hsize_t)g->n) {
+            for (hsize_t l = 0; l < info.nlinks; l++) {
+                char name[256];
+                ssize_t len = H5Lget_name_by_idx(file, ckpt_kind_group(k), H5_INDEX_NAME, H5_ITER_INC, l, name,
+                                                 sizeof name, H5P_DEFAULT);
+                CHECK_H5(len);
+                if (!param_table_find(g, name))
+                    ckpt_fail_all(FB_EXIT_DATA,
+                                  "checkpoint %s: tensor %s/%s is not part of this model: it was made for another "
+                                  "model config", path, ckpt_kind_group(k), name);
+            }
+        }
+    }
+    return d;
+}
+
+/* This rank's part of one tensor: [a, b) inside its ZeRO range [lo, hi)
+ * (read), and [wa, wb) inside its write range (checksummed). */
+typedef struct piece {
+    const param_view_t *lv; /* NULL: not held here */
+    size_t a, b, wa, wb;
+} piece_t;
+
+static piece_t read_piece(const zero_shard_t *shard, const param_view_t *lv)
+{
+    piece_t pc = {lv, 0, 0, 0, 0};
+    if (!lv)
+        return pc;
+    const zero_shard_t *sh = &shard[lv->group];
+    size_t end = lv->offset + lv->numel;
+    size_t lo = lv->offset > sh->lo ? lv->offset : sh->lo, hi = end < sh->hi ? end : sh->hi;
+    if (hi > lo) {
+        pc.a = lo - lv->offset;
+        pc.b = hi - lv->offset;
+    }
+    size_t wlo = lv->offset > sh->write_lo ? lv->offset : sh->write_lo;
+    size_t whi = end < sh->write_hi ? end : sh->write_hi;
+    if (whi > wlo) {
+        pc.wa = wlo - lv->offset;
+        pc.wb = whi - lv->offset;
+        FB_ASSERT(pc.wa >= pc.a && pc.wb <= pc.b);
+    }
+    return pc;
+}
+
+typedef struct reader {
+    const ckpt_target_t *t;
+    zero_shard_t shard[PARAM_NGROUPS];
+    ckpt_xfer_t xfer;
+    float *stage;
+    size_t stage_cap;
+} reader_t;
+
+/* Reads this rank's piece of one tensor into the ZeRO buffers; returns the
+ * checksum of the part inside the write range. */
+static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const piece_t *pc, long long sharers,
+                            int kind, const char *path)
+{
+    float *dst = NULL, *host = NULL;
+    const zero_shard_t *sh = pc->lv ? &r->shard[pc->lv->group] : NULL;
+    if (pc->b > pc->a) {
+        dst = ckpt_shard_base(sh, kind) + (pc->lv->offset + pc->a - sh->lo);
+        host = dst;
+        if (!ckpt_shard_on_host(r->t, sh, kind)) {
+            if (pc->b - pc->a > r->stage_cap) {
+                free(r->stage);
+                r->stage_cap = pc->b - pc->a;
+                r->stage = fb_malloc(r->stage_cap * sizeof *r->stage);
+            }
+            host = r->stage;
+        }
+    }
+    hsize_t dims[2] = {(hsize_t)gv->shape[0], (hsize_t)gv->shape[1]};
+    /* a failed read cannot be skipped consistently by all ranks: end the
+     * job (the file opened and its metadata read, so this is the file
+     * system failing, not the file; a damaged file reads, and fails its
+     * checksum) */
+    if (ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, pc->a, pc->b, host, 0, sharers) < 0)
+        fb_fatal(FB_EXIT_IO, "checkpoint %s: reading tensor %s/%s failed (see the HDF5 messages above)", path,
+                 ckpt_kind_group(kind), gv->name);
+    uint64_t sum = pc->wb > pc->wa ? ckpt_checksum(host + (pc->wa - pc->a), pc->wb - pc->wa, pc->wa) : 0;
+    if (host != dst)
+        r->t->ops->to_backend(dst, host, (pc->b - pc->a) * sizeof *host);
+    return sum;
+}
+
+/* The metadata that decides whether this file is for this run at all. */
+static void check_format(const char *path, const ckpt_meta_t *m)
+{
+    if (strcmp(m->format, CKPT_FORMAT_NAME) != 0)
+        ckpt_fail_all(FB_EXIT_DATA, "%s: not a fabula checkpoint (format '%s', expected '%s')", path, m->format,
+                      CKPT_FORMAT_NAME);
+    if (m->version > CKPT_FORMAT_VERSION)
+        ckpt_fail_all(FB_EXIT_DATA,
+                      "%s: checkpoint format version %lld is newer than this fabula reads (version %d); resume it "
+                      "with the fabula that wrote it (%s) or a newer one", path, m->version, CKPT_FORMAT_VERSION,
+                      m->fabula_version ? m->fabula_version : "unknown");
+    if (m->version < 1)
+        ckpt_fail_all(FB_EXIT_DATA, "%s: checkpoint format version %lld is not valid", path, m->version);
+    if (strcmp(m->checksum_name, CKPT_CHECKSUM_NAME) != 0)
+        ckpt_fail_all(FB_EXIT_DATA, "%s: unknown checksum '%s' (this fabula computes '%s')", path, m->checksum_name,
+                      CKPT_CHECKSUM_NAME);
+}
+
+int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char *why, size_t why_len,
+              ckpt_io_stats_t *st)
+{
+    const double t0 = parallel_wtime();
+    const int rank = t->groups->world_rank;
+    int err = access(path, R_OK) != 0 ? errno : 0;
+    if (any_rank(err != 0)) {
+        snprintf(why, why_len, "cannot open: %s", strerror(err ? err : ENOENT));
+        return -1;
+    }
+    hid_t fapl = ckpt_fapl(1);
+    ckpt_h5_quiet_t q;
+    ckpt_h5_quiet_begin(&q);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    ckpt_h5_quiet_end(&q);
+    CHECK_H5(H5Pclose(fapl));
+    if (any_rank(file < 0)) {
+        if (file >= 0)
+            H5Fclose(file);
+        snprintf(why, why_len, "HDF5 cannot open it (truncated, or not an HDF5 file)");
+        return -1;
+    }
+    ckpt_meta_t m;
+    int bad = ckpt_meta_read(file, &m, why, why_len) < 0;
+    if (any_rank(bad)) {
+        ckpt_meta_free(&m);
+        H5Fclose(file);
+        return -1;
+    }
+    check_format(path, &m);
+    char data_why[256];
+    if (step_plan_state_check(t->plan, &m.data, data_why, sizeof data_why) < 0)
+        ckpt_fail_all(FB_EXIT_DATA, "checkpoint %s does not fit this run's data: %s", path, data_why);
+
+    param_table_t global;
+    param_table_build(&global, &t->cfg->model);
+    hid_t *dsets = open_tensors(file, path, &global, why, why_len);
+    if (any_rank(dsets == NULL)) {
+        free(dsets);
+        param_table_free(&global);
+        ckpt_meta_free(&m);
+        H5Fclose(file);
+        return -1;
+    }
+
+    reader_t r;
+    memset(&r, 0, sizeof r);
+    r.t = t;
+    for (int g = 0; g < PARAM_NGROUPS; g++)
+        r.shard[g] = zero_shard(t->zero, g);
+    ckpt_xfer_init(&r.xfer, t->cfg->checkpoint.collective_io);
+    const param_table_t *local = model_params_table(zero_model(t->zero));
+    const size_t n = (size_t)global.n * CKPT_NKINDS;
+    piece_t *pieces = fb_calloc((size_t)global.n, sizeof *pieces);
+    int *mine = fb_calloc((size_t)global.n, sizeof *mine);
+    long long *sharers = fb_calloc((size_t)global.n, sizeof *sharers);
+    for (int i = 0; i < global.n; i++) {
+        pieces[i] = read_piece(r.shard, ckpt_local_view(local, i, &global.views[i]));
+        mine[i] = pieces[i].b > pieces[i].a;
+    }
+    ckpt_count_sharers(mine, sharers, global.n);
+    uint64_t *sums = fb_calloc(n, sizeof *sums);
+    for (int k = 0; k < CKPT_NKINDS; k++)
+        for (int i = 0; i < global.n; i++) {
+            size_t j = (size_t)k * (size_t)global.n + (size_t)i;
+            sums[j] = read_tensor(&r, dsets[j], &global.views[i], &pieces[i], sharers[i], k, path);
+        }
+    free(pieces);
+    free(mine);
+    free(sharers);
+    ckpt_allreduce_checksums(sums, n);
+    int damaged = 0;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t stored = 0;
+        int missing = ckpt_attr_read_u64(dsets[j], "checksum", &stored) < 0;
+        if (missing || stored != sums[j]) {
+            if (damaged++ == 0) {
+                const char *name = global.views[j % (size_t)global.n].name;
+                if (missing)
+                    snprintf(why, why_len, "tensor %s/%s has no checksum", ckpt_kind_group((int)(j / global.n)),
+                             name);
+                else
+                    snprintf(why, why_len, "tensor %s/%s: checksum 0x%016llx, stored 0x%016llx",
+                             ckpt_kind_group((int)(j / global.n)), name, (unsigned long long)sums[j],
+                             (unsigned long long)stored);
+            }
+        }
+        CHECK_H5(H5Dclose(dsets[j]));
+    }
+    if (damaged > 1) {
+        size_t len = strlen(why);
+        snprintf(why + len, why_len - len, " (and %d more damaged tensor%s)", damaged - 1, damaged > 2 ? "s" : "");
+    }
+    free(sums);
+    free(dsets);
+    free(r.stage);
+    ckpt_xfer_free(&r.xfer);
+    long long counts[2] = {r.xfer.collective, r.xfer.independent};
+    parallel_allreduce_max_i64(counts, 2);
+    st->collective = counts[0];
+    st->independent = counts[1];
+    param_table_free(&global);
+    CHECK_H5(H5Fclose(file));
+    if (damaged) {
+        ckpt_meta_free(&m);
+        return -1;
+    }
+
+    if (rank == 0 && (uint64_t)m.rng_seed != t->cfg->run.seed)
+        fb_warn("checkpoint %s was made with run.seed = %lld; this run uses %llu, so sampling and dropout differ "
+                "from the run that wrote it", path, m.rng_seed, (unsigned long long)t->cfg->run.seed);
+    step_plan_state_set(t->plan, &m.data);
+    zero_set_step_count(t->zero, (long)m.optimizer_step);
+    zero_sync_params(t->zero);
+    /* a dynamic scaler continues where the saved dynamic one stopped; any
+     * other combination starts from the configured scale */
+    if (t->scaler && t->scaler->dynamic && m.fp16_enabled && m.fp16_dynamic && m.has_scaler_state) {
+        loss_scale_state_t ls = {m.loss_scale, (long)m.scaler_cur_iter, (long)m.scaler_last_overflow_iter,
+                                 (int)m.scaler_cur_hysteresis};
+        char lwhy[160];
+        if (loss_scale_restore(t->scaler, &ls, lwhy, sizeof lwhy) != 0 && rank == 0)
+            fb_warn("checkpoint %s: loss scaler state not restored (%s); starting from the configured scale",
+                    path, lwhy);
+    }
+    p->step = (long)m.step;
+    p->tokens_seen = m.tokens_seen;
+    ckpt_meta_free(&m);
+
+    double bytes = 0.0;
+    if (rank == 0) {
+        struct stat sb;
+        if (stat(path, &sb) == 0)
+            bytes = (double)sb.st_size;
+    }
+    parallel_bcast(&bytes, sizeof bytes, 0);
+    st->bytes = bytes;
+    st->seconds = parallel_wtime() - t0;
+    return 0;
+}

@@ -1,0 +1,551 @@
+/* `fabula prep`: read this rank's share of the inputs, tokenize each novel
+ * (genre token, chapter separators), cut windows, tag segments, then agree
+ * on offsets, the validation split and the statistics, and write. */
+#include "corpus/prep.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "tokenizer/bytetok.h"
+#include "corpus/chapters.h"
+#include "corpus/prep_input.h"
+#include "corpus/prep_shard.h"
+#include "corpus/segment.h"
+#include "tokenizer/tokenizer.h"
+#include "corpus/window_stream.h"
+#include "rng.h" /* fb_hash2: the split keys */
+#include "parallel/mpi_io.h"
+#include "parallel/world.h"
+#include "util/error.h"
+
+/* A long chapter is encoded in pieces of about this many bytes, cut at line
+ * starts, so that no novel is ever held as one token array. */
+#define PREP_PIECE_BYTES (1 << 20)
+/* Seconds between progress lines. */
+#define PREP_PROGRESS_SECONDS 5.0
+/* Mixed into the split seed so that the split and a sampler given the same
+ * seed are unrelated. */
+#define PREP_SPLIT_SALT 0x73706c6974ULL /* "split" */
+
+typedef struct prep_ctx {
+    const prep_options_t *opt;
+    tokenizer_t *tok;
+    prep_shard_t shard;
+    prep_stats_t st;
+    window_stream_t ws;
+    chapter_finder_t *cf;
+    int32_t chapter_sep;
+    int32_t genre_token[BYTETOK_NGENRES];
+    int cur_genre;            /* of the novel being windowed */
+    int32_t cur_novel;        /* its local index */
+    token_vec_t piece;        /* ids of one piece of text */
+    int32_t *text_ids;        /* a window's ids without specials, for its segment */
+    size_t *heads;
+    size_t heads_cap;
+} prep_ctx_t;
+
+int64_t prep_length_bin_upper(int b, int m)
+{
+    /* The largest len in [1, m] with ((len - 1) * BINS) / m == b. */
+    int64_t hi = ((int64_t)(b + 1) * m - 1) / PREP_LENGTH_BINS + 1;
+    return hi < m ? hi : m;
+}
+
+/* Rank 0 reports and ends the job; the others wait to be taken down with
+ * it, so that the message is printed once. */
+static _Noreturn void fatal_from_root(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static _Noreturn void fatal_from_root(int code, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* every rank gets here alike: rank 0 prints, all exit cleanly (an
+     * MPI_Abort could end the job before the message is forwarded) */
+    fb_fatal_all(code, "%s", msg);
+}
+
+/* ------------------------------------------------------------ windows */
+
+static void *grow(void *p, int64_t *cap, int64_t need, size_t elsize)
+{
+    if (need <= *cap)
+        return p;
+    int64_t c = *cap ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    *cap = c;
+    return fb_realloc(p, (size_t)c * elsize);
+}
+
+/* A kept window: appended to this rank's block with its metadata. */
+static void window_emit(void *vctx, const int32_t *tokens, int64_t len)
+{
+    prep_ctx_t *c = vctx;
+    prep_shard_t *s = &c->shard;
+    s->tokens = grow(s->tokens, &s->cap_tokens, s->ntokens + len, sizeof *s->tokens);
+    for (int64_t i = 0; i < len; i++)
+        s->tokens[s->ntokens + i] = (uint32_t)tokens[i];
+
+    int64_t cap = s->cap;
+    if (s->n + 2 > cap) {
+        s->offset = grow(s->offset, &cap, s->n + 2, sizeof *s->offset);
+        cap = s->cap;
+        s->genre = grow(s->genre, &cap, s->n + 2, sizeof *s->genre);
+        cap = s->cap;
+        s->segment = grow(s->segment, &cap, s->n + 2, sizeof *s->segment);
+        cap = s->cap;
+        s->split = grow(s->split, &cap, s->n + 2, sizeof *s->split);
+        cap = s->cap;
+        s->novel = grow(s->novel, &cap, s->n + 2, sizeof *s->novel);
+        s->cap = cap;
+    }
+
+    /* The segment is measured on the text of the window: its tokens without
+     * the genre token and the chapter separators. */
+    size_t m = 0;
+    for (int64_t i = 1; i < len; i++)
+        if (tokens[i] != c->chapter_sep)
+            c->text_ids[m++] = tokens[i];
+    size_t nbytes = 0;
+    uint8_t *text = tokenizer_decode(c->tok, c->text_ids, m, &nbytes);
+    int seg = segment_classify(text, nbytes);
+    free(text);
+
+    s->offset[s->n] = s->ntokens;
+    s->genre[s->n] = (uint8_t)c->cur_genre;
+    s->segment[s->n] = (uint8_t)seg;
+    s->split[s->n] = 0;
+    s->novel[s->n] = c->cur_novel;
+    s->n++;
+    s->ntokens += len;
+    s->offset[s->n] = s->ntokens;
+
+    prep_stats_t *st = &c->st;
+    st->samples++;
+    st->tokens += len;
+    st->genre_samples[c->cur_genre]++;
+    st->genre_tokens[c->cur_genre] += len;
+    st->segment_samples[seg]++;
+    st->segment_tokens[seg] += len;
+    st->length_hist[((len - 1) * PREP_LENGTH_BINS) / c->opt->max_seq_len]++;
+}
+
+/* ------------------------------------------------------------ novels */
+
+static int starts_blank(const uint8_t *s, size_t n)
+{
+    if (s[0] == ' ' || s[0] == '\t' || s[0] == '\r' || s[0] == '\n' || s[0] == '\f' || s[0] == '\v')
+        return 1;
+    return n >= 3 && s[0] == 0xE3 && s[1] == 0x80 && s[2] == 0x80;
+}
+
+/* Where the piece starting at `pos` ends, at most at `stop`: past
+ * PREP_PIECE_BYTES, at the first line start whose first character is not
+ * blank (pre-tokenizers split there anyway), else at `stop`. */
+static size_t piece_end(const uint8_t *text, size_t pos, size_t stop)
+{
+    if (stop - pos <= PREP_PIECE_BYTES)
+        return stop;
+    for (size_t q = pos + PREP_PIECE_BYTES; q < stop;) {
+        const uint8_t *nl = memchr(text + q - 1, '\n', stop - q);
+        if (!nl)
+            break;
+        q = (size_t)(nl - text) + 1;
+        if (q < stop && !starts_blank(text + q, stop - q))
+            return q;
+    }
+    return stop;
+}
+
+static void encode_push(prep_ctx_t *c, const uint8_t *text, size_t n, prep_novel_t *nv)
+{
+    c->piece.n = 0;
+    tokenizer_encode(c->tok, text, n, &c->piece);
+    window_stream_push(&c->ws, c->piece.ids, c->piece.n);
+    nv->content_tokens += (int64_t)c->piece.n;
+}
+
+static void novel_process(prep_ctx_t *c, const prep_record_t *rec)
+{
+    prep_shard_t *s = &c->shard;
+    s->novels = grow(s->novels, &s->cap_novels, s->nnovels + 1, sizeof *s->novels);
+    prep_novel_t *nv = &s->novels[s->nnovels];
+    *nv = (prep_novel_t){
+        .title = fb_strdup(rec->title ? rec->title : ""),
+        .language = fb_strdup(rec->language ? rec->language : ""),
+        .genre = rec->genre,
+        .file = rec->file,
+        .line = rec->line,
+        .item = rec->item,
+        .content_bytes = (int64_t)rec->len,
+        .invalid_utf8 = rec->invalid_utf8,
+        .first_sample = s->n,
+    };
+    c->cur_genre = rec->genre;
+    c->cur_novel = (int32_t)s->nnovels;
+    s->nnovels++;
+
+    const uint8_t *text = rec->content;
+    size_t n = rec->len;
+    size_t nh = chapter_finder_find(c->cf, text, n, &c->heads, &c->heads_cap);
+    int64_t emitted = c->ws.n_emitted;
+    window_stream_begin(&c->ws, c->genre_token[rec->genre]);
+    size_t h = 0;
+    for (size_t pos = 0; pos < n;) {
+        if (h < nh && c->heads[h] == pos) {
+            window_stream_push(&c->ws, &c->chapter_sep, 1);
+            nv->content_tokens++;
+            h++;
+        }
+        size_t stop = h < nh ? c->heads[h] : n;
+        size_t end = piece_end(text, pos, stop);
+        encode_push(c, text + pos, end - pos, nv);
+        pos = end;
+    }
+    int64_t dropped = c->ws.n_dropped;
+    window_stream_end(&c->ws);
+    nv->chapters = (int64_t)nh;
+    nv->num_samples = c->ws.n_emitted - emitted;
+
+    prep_stats_t *st = &c->st;
+    st->novels++;
+    st->content_bytes += nv->content_bytes;
+    st->content_tokens += nv->content_tokens;
+    st->genre_novels[rec->genre]++;
+    st->chapter_seps += nv->chapters;
+    st->dropped_windows += c->ws.n_dropped - dropped;
+    if (nv->num_samples == 0)
+        st->novels_without_samples++;
+}
+
+/* ------------------------------------------------------------ setup */
+
+/* Rank 0 looks; every rank learns the verdict, so all can exit cleanly. */
+static void output_check(const prep_options_t *opt)
+{
+    int verdict = 0; /* 1 directory, 2 exists without --force */
+    if (parallel_rank() == 0) {
+        struct stat st;
+        if (stat(opt->output, &st) == 0)
+            verdict = S_ISDIR(st.st_mode) ? 1 : !opt->force ? 2 : 0;
+    }
+    parallel_bcast(&verdict, sizeof verdict, 0);
+    if (verdict == 1)
+        fatal_from_root(FB_EXIT_USAGE, "--output %s is a directory; give the path of the .h5 file to write",
+                        opt->output);
+    if (verdict == 2)
+        fatal_from_root(FB_EXIT_USAGE, "%s exists; give --force to replace it", opt->output);
+}
+
+/* The option values prep_run relies on (the CLI checks them too; this is
+ * the library's own guard, reported once). */
+static void options_check(const prep_options_t *opt)
+{
+    if (!(opt->valid_fraction >= 0 && opt->valid_fraction < 1))
+        fatal_from_root(FB_EXIT_USAGE, "--valid-fraction must be in [0, 1), got %g", opt->valid_fraction);
+    if (opt->max_seq_len < 2)
+        fatal_from_root(FB_EXIT_USAGE, "--max-seq-len must be at least 2 (genre token + 1 token), got %d",
+                        opt->max_seq_len);
+    if (opt->overlap < 0 || opt->overlap > opt->max_seq_len - 2)
+        fatal_from_root(FB_EXIT_USAGE,
+                        "--overlap must be in [0, --max-seq-len - 2] = [0, %d] so that windows advance, got %d",
+                        opt->max_seq_len - 2, opt->overlap);
+    if (opt->min_seq_len < 0 || opt->min_seq_len > opt->max_seq_len)
+        fatal_from_root(FB_EXIT_USAGE, "--min-seq-len must be in [0, --max-seq-len] = [0, %d], got %d",
+                        opt->max_seq_len, opt->min_seq_len);
+}
+
+static const char *const SPECIAL_TEXT[4] = {"<|pad|>", "<|bos|>", "<|eos|>", "<|chapter_sep|>"};
+
+static void specials_resolve(prep_ctx_t *c, prep_meta_t *meta)
+{
+    for (int i = 0; i < 4 + BYTETOK_NGENRES; i++) {
+        char name[64];
+        if (i < 4)
+            snprintf(name, sizeof name, "%s", SPECIAL_TEXT[i]);
+        else
+            snprintf(name, sizeof name, "<|genre_%s|>", bytetok_genre_name(i - 4));
+        int32_t id = tokenizer_special(c->tok, name);
+        /* pad/bos/eos are recorded for training; the rest prep needs. */
+        if (id < 0 && i >= 3)
+            fb_fatal(FB_EXIT_DATA, "tokenizer %s has no special token %s, which prep needs", c->opt->tokenizer, name);
+        meta->special[i] = id;
+        if (i >= 4)
+            c->genre_token[i - 4] = id;
+    }
+    c->chapter_sep = meta->special[3];
+}
+
+/* ------------------------------------------------------------ split */
+
+static int key_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The validation novels: the `nvalid` novels of 0..N-1 with the smallest
+ * fb_hash2(seed ^ salt, index), which are distinct (fb_hash2 is a bijection
+ * of the index). Returns the largest key still held out, or 0 with none. */
+static uint64_t split_threshold(int64_t N, int64_t nvalid, uint64_t seed)
+{
+    if (nvalid <= 0)
+        return 0;
+    uint64_t *keys = fb_malloc((size_t)N * sizeof *keys);
+    for (int64_t i = 0; i < N; i++)
+        keys[i] = fb_hash2(seed ^ PREP_SPLIT_SALT, (uint64_t)i);
+    /* Partial selection would do; N is the number of novels, so sort. */
+    qsort(keys, (size_t)N, sizeof *keys, key_cmp);
+    uint64_t t = keys[nvalid - 1];
+    free(keys);
+    return t;
+}
+
+static int64_t split_count(int64_t N, double fraction)
+{
+    if (fraction <= 0 || N < 2) {
+        if (fraction > 0 && parallel_rank() == 0)
+            fb_warn("only %lld novel: no validation split (it would leave nothing to train on)", (long long)N);
+        return 0;
+    }
+    int64_t k = llround(fraction * (double)N);
+    if (k < 1)
+        k = 1;
+    if (k > N - 1)
+        k = N - 1;
+    return k;
+}
+
+/* ------------------------------------------------------------ summary */
+
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+    CHECK_SYS(getrusage(RUSAGE_SELF, &ru));
+    return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+}
+
+static void pct_line(const char *name, long long n, long long total, long long tokens)
+{
+    printf("  %-12s %10lld %6.1f%% %14lld\n", name, n, total ? 100.0 * (double)n / (double)total : 0.0, tokens);
+}
+
+static void summary_print(const prep_stats_t *st, const prep_meta_t *meta, int64_t nvalid, double t_read,
+                          double t_write, int64_t file_bytes, double t_total, double rss_mb, double rss_prep_mb)
+{
+    const prep_options_t *opt = meta->opt;
+    const prep_inputs_t *in = meta->inputs;
+    printf("fabula prep: %lld novel%s from %d file%s (%.2f MB) -> %s (%.2f MB), %d rank%s\n", st->novels,
+           st->novels == 1 ? "" : "s", in->n, in->n == 1 ? "" : "s", (double)in->total / 1e6, opt->output, (double)file_bytes / 1e6, parallel_size(),
+           parallel_size() == 1 ? "" : "s");
+    printf("  tokenizer %s (%s, vocab %d, sha256 %.16s...), max_seq_len %d, overlap %d, min_seq_len %d\n",
+           opt->tokenizer, tokenizer_kind(meta->tok), tokenizer_vocab_size(meta->tok), tokenizer_digest(meta->tok),
+           opt->max_seq_len, opt->overlap, opt->min_seq_len);
+    printf("  %-12s %8s %10s %14s %14s\n", "genre", "novels", "samples", "tokens", "content bytes");
+    for (int g = 0; g < BYTETOK_NGENRES; g++)
+        if (st->genre_novels[g])
+            printf("  %-12s %8lld %10lld %14lld\n", bytetok_genre_name(g), st->genre_novels[g], st->genre_samples[g],
+                   st->genre_tokens[g]);
+    printf("  %-12s %8lld %10lld %14lld %14lld\n", "total", st->novels, st->samples, st->tokens, st->content_bytes);
+    printf("  split        %8s %10s %14s\n", "novels", "samples", "tokens");
+    printf("  train        %8lld %10lld %14lld\n", st->split_novels[0], st->split_samples[0], st->split_tokens[0]);
+    printf("  valid        %8lld %10lld %14lld   (--valid-fraction %g, seed %llu: %lld novels held out)\n",
+           st->split_novels[1], st->split_samples[1], st->split_tokens[1], opt->valid_fraction,
+           (unsigned long long)opt->seed, (long long)nvalid);
+    printf("  segment      %10s %7s %14s\n", "samples", "share", "tokens");
+    for (int k = 0; k < SEGMENT_NTYPES; k++)
+        pct_line(segment_name(k), st->segment_samples[k], st->samples, st->segment_tokens[k]);
+    printf("  sample length (tokens)   samples\n");
+    for (int b = 0; b < PREP_LENGTH_BINS; b++) {
+        int64_t lo = b == 0 ? 1 : prep_length_bin_upper(b - 1, opt->max_seq_len) + 1;
+        int64_t hi = prep_length_bin_upper(b, opt->max_seq_len);
+        if (lo > hi)
+            continue;
+        printf("  %8lld..%-8lld    %10lld\n", (long long)lo, (long long)hi, st->length_hist[b]);
+    }
+    printf("  chapter separators %lld; windows dropped (under %d tokens) %lld; novels without a sample %lld\n",
+           st->chapter_seps, opt->min_seq_len > 2 ? opt->min_seq_len : 2, st->dropped_windows,
+           st->novels_without_samples);
+    printf("  skipped: %lld malformed, %lld without usable content; %lld unknown genre%s read as other; "
+           "invalid UTF-8 kept: %lld bytes in %lld novel%s\n",
+           st->read.malformed, st->read.no_content, st->read.other_genre, st->read.other_genre == 1 ? "" : "s",
+           st->read.invalid_utf8_bytes, st->read.invalid_utf8_records, st->read.invalid_utf8_records == 1 ? "" : "s");
+    printf("  time: read+tokenize %.2f s (%.1f MB/s, %.2f M tokens/s), write %.2f s (%.1f MB/s), total %.2f s; "
+           "peak memory %.0f MB per rank (%.0f MB of it grown during prep)\n",
+           t_read, (double)in->total / 1e6 / (t_read > 0 ? t_read : 1e-9),
+           (double)st->content_tokens / 1e6 / (t_read > 0 ? t_read : 1e-9), t_write,
+           (double)file_bytes / 1e6 / (t_write > 0 ? t_write : 1e-9), t_total, rss_mb, rss_prep_mb);
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------ run */
+
+static void progress_maybe(prep_ctx_t *c, const prep_reader_t *r, int64_t share, double t0, double *last)
+{
+    if (c->opt->quiet || parallel_rank() != 0)
+        return;
+    double now = parallel_wtime();
+    if (now - *last < PREP_PROGRESS_SECONDS)
+        return;
+    *last = now;
+    const prep_read_counts_t *rc = prep_reader_counts(r);
+    printf("fabula: prep: rank 0: %.1f of %.1f MB read, %lld novels, %.2f M tokens/s\n",
+           (double)rc->bytes_read / 1e6, (double)share / 1e6, c->st.novels,
+           (double)c->st.content_tokens / 1e6 / (now - t0));
+    fflush(stdout);
+}
+
+int prep_run(const prep_options_t *opt)
+{
+    const int rank = parallel_rank(), nranks = parallel_size();
+    double t0 = parallel_wtime();
+    /* what the process held before prep (shared libraries: the CUDA ones
+     * alone are some 200 MB), so that prep's own growth can be reported */
+    const double rss_start = peak_rss_mb();
+    options_check(opt);
+    output_check(opt);
+
+    /* Rank 0 goes first through the steps that can fail on bad input, so
+     * that a missing file or a broken tokenizer is reported once. */
+    prep_inputs_t in;
+    prep_ctx_t c = {.opt = opt};
+    prep_meta_t meta = {.opt = opt, .inputs = &in};
+    for (int turn = 0; turn < 2; turn++) {
+        if ((rank == 0) == (turn == 0)) {
+            prep_inputs_list(&in, opt->inputs, opt->ninputs);
+            c.tok = tokenizer_load(opt->tokenizer);
+            meta.tok = c.tok;
+            specials_resolve(&c, &meta);
+        }
+        parallel_barrier();
+    }
+    static const char *const names[3] = {"--max-seq-len", "--overlap", "--min-seq-len"};
+    window_stream_init(&c.ws, opt->max_seq_len, opt->overlap, opt->min_seq_len, window_emit, &c, names);
+    c.cf = chapter_finder_new();
+    c.text_ids = fb_malloc((size_t)opt->max_seq_len * sizeof *c.text_ids);
+    c.shard.offset = fb_malloc(sizeof *c.shard.offset);
+    c.shard.offset[0] = 0;
+
+    /* ---- read, tokenize, window this rank's share */
+    int64_t begin, end;
+    prep_inputs_share(&in, rank, nranks, &begin, &end);
+    int64_t share = (end < in.total ? end : in.total) - begin;
+    prep_reader_t *reader = prep_reader_open(&in, begin, end, opt->strict);
+    prep_record_t rec;
+    double last = t0;
+    while (prep_reader_next(reader, &rec)) {
+        novel_process(&c, &rec);
+        progress_maybe(&c, reader, share, t0, &last);
+    }
+    c.st.read = *prep_reader_counts(reader);
+    double t_read = parallel_wtime() - t0;
+
+    /* ---- line numbers, messages, --strict */
+    long long *lines = fb_calloc((size_t)in.n + 1, sizeof *lines);
+    for (int f = 0; f < in.n; f++)
+        lines[f] = prep_reader_lines(reader)[f];
+    parallel_exscan_sum_i64(lines, (size_t)in.n);
+    int64_t *line_base = fb_malloc(((size_t)in.n + 1) * sizeof *line_base);
+    for (int f = 0; f < in.n; f++)
+        line_base[f] = lines[f];
+    prep_reader_report(reader, line_base);
+    long long failed = prep_reader_failed(reader);
+    parallel_allreduce_sum_i64(&failed, 1);
+    if (failed)
+        fatal_from_root(FB_EXIT_DATA, "malformed input with --strict (see the error%s above); nothing written",
+                        failed == 1 ? "" : "s");
+
+    /* ---- where this rank's block goes, and the totals */
+    prep_shard_t *s = &c.shard;
+    long long base[3] = {s->ntokens, s->n, s->nnovels};
+    long long total[5] = {s->ntokens, s->n, s->nnovels, c.st.read.malformed, c.st.read.no_content};
+    parallel_exscan_sum_i64(base, 3);
+    parallel_allreduce_sum_i64(total, 5);
+    s->token_base = base[0];
+    s->sample_base = base[1];
+    s->novel_base = base[2];
+    s->total_tokens = total[0];
+    s->total_samples = total[1];
+    s->total_novels = total[2];
+    if (s->total_novels == 0)
+        fatal_from_root(FB_EXIT_DATA,
+                        "no usable novel in the input (%lld malformed record%s, %lld without usable \"content\"); each "
+                        "record must be a JSON object with a non-empty \"content\" string",
+                        total[3], total[3] == 1 ? "" : "s", total[4]);
+    if (s->total_samples == 0)
+        fatal_from_root(FB_EXIT_DATA, "no sample: all %lld novels are shorter than --min-seq-len (%d tokens)",
+                        total[2], opt->min_seq_len);
+    for (int64_t i = 0; i < s->n; i++)
+        s->novel[i] += (int32_t)s->novel_base;
+    for (int64_t j = 0; j < s->nnovels; j++) {
+        prep_novel_t *nv = &s->novels[j];
+        nv->first_sample += s->sample_base;
+        nv->line = nv->item > 0 ? nv->item : line_base[nv->file] + nv->line + 1;
+    }
+
+    /* ---- validation split: whole novels */
+    int64_t nvalid = split_count(s->total_novels, opt->valid_fraction);
+    meta.valid_novels_requested = nvalid;
+    uint64_t threshold = split_threshold(s->total_novels, nvalid, opt->seed);
+    for (int64_t j = 0; j < s->nnovels; j++) {
+        prep_novel_t *nv = &s->novels[j];
+        uint64_t key = fb_hash2(opt->seed ^ PREP_SPLIT_SALT, (uint64_t)(s->novel_base + j));
+        nv->split = nvalid > 0 && key <= threshold;
+        c.st.split_novels[nv->split]++;
+        for (int64_t i = nv->first_sample - s->sample_base; i < nv->first_sample - s->sample_base + nv->num_samples;
+             i++) {
+            s->split[i] = nv->split;
+            c.st.split_samples[nv->split]++;
+            c.st.split_tokens[nv->split] += s->offset[i + 1] - s->offset[i];
+        }
+    }
+    prep_stats_t st = c.st;
+    parallel_allreduce_sum_i64((long long *)&st, sizeof st / sizeof(long long));
+    if (rank == 0 && nvalid > 0 && st.split_samples[1] == 0)
+        fb_warn("the %lld validation novel%s gave no sample (shorter than --min-seq-len)", (long long)nvalid,
+                nvalid == 1 ? "" : "s");
+
+    /* ---- write */
+    int64_t file_bytes = 0;
+    double t_write = prep_shard_write(s, &st, &meta, &file_bytes);
+    double rss[2] = {peak_rss_mb(), 0.0};
+    rss[1] = rss[0] - rss_start;
+    parallel_allreduce_max_f64(rss, 2);
+    double t_read_max = t_read;
+    parallel_allreduce_max_f64(&t_read_max, 1);
+    if (rank == 0)
+        summary_print(&st, &meta, nvalid, t_read_max, t_write, file_bytes, parallel_wtime() - t0, rss[0], rss[1]);
+
+    /* ---- free */
+    for (int64_t j = 0; j < s->nnovels; j++) {
+        free(s->novels[j].title);
+        free(s->novels[j].language);
+    }
+    free(s->novels);
+    free(s->tokens);
+    free(s->offset);
+    free(s->genre);
+    free(s->segment);
+    free(s->split);
+    free(s->novel);
+    free(lines);
+    free(line_base);
+    free(c.text_ids);
+    free(c.heads);
+    token_vec_free(&c.piece);
+    chapter_finder_free(c.cf);
+    window_stream_free(&c.ws);
+    prep_reader_close(reader);
+    tokenizer_free(c.tok);
+    prep_inputs_free(&in);
+    return FB_EXIT_OK;
+}

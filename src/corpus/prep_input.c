@@ -1,0 +1,463 @@
+#include "corpus/prep_input.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "corpus/novels.h"
+#include "corpus/utf8_guard.h"
+#include "util/error.h"
+
+/* A systematic problem would otherwise print one warning per line. */
+#define PREP_MAX_ISSUES_PER_FILE 20
+/* A line buffer larger than this is released after each use. */
+#define PREP_BIG_LINE ((size_t)16 << 20)
+
+/* ------------------------------------------------------------ listing */
+
+static const char *extension_of(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+    return dot && (!slash || dot > slash) ? dot : "";
+}
+
+static int is_document_path(const char *path) { return strcasecmp(extension_of(path), ".json") == 0; }
+
+static int is_input_name(const char *name)
+{
+    const char *ext = extension_of(name);
+    return name[0] != '.' && (strcasecmp(ext, ".json") == 0 || strcasecmp(ext, ".jsonl") == 0 ||
+                              strcasecmp(ext, ".ndjson") == 0);
+}
+
+static void files_add(prep_inputs_t *in, int *cap, const char *path, int64_t size)
+{
+    if (in->n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        in->files = fb_realloc(in->files, (size_t)*cap * sizeof *in->files);
+    }
+    prep_file_t *f = &in->files[in->n++];
+    f->path = fb_strdup(path);
+    f->size = size;
+    f->start = in->total;
+    f->is_document = is_document_path(path);
+    in->total += size;
+}
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void directory_add(prep_inputs_t *in, int *cap, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        fb_fatal(FB_EXIT_IO, "cannot open input directory %s: %s", dir, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, ncap = 0;
+    struct dirent *e;
+    errno = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_input_name(e->d_name))
+            continue;
+        if (n == ncap) {
+            ncap = ncap ? 2 * ncap : 16;
+            names = fb_realloc(names, ncap * sizeof *names);
+        }
+        names[n++] = fb_strdup(e->d_name);
+    }
+    if (errno)
+        fb_fatal(FB_EXIT_IO, "cannot read input directory %s: %s", dir, strerror(errno));
+    closedir(d);
+    if (n == 0)
+        fb_fatal(FB_EXIT_DATA, "input directory %s holds no .json, .jsonl or .ndjson file", dir);
+    qsort(names, n, sizeof *names, name_cmp);
+    size_t dlen = strlen(dir);
+    int slash = dlen > 0 && dir[dlen - 1] == '/';
+    for (size_t i = 0; i < n; i++) {
+        char *path = fb_malloc(dlen + strlen(names[i]) + 2);
+        sprintf(path, "%s%s%s", dir, slash ? "" : "/", names[i]);
+        struct stat st;
+        if (stat(path, &st) != 0)
+            fb_fatal(FB_EXIT_IO, "cannot open input %s: %s", path, strerror(errno));
+        if (S_ISREG(st.st_mode))
+            files_add(in, cap, path, (int64_t)st.st_size);
+        free(path);
+        free(names[i]);
+    }
+    free(names);
+}
+
+void prep_inputs_list(prep_inputs_t *in, char *const *args, int nargs)
+{
+    memset(in, 0, sizeof *in);
+    if (nargs == 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula prep: no input given (files or directories of .json/.jsonl novels)");
+    int cap = 0;
+    for (int i = 0; i < nargs; i++) {
+        struct stat st;
+        if (stat(args[i], &st) != 0)
+            fb_fatal(FB_EXIT_IO, "cannot open input %s: %s", args[i], strerror(errno));
+        if (S_ISDIR(st.st_mode))
+            directory_add(in, &cap, args[i]);
+        else
+            files_add(in, &cap, args[i], (int64_t)st.st_size);
+    }
+}
+
+void prep_inputs_free(prep_inputs_t *in)
+{
+    for (int i = 0; i < in->n; i++)
+        free(in->files[i].path);
+    free(in->files);
+    memset(in, 0, sizeof *in);
+}
+
+void prep_inputs_share(const prep_inputs_t *in, int rank, int nranks, int64_t *begin, int64_t *end)
+{
+    /* floor(T * r / P) without overflowing T * r. */
+    int64_t q = in->total / nranks, rem = in->total % nranks;
+    *begin = q * rank + rem * rank / nranks;
+    *end = rank == nranks - 1 ? in->total + 1 : q * (rank + 1) + rem * (rank + 1) / nranks;
+}
+
+/* ------------------------------------------------------------ reader */
+
+typedef struct issue {
+    int file;
+    int64_t line; /* local line (JSONL) or -1 */
+    int error;
+    char *msg;    /* for line == -1: the text after the path (": item 3: ...") */
+} issue_t;
+
+struct prep_reader {
+    const prep_inputs_t *in;
+    int64_t begin, end;
+    int strict, failed;
+
+    int file;          /* current file; -1 before the first */
+    FILE *fp;          /* JSON Lines file being read */
+    int64_t pos, lend; /* next line start and end of the share, in the file */
+    int64_t local_line;
+    char *line;
+    size_t line_cap;
+
+    json_t *doc;       /* .json document being handed out */
+    size_t doc_next, doc_count;
+    int doc_guarded;
+
+    uint8_t *content;
+    char *title, *language;
+
+    int64_t *lines;
+    int *issues_per_file;
+    issue_t *issues;
+    int nissues, cap_issues;
+    prep_read_counts_t counts;
+};
+
+static void reader_issue(prep_reader_t *r, int64_t line, int error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void reader_issue(prep_reader_t *r, int64_t line, int error, const char *fmt, ...)
+{
+    if (r->issues_per_file[r->file]++ >= PREP_MAX_ISSUES_PER_FILE && !error)
+        return;
+    if (r->nissues == r->cap_issues) {
+        r->cap_issues = r->cap_issues ? 2 * r->cap_issues : 32;
+        r->issues = fb_realloc(r->issues, (size_t)r->cap_issues * sizeof *r->issues);
+    }
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    r->issues[r->nissues++] = (issue_t){.file = r->file, .line = line, .error = error, .msg = fb_strdup(buf)};
+}
+
+prep_reader_t *prep_reader_open(const prep_inputs_t *in, int64_t begin, int64_t end, int strict)
+{
+    prep_reader_t *r = fb_calloc(1, sizeof *r);
+    r->in = in;
+    r->begin = begin;
+    r->end = end;
+    r->strict = strict;
+    r->file = -1;
+    r->lines = fb_calloc((size_t)in->n + 1, sizeof *r->lines);
+    r->issues_per_file = fb_calloc((size_t)in->n + 1, sizeof *r->issues_per_file);
+    return r;
+}
+
+static int64_t invalid_utf8_count(const uint8_t *s, size_t n)
+{
+    int64_t bad = 0;
+    for (size_t i = 0; i < n;) {
+        int k = utf8_guard_seqlen(s + i, n - i);
+        if (k == 0) {
+            bad++;
+            k = 1;
+        }
+        i += (size_t)k;
+    }
+    return bad;
+}
+
+/* Fills *rec from a JSON value, or records why it is skipped (0). `pre`
+ * goes between the path (or PATH:LINE) and the message of an issue. */
+static int record_take(prep_reader_t *r, const json_t *obj, int guarded, prep_record_t *rec, const char *pre)
+{
+    novel_record_t nr;
+    novels_record_read(&nr, obj);
+    if (nr.status == NOVEL_RECORD_NOT_OBJECT) {
+        r->counts.malformed++;
+        reader_issue(r, rec->line, r->strict, "%sexpected a JSON object (a novel), skipped", pre);
+        if (r->strict)
+            r->failed = 1;
+        return 0;
+    }
+    if (nr.status == NOVEL_RECORD_NO_CONTENT) {
+        r->counts.no_content++;
+        reader_issue(r, rec->line, 0, "%s%s, skipped", pre, nr.why);
+        return 0;
+    }
+    free(r->content);
+    free(r->title);
+    free(r->language);
+    r->title = r->language = NULL;
+    r->content = novels_json_string_copy(nr.content, guarded, &rec->len);
+    rec->content = r->content;
+    rec->invalid_utf8 = guarded ? invalid_utf8_count(r->content, rec->len) : 0;
+    if (rec->invalid_utf8) {
+        r->counts.invalid_utf8_records++;
+        r->counts.invalid_utf8_bytes += rec->invalid_utf8;
+        reader_issue(r, rec->line, 0, "%sinvalid UTF-8: %lld byte%s of \"content\" kept as they are", pre,
+                     (long long)rec->invalid_utf8, rec->invalid_utf8 == 1 ? "" : "s");
+    }
+
+    rec->genre = nr.genre;
+    if (nr.genre_issue == NOVEL_GENRE_UNKNOWN) {
+        r->counts.other_genre++;
+        reader_issue(r, rec->line, 0, "%sunknown genre \"%.100s\", read as \"other\"", pre, nr.genre_name);
+    } else if (nr.genre_issue == NOVEL_GENRE_NOT_STRING) {
+        r->counts.other_genre++;
+        reader_issue(r, rec->line, 0, "%s\"genre\" is not a string, read as \"other\"", pre);
+    }
+    size_t len;
+    if (nr.title)
+        r->title = (char *)novels_json_string_copy(nr.title, guarded, &len);
+    const json_t *language = json_object_get(obj, "language");
+    if (json_is_string(language))
+        r->language = (char *)novels_json_string_copy(language, guarded, &len);
+    rec->title = r->title;
+    rec->language = r->language;
+    return 1;
+}
+
+static int line_is_blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return 0;
+    return 1;
+}
+
+/* Opens file r->file for reading if this share holds any of it; 0 if not. */
+static int reader_enter_file(prep_reader_t *r)
+{
+    const prep_file_t *f = &r->in->files[r->file];
+    if (f->is_document) {
+        if (f->start < r->begin || f->start >= r->end)
+            return 0;
+        size_t n;
+        uint8_t *buf = novels_file_read(f->path, "input", &n);
+        r->counts.bytes_read += (int64_t)n;
+        size_t skip = n >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF ? 3 : 0;
+        json_error_t err;
+        int guarded = 0;
+        json_t *root = novels_json_parse(buf + skip, (size_t)n - skip, &guarded, &err);
+        free(buf);
+        if (!root) {
+            r->counts.malformed++;
+            if (err.line > 0)
+                reader_issue(r, -1, r->strict, ":%d:%d: %s", err.line, err.column, err.text);
+            else
+                reader_issue(r, -1, r->strict, ": %s", err.text);
+            if (r->strict)
+                r->failed = 1;
+            return 0;
+        }
+        r->doc = root;
+        r->doc_guarded = guarded;
+        r->doc_next = 0;
+        r->doc_count = json_is_array(root) ? json_array_size(root) : 1;
+        return 1;
+    }
+    int64_t lb = r->begin > f->start ? r->begin - f->start : 0;
+    int64_t le = r->end - f->start < f->size ? r->end - f->start : f->size;
+    if (lb >= f->size || le <= lb)
+        return 0;
+    r->fp = fopen(f->path, "rb");
+    if (!r->fp)
+        fb_fatal(FB_EXIT_IO, "cannot open input %s: %s", f->path, strerror(errno));
+    if (setvbuf(r->fp, NULL, _IOFBF, 1 << 20) != 0)
+        fb_fatal(FB_EXIT_IO, "cannot set a read buffer for %s", f->path);
+    r->pos = 0;
+    if (lb > 0) {
+        /* The first line of the share starts right after the first '\n' at
+         * or after position lb - 1. */
+        if (fseeko(r->fp, (off_t)(lb - 1), SEEK_SET) != 0)
+            fb_fatal(FB_EXIT_IO, "cannot seek in input %s: %s", f->path, strerror(errno));
+        ssize_t got = getline(&r->line, &r->line_cap, r->fp);
+        if (got < 0 && ferror(r->fp))
+            fb_fatal(FB_EXIT_IO, "cannot read input %s: %s", f->path, strerror(errno));
+        r->pos = lb - 1 + (got > 0 ? got : 0);
+    }
+    r->lend = le;
+    r->local_line = 0;
+    return 1;
+}
+
+static void reader_leave_file(prep_reader_t *r)
+{
+    if (r->fp) {
+        fclose(r->fp);
+        r->fp = NULL;
+    }
+    if (r->doc) {
+        json_decref(r->doc);
+        r->doc = NULL;
+    }
+    /* A 50 MB line should not keep its buffer for the rest of the run. */
+    free(r->line);
+    r->line = NULL;
+    r->line_cap = 0;
+}
+
+/* The next record of the current JSONL file: 1, or 0 when it is done. */
+static int reader_next_line(prep_reader_t *r, prep_record_t *rec)
+{
+    const prep_file_t *f = &r->in->files[r->file];
+    while (r->pos < r->lend) {
+        ssize_t got = getline(&r->line, &r->line_cap, r->fp);
+        if (got < 0) {
+            if (ferror(r->fp))
+                fb_fatal(FB_EXIT_IO, "cannot read input %s: %s", f->path, strerror(errno));
+            break;
+        }
+        int64_t start = r->pos;
+        r->pos += got;
+        int64_t line = r->local_line++;
+        r->lines[r->file]++;
+        r->counts.bytes_read += got;
+        if (r->failed)
+            continue; /* --strict stopped: only the line numbers matter now */
+        const char *text = r->line;
+        size_t n = (size_t)got;
+        if (start == 0 && n >= 3 && (uint8_t)text[0] == 0xEF && (uint8_t)text[1] == 0xBB && (uint8_t)text[2] == 0xBF) {
+            text += 3;
+            n -= 3;
+        }
+        if (line_is_blank(text, n))
+            continue;
+        json_error_t err;
+        int guarded = 0;
+        json_t *obj = novels_json_parse((const uint8_t *)text, n, &guarded, &err);
+        if (r->line_cap > PREP_BIG_LINE) {
+            /* Parsed: a huge line's buffer goes before its content is copied. */
+            free(r->line);
+            r->line = NULL;
+            r->line_cap = 0;
+        }
+        *rec = (prep_record_t){.file = r->file, .line = line, .item = 0};
+        if (!obj) {
+            r->counts.malformed++;
+            reader_issue(r, line, r->strict, "%s", err.text);
+            if (r->strict)
+                r->failed = 1;
+            continue;
+        }
+        int ok = record_take(r, obj, guarded, rec, "");
+        json_decref(obj);
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
+static int reader_next_item(prep_reader_t *r, prep_record_t *rec)
+{
+    while (!r->failed && r->doc_next < r->doc_count) {
+        size_t i = r->doc_next++;
+        const json_t *obj = json_is_array(r->doc) ? json_array_get(r->doc, i) : r->doc;
+        *rec = (prep_record_t){.file = r->file, .line = -1, .item = (int64_t)i + 1};
+        char pre[64];
+        if (json_is_array(r->doc))
+            snprintf(pre, sizeof pre, ": item %zu: ", i + 1);
+        else
+            strcpy(pre, ": ");
+        if (record_take(r, obj, r->doc_guarded, rec, pre))
+            return 1;
+    }
+    return 0;
+}
+
+int prep_reader_next(prep_reader_t *r, prep_record_t *rec)
+{
+    for (;;) {
+        if (r->fp && reader_next_line(r, rec))
+            return 1;
+        if (r->doc && reader_next_item(r, rec))
+            return 1;
+        if (r->file >= 0)
+            reader_leave_file(r);
+        if (r->file + 1 >= r->in->n)
+            return 0;
+        r->file++;
+        reader_enter_file(r);
+    }
+}
+
+const prep_read_counts_t *prep_reader_counts(const prep_reader_t *r) { return &r->counts; }
+int prep_reader_failed(const prep_reader_t *r) { return r->failed; }
+const int64_t *prep_reader_lines(const prep_reader_t *r) { return r->lines; }
+
+void prep_reader_report(const prep_reader_t *r, const int64_t *line_base)
+{
+    for (int i = 0; i < r->nissues; i++) {
+        const issue_t *is = &r->issues[i];
+        const char *path = r->in->files[is->file].path;
+        const char *kind = is->error ? "error" : "warning";
+        if (is->line >= 0)
+            fprintf(stderr, "fabula: %s: %s:%lld: %s%s\n", kind, path, (long long)(line_base[is->file] + is->line + 1),
+                    is->msg, is->error ? " (--strict)" : "");
+        else
+            fprintf(stderr, "fabula: %s: %s%s%s\n", kind, path, is->msg, is->error ? " (--strict)" : "");
+    }
+    for (int f = 0; f < r->in->n; f++)
+        if (r->issues_per_file[f] > PREP_MAX_ISSUES_PER_FILE)
+            fb_warn("%s: %d further warnings suppressed (the totals below count them)", r->in->files[f].path,
+                    r->issues_per_file[f] - PREP_MAX_ISSUES_PER_FILE);
+    fflush(stderr);
+}
+
+void prep_reader_close(prep_reader_t *r)
+{
+    if (!r)
+        return;
+    if (r->file >= 0 && r->file < r->in->n)
+        reader_leave_file(r);
+    for (int i = 0; i < r->nissues; i++)
+        free(r->issues[i].msg);
+    free(r->issues);
+    free(r->issues_per_file);
+    free(r->lines);
+    free(r->content);
+    free(r->title);
+    free(r->language);
+    free(r->line);
+    free(r);
+}

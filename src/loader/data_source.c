@@ -1,0 +1,119 @@
+#include "loader/data_source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/data_path.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+static void open_corpus(data_source_t *s, const config_t *cfg, int verbose)
+{
+    s->corpus = corpus_open(cfg->data.corpus_path, 0);
+    tokenizer_t *tok = tokenizer_load(cfg->data.tokenizer);
+    if (!corpus_check_tokenizer(s->corpus, tok))
+        fb_fatal_all(FB_EXIT_DATA, "%s was made with another tokenizer than data.tokenizer = %s (digest %s); "
+                 "give the tokenizer prep used", cfg->data.corpus_path, cfg->data.tokenizer, tokenizer_digest(tok));
+    tokenizer_free(tok);
+    if (corpus_vocab_size(s->corpus) > cfg->model.vocab_size)
+        fb_fatal_all(FB_EXIT_USAGE, "model.vocab_size = %d is smaller than the vocabulary of %s (%d)",
+                 cfg->model.vocab_size, cfg->data.corpus_path, corpus_vocab_size(s->corpus));
+    s->n = corpus_num_samples(s->corpus);
+    s->lens = fb_malloc((size_t)(s->n ? s->n : 1) * sizeof *s->lens);
+    s->genres = fb_malloc((size_t)(s->n ? s->n : 1) * sizeof *s->genres);
+    int64_t cut = 0;
+    for (int64_t i = 0; i < s->n; i++) {
+        int64_t len = corpus_sample_len(s->corpus, i);
+        if (len > cfg->data.seq_len) {
+            len = cfg->data.seq_len;
+            cut++;
+        }
+        s->lens[i] = len;
+        s->genres[i] = (uint8_t)corpus_sample_genre(s->corpus, i);
+        s->tokens += len;
+    }
+    if (cut && verbose)
+        fb_warn("%s: %lld samples are longer than data.seq_len = %d and are cut to it (prep used "
+                "--max-seq-len %d)", cfg->data.corpus_path, (long long)cut, cfg->data.seq_len,
+                corpus_max_seq_len(s->corpus));
+    s->what = cfg->data.corpus_path;
+}
+
+static void open_text(data_source_t *s, const config_t *cfg)
+{
+    const data_config_t *d = &cfg->data;
+    novels_load(&s->novels, d->train_path);
+    windows_build(&s->samples, &s->novels, d->seq_len, d->overlap, d->min_seq_len);
+    s->n = s->samples.n;
+    s->lens = fb_malloc((size_t)(s->n ? s->n : 1) * sizeof *s->lens);
+    s->genres = s->samples.genre;
+    for (int64_t i = 0; i < s->n; i++) {
+        s->lens[i] = sample_set_len(&s->samples, i);
+        s->tokens += s->lens[i];
+    }
+    s->what = d->train_path;
+}
+
+void data_source_open(data_source_t *s, const config_t *cfg, int verbose)
+{
+    memset(s, 0, sizeof *s);
+    if (cfg->data.corpus_path && cfg->data.corpus_path[0])
+        open_corpus(s, cfg, verbose);
+    else
+        open_text(s, cfg);
+    if (s->n == 0)
+        fb_fatal(FB_EXIT_DATA, "%s: no training sample (for text input: none of at least data.min_seq_len = %d "
+                 "tokens)", s->what, cfg->data.min_seq_len);
+    if (verbose)
+        printf("fabula: data: %s: %lld samples of <= %d tokens (%lld tokens)%s\n", s->what, (long long)s->n,
+               cfg->data.seq_len, (long long)s->tokens, s->corpus ? "" : ", byte tokenizer");
+}
+
+void data_source_close(data_source_t *s)
+{
+    if (s->corpus) {
+        corpus_close(s->corpus);
+        free(s->genres);
+    } else {
+        sample_set_free(&s->samples);
+        novels_free(&s->novels);
+    }
+    free(s->lens);
+    free(s->buf);
+    free(s->genre_buf);
+    memset(s, 0, sizeof *s);
+}
+
+void data_source_batch(data_source_t *s, batch_t *b, const int64_t *ids, const int64_t *lens, int n)
+{
+    size_t need = 0;
+    for (int i = 0; i < n; i++)
+        need += (size_t)(s->corpus ? corpus_sample_len(s->corpus, ids[i]) : sample_set_len(&s->samples, ids[i]));
+    if (need > s->buf_cap || !s->buf) {
+        s->buf_cap = need > 1024 ? need : 1024;
+        s->buf = fb_realloc(s->buf, s->buf_cap * sizeof *s->buf);
+    }
+    s->genre_buf = fb_realloc(s->genre_buf, (size_t)(n ? n : 1));
+    int64_t *full = fb_malloc((size_t)(n ? n : 1) * sizeof *full);
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        s->genre_buf[i] = s->genres[ids[i]];
+        if (s->corpus) {
+            full[i] = corpus_sample_len(s->corpus, ids[i]);
+        } else {
+            full[i] = sample_set_len(&s->samples, ids[i]);
+            memcpy(s->buf + at, s->samples.tokens + s->samples.offsets[ids[i]], (size_t)full[i] * sizeof *s->buf);
+        }
+        at += (size_t)full[i];
+    }
+    if (s->corpus && n > 0)
+        corpus_read_samples(s->corpus, ids, n, s->buf);
+    /* each sample cut to its planned (capped) length */
+    int max_len = 0;
+    for (int i = 0; i < n; i++)
+        if (lens[i] > max_len)
+            max_len = (int)lens[i];
+    batch_from_tokens(b, s->buf, full, s->genre_buf, n, max_len);
+    free(full);
+}

@@ -1,0 +1,36 @@
+/* The training samples, from either source: a corpus HDF5 file made by
+ * `fabula prep` (data.corpus; each rank reads only the samples it trains
+ * on), or novels in JSON/JSONL windowed with the byte tokenizer at start-up
+ * (data.train). */
+#ifndef FABULA_TRAIN_DATA_SOURCE_H
+#define FABULA_TRAIN_DATA_SOURCE_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "loader/batch.h"
+#include "corpus/corpus.h"
+#include "corpus/novels.h"
+#include "corpus/windows.h"
+
+typedef struct data_source {
+    int64_t n;
+    int64_t *lens;          /* every sample's length, capped at data.seq_len */
+    uint8_t *genres;
+    int64_t tokens;         /* total tokens of the capped samples */
+    const char *what;       /* for the log: the file */
+    corpus_t *corpus;       /* HDF5 source */
+    novel_set_t novels;     /* text source */
+    sample_set_t samples;
+    int32_t *buf;           /* tokens of one micro-batch read from the corpus */
+    size_t buf_cap;
+    uint8_t *genre_buf;
+} data_source_t;
+
+/* Opens the source of cfg (collective); errors exit 3 (data) or 4 (I/O). */
+void data_source_open(data_source_t *s, const config_t *cfg, int verbose);
+void data_source_close(data_source_t *s);
+/* The packed micro-batch of samples `ids` with (capped) lengths `lens`. */
+void data_source_batch(data_source_t *s, batch_t *b, const int64_t *ids, const int64_t *lens, int n);
+
+#endif

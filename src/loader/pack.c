@@ -1,0 +1,159 @@
+#include "loader/pack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/balance.h" /* balance_order_by_length: the same order as lpt */
+#include "util/error.h"
+
+int pack_strategy_parse(const char *name, loader_packing_t *out)
+{
+    if (strcmp(name, "best_fit") == 0)
+        *out = LOADER_PACK_BEST_FIT;
+    else if (strcmp(name, "sequential") == 0)
+        *out = LOADER_PACK_SEQUENTIAL;
+    else
+        return 0;
+    return 1;
+}
+
+const char *pack_strategy_name(loader_packing_t s)
+{
+    return s == LOADER_PACK_BEST_FIT ? "best_fit" : s == LOADER_PACK_SEQUENTIAL ? "sequential" : "?";
+}
+
+static void reserve(pack_plan_t *p, int64_t n)
+{
+    if (n > p->cap_n || !p->ids) {
+        size_t m = (size_t)(n > 16 ? n : 16);
+        p->ids = fb_realloc(p->ids, m * sizeof *p->ids);
+        p->lens = fb_realloc(p->lens, m * sizeof *p->lens);
+        p->deferred = fb_realloc(p->deferred, m * sizeof *p->deferred);
+        p->deferred_lens = fb_realloc(p->deferred_lens, m * sizeof *p->deferred_lens);
+        p->order = fb_realloc(p->order, m * sizeof *p->order);
+        p->bin_of = fb_realloc(p->bin_of, m * sizeof *p->bin_of);
+        p->cap_n = (int64_t)m;
+    }
+    /* Never more bins than samples. */
+    if (n + 1 > p->cap_bins || !p->start) {
+        size_t m = (size_t)(n > 16 ? n : 16) + 1;
+        p->start = fb_realloc(p->start, m * sizeof *p->start);
+        p->bin_tokens = fb_realloc(p->bin_tokens, m * sizeof *p->bin_tokens);
+        p->cursor = fb_realloc(p->cursor, m * sizeof *p->cursor);
+        p->cap_bins = (int64_t)m;
+    }
+}
+
+static int can_open(const pack_plan_t *p, int max_bins) { return max_bins <= 0 || p->nbins < max_bins; }
+
+static int open_bin(pack_plan_t *p)
+{
+    p->bin_tokens[p->nbins] = 0;
+    return p->nbins++;
+}
+
+static void pack_sequential(pack_plan_t *p, const int64_t *lens, int64_t n, int max_bins)
+{
+    int cur = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (cur < 0 || p->bin_tokens[cur] + lens[i] > p->capacity) {
+            if (!can_open(p, max_bins))
+                continue; /* deferred; a later, shorter sample may still fit */
+            cur = open_bin(p);
+        }
+        p->bin_of[i] = cur;
+        p->bin_tokens[cur] += lens[i];
+    }
+}
+
+static void pack_best_fit(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int max_bins)
+{
+    balance_order_by_length(p->order, ids, lens, n);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t i = p->order[k];
+        int best = -1;
+        int64_t best_room = 0;
+        for (int b = 0; b < p->nbins; b++) {
+            int64_t room = p->capacity - p->bin_tokens[b];
+            if (room >= lens[i] && (best < 0 || room < best_room)) {
+                best = b;
+                best_room = room;
+            }
+        }
+        if (best < 0) {
+            if (!can_open(p, max_bins))
+                continue;
+            best = open_bin(p);
+        }
+        p->bin_of[i] = best;
+        p->bin_tokens[best] += lens[i];
+    }
+}
+
+void pack_plan_make(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int64_t capacity, int max_bins,
+                    loader_packing_t strategy)
+{
+    FB_ASSERT(n >= 0 && capacity >= 1);
+    reserve(p, n);
+    p->capacity = capacity;
+    p->nbins = 0;
+    for (int64_t i = 0; i < n; i++) {
+        FB_ASSERT(lens[i] >= 1 && lens[i] <= capacity);
+        p->bin_of[i] = -1;
+    }
+    if (strategy == LOADER_PACK_SEQUENTIAL)
+        pack_sequential(p, lens, n, max_bins);
+    else
+        pack_best_fit(p, ids, lens, n, max_bins);
+
+    /* Group by micro-batch, input order inside each (a counting sort). */
+    for (int b = 0; b <= p->nbins; b++)
+        p->start[b] = 0;
+    p->ndeferred = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (p->bin_of[i] < 0) {
+            p->deferred[p->ndeferred] = ids[i];
+            p->deferred_lens[p->ndeferred++] = lens[i];
+        } else {
+            p->start[p->bin_of[i] + 1]++;
+        }
+    }
+    for (int b = 0; b < p->nbins; b++) {
+        p->start[b + 1] += p->start[b];
+        p->cursor[b] = p->start[b];
+    }
+    p->n = p->start[p->nbins];
+    p->tokens = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int b = p->bin_of[i];
+        if (b < 0)
+            continue;
+        p->ids[p->cursor[b]] = ids[i];
+        p->lens[p->cursor[b]++] = lens[i];
+        p->tokens += lens[i];
+    }
+}
+
+double pack_plan_efficiency(const pack_plan_t *p)
+{
+    return p->nbins > 0 ? (double)p->tokens / ((double)p->nbins * (double)p->capacity) : 0.0;
+}
+
+double pack_padded_efficiency(int64_t tokens, int64_t nsamples, int64_t max_seq_len)
+{
+    return nsamples > 0 ? (double)tokens / ((double)nsamples * (double)max_seq_len) : 0.0;
+}
+
+void pack_plan_free(pack_plan_t *p)
+{
+    free(p->ids);
+    free(p->lens);
+    free(p->start);
+    free(p->bin_tokens);
+    free(p->deferred);
+    free(p->deferred_lens);
+    free(p->order);
+    free(p->bin_of);
+    free(p->cursor);
+    memset(p, 0, sizeof *p);
+}

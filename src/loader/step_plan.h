@@ -1,0 +1,73 @@
+/* Which samples each step trains on, and how they are split: the sampler
+ * (or the length curriculum) offers train_batch_size samples, last step's
+ * deferred ones first; the balancer assigns them to the data-parallel ranks
+ * (uniform / greedy / lpt within a token budget); each rank's share is packed
+ * into gradient_accumulation_steps micro-batches of max_tokens_per_batch
+ * tokens. Everything is a pure function of the seed and the step, so every
+ * rank computes the same global plan without communicating (docs/loader.md). */
+#ifndef FABULA_TRAIN_STEP_PLAN_H
+#define FABULA_TRAIN_STEP_PLAN_H
+
+#include <stdint.h>
+
+#include "config/config.h"
+#include "loader/balance.h"
+#include "loader/curriculum.h"
+#include "loader/pack.h"
+#include "loader/sampler.h"
+
+typedef struct step_plan {
+    const config_t *cfg;
+    int dp_size, dp_rank, nmicro;
+    int64_t nsamples;
+    const int64_t *lens;        /* every sample's length */
+    double attention_cost;
+    int64_t capacity;           /* tokens per micro-batch */
+    sampler_t sampler;
+    curriculum_t cur;
+    int use_curriculum;
+    int64_t *offer, *offer_lens, noffer;
+    int64_t *deferred, ndeferred;
+    balance_plan_t bal;
+    pack_plan_t mine, scratch;
+    /* this step */
+    int max_len;                /* sequence-length warm-up cap */
+    double tokens, targets;     /* over all ranks, after the cap */
+    double imbalance;           /* max/mean - 1 of the balancer's cost */
+    double packing;             /* real tokens / (micro-batches used x capacity), all ranks */
+    long used;                  /* samples trained on this step, all ranks */
+} step_plan_t;
+
+void step_plan_init(step_plan_t *p, const config_t *cfg, const int64_t *lens, int64_t nsamples, int dp_size,
+                    int dp_rank);
+void step_plan_free(step_plan_t *p);
+/* Plans optimizer step `step` (0-based). */
+void step_plan_next(step_plan_t *p, long step);
+/* This rank's micro-batch m (0 <= m < nmicro): ids and their capped lengths;
+ * n may be 0 (an empty micro-batch still takes part in the collectives). */
+void step_plan_micro(const step_plan_t *p, int m, const int64_t **ids, const int64_t **lens, int *n);
+
+/* Where the data stream stands between two steps, for checkpoints: the
+ * sampler's epoch and position, the curriculum's (when enabled), and the
+ * samples deferred to the next step. None of it depends on the number of
+ * ranks, so a checkpoint resumes at any layout. */
+typedef struct step_plan_state {
+    int64_t nsamples;                           /* of the corpus the state refers to */
+    int64_t sampler_epoch, sampler_position;
+    int curriculum;                             /* the curriculum fields are meaningful */
+    int64_t curriculum_epoch, curriculum_pos[LOADER_NCLASSES];
+    int64_t ndeferred;
+    const int64_t *deferred;                    /* get: points into the plan */
+} step_plan_state_t;
+
+void step_plan_state_get(const step_plan_t *p, step_plan_state_t *s);
+/* Whether a state fits this plan: 0, or -1 with what differs in why[]
+ * (another corpus size, the curriculum on one side only, more deferred
+ * samples than train_batch_size, ids out of range, a position beyond the
+ * corpus). */
+int step_plan_state_check(const step_plan_t *p, const step_plan_state_t *s, char *why, size_t why_len);
+/* Restores a state saved by step_plan_state_get; one that does not fit:
+ * exit FB_EXIT_DATA with what differs. */
+void step_plan_state_set(step_plan_t *p, const step_plan_state_t *s);
+
+#endif

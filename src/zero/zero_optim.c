@@ -1,0 +1,204 @@
+/* ZeRO engine: gradient norm, clipping, the sharded AdamW update (on the
+ * backend, or on the host with offload_optimizer) and the parameter
+ * all-gather that follows it in stages 1 and 2. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zero/zero_impl.h"
+#include "util/error.h"
+
+/* This rank's slice of the reduced gradient of group g. */
+static float *owned_grads(zero_t *z, int gi)
+{
+    zgroup_t *g = &z->g[gi];
+    return z->stage >= 2 ? g->grad_shard : model_grads(z->model, gi) + g->lo;
+}
+
+static float *owned_params(zero_t *z, int gi)
+{
+    zgroup_t *g = &z->g[gi];
+    return z->stage == 3 ? g->param_shard : model_params(z->model, gi) + g->lo;
+}
+
+double zero_grad_norm(zero_t *z)
+{
+    double ss[PARAM_NGROUPS] = {0.0, 0.0};
+    for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
+        zgroup_t *g = &z->g[gi];
+        if (g->hi > g->lo)
+            ss[gi] = z->ops->sumsq(owned_grads(z, gi), g->hi - g->lo);
+    }
+    double total;
+    if (z->stage == 0) {
+        /* replicated: dense is whole everywhere; experts differ across ep */
+        comm_allreduce(z->ep, &ss[PARAM_GROUP_EXPERT], 1, COMM_F64, COMM_SUM);
+        total = ss[PARAM_GROUP_DENSE] + ss[PARAM_GROUP_EXPERT];
+    } else {
+        /* every element is owned by exactly one rank of the world */
+        total = ss[PARAM_GROUP_DENSE] + ss[PARAM_GROUP_EXPERT];
+        comm_allreduce(z->g[PARAM_GROUP_DENSE].hcomm, &total, 1, COMM_F64, COMM_SUM);
+    }
+    return sqrt(total);
+}
+
+void zero_scale_grads(zero_t *z, double coef)
+{
+    for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
+        zgroup_t *g = &z->g[gi];
+        if (g->hi > g->lo)
+            z->ops->scale(owned_grads(z, gi), g->hi - g->lo, (float)coef);
+    }
+}
+
+/* Stage 1/2: every rank gets the updated parameters of every owner. */
+static void gather_params(zero_t *z, int gi)
+{
+    zgroup_t *g = &z->g[gi];
+    float *full = model_params(z->model, gi);
+    comm_request_t *reqs[ZERO_MAX_INFLIGHT];
+    int n = 0;
+    size_t bucket = z->allgather_bucket ? z->allgather_bucket : g->numel;
+    for (size_t a = 0; a < g->numel;) {
+        size_t end = g->numel - a > bucket ? a + bucket : g->numel;
+        zero_split_range(g, a, end);
+        if (n == ZERO_MAX_INFLIGHT) {
+            comm_waitall(reqs, n);
+            n = 0;
+        }
+        reqs[n++] = comm_iallgatherv_inplace(g->comm, full + a, g->counts, g->displs, COMM_F32);
+        if (!z->overlap) {
+            comm_waitall(reqs, n);
+            n = 0;
+        }
+        a = end;
+    }
+    comm_waitall(reqs, n);
+}
+
+/* Elements per piece of the offloaded update: 16 MiB of each stream. */
+#define OFFLOAD_CHUNK ((size_t)1 << 22)
+
+/* Offload: the moments and the update stay on the host; the gradients and
+ * parameters come down in pieces, so piece k+1's copy down runs while the
+ * host updates piece k (whose copy up follows). */
+static void offload_update(zero_t *z, zgroup_t *g, float *p, const float *grad, size_t n, double lr)
+{
+    const optim_config_t *c = &z->cfg->optim;
+    const ops_t *o = z->ops, *host_ops = ops_cpu();
+    const size_t nch = (n + OFFLOAD_CHUNK - 1) / OFFLOAD_CHUNK;
+    for (size_t k = 0; k <= nch; k++) {
+        if (k < nch) {
+            /* piece k down (piece 0 before the loop's first update) */
+            const size_t lo = k * OFFLOAD_CHUNK, len = k + 1 < nch ? OFFLOAD_CHUNK : n - lo;
+            o->to_host_async(g->host_g + lo, grad + lo, len * sizeof(float));
+            if (z->offload_param)
+                memcpy(g->host_p + lo, p + lo, len * sizeof(float));
+            else
+                o->to_host_async(g->host_p + lo, p + lo, len * sizeof(float));
+        }
+        if (k == 0) {
+            o->synchronize();
+            continue;
+        }
+        const size_t lo = (k - 1) * OFFLOAD_CHUNK, len = k < nch ? OFFLOAD_CHUNK : n - lo;
+        host_ops->adamw(g->host_p + lo, g->host_g + lo, g->m + lo, g->v + lo, len, (float)lr, (float)c->beta1,
+                        (float)c->beta2, (float)c->eps, (float)c->weight_decay, c->adam_w_mode, z->step);
+        if (z->offload_param)
+            memcpy(p + lo, g->host_p + lo, len * sizeof(float));
+        else
+            o->to_backend(p + lo, g->host_p + lo, len * sizeof(float));
+        o->synchronize();
+    }
+}
+
+void zero_optimizer_step(zero_t *z, double lr)
+{
+    const optim_config_t *c = &z->cfg->optim;
+    z->step++;
+    for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
+        zgroup_t *g = &z->g[gi];
+        const size_t n = g->hi - g->lo;
+        if (n == 0)
+            continue;
+        float *p = owned_params(z, gi), *grad = owned_grads(z, gi);
+        if (!z->offload_opt) {
+            z->ops->adamw(p, grad, g->m, g->v, n, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                          (float)c->weight_decay, c->adam_w_mode, z->step);
+            continue;
+        }
+        offload_update(z, g, p, grad, n, lr);
+    }
+    /* host-resident parameters updated by a backend kernel: readable by the
+     * host (checkpoints, zero_get_param) only once it has finished */
+    if (z->offload_param && !z->offload_opt)
+        z->ops->synchronize();
+    if (z->stage == 1 || z->stage == 2)
+        for (int gi = 0; gi < PARAM_NGROUPS; gi++)
+            if (z->g[gi].size > 1)
+                gather_params(z, gi);
+}
+
+zero_memory_t zero_memory(const zero_t *z)
+{
+    zero_memory_t m;
+    memset(&m, 0, sizeof m);
+    for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
+        const zgroup_t *g = &z->g[gi];
+        const size_t own = g->hi - g->lo;
+        m.params += (z->stage == 3 ? own : g->numel) * sizeof(float);
+        m.grads += (z->stage >= 2 ? own : g->numel) * sizeof(float);
+        m.optimizer += 2 * own * sizeof(float);
+        if (z->offload_opt)
+            m.host_optimizer += 2 * own * sizeof(float);
+    }
+    m.workspace = z->workspace_bytes;
+    return m;
+}
+
+void zero_get_param(zero_t *z, const param_view_t *v, float *host)
+{
+    if (z->stage < 3) {
+        model_get_param(z->model, v, host);
+        return;
+    }
+    zgroup_t *g = &z->g[v->group];
+    size_t mine = zero_split_range(g, v->offset, v->offset + v->numel);
+    if (mine) {
+        const float *src = g->param_shard + (v->offset + g->displs[g->rank] - g->lo);
+        if (z->offload_param)
+            memcpy(host + g->displs[g->rank], src, mine * sizeof(float));
+        else
+            z->ops->to_host(host + g->displs[g->rank], src, mine * sizeof(float));
+    }
+    comm_allgatherv_inplace(g->hcomm, host, g->counts, g->displs, COMM_F32);
+}
+
+zero_shard_t zero_shard(zero_t *z, int group)
+{
+    zgroup_t *g = &z->g[group];
+    zero_shard_t sh = {
+        .numel = g->numel,
+        .lo = g->lo,
+        .hi = g->hi,
+        .write_lo = g->own_lo[g->rank],
+        .write_hi = g->own_lo[g->rank + 1],
+        .params = owned_params(z, group),
+        .m = g->m,
+        .v = g->v,
+        .params_host = z->stage == 3 && z->offload_param,
+        .moments_host = z->offload_opt,
+    };
+    return sh;
+}
+
+long zero_step_count(const zero_t *z) { return z->step; }
+void zero_set_step_count(zero_t *z, long step) { z->step = step; }
+
+void zero_sync_params(zero_t *z)
+{
+    if (z->stage == 1 || z->stage == 2)
+        for (int gi = 0; gi < PARAM_NGROUPS; gi++)
+            if (z->g[gi].size > 1)
+                gather_params(z, gi);
+}
