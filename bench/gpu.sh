@@ -187,7 +187,7 @@ preflight() {
   if find_nccl; then ok NCCL "$NCCL_DIR"; else say "  absent   NCCL (optional): building without --with-nccl"; fi
   if [ -f "$ROOT/configure" ]; then ok configure "$ROOT/configure"
   elif have autoreconf; then ok "configure" "absent, autoreconf will make it"
-  else miss configure "git-ignored, so not in the copied tree: run ./bootstrap before the call and carry configure Makefile.in config.h.in aclocal.m4 build-aux m4"; fi
+  else miss configure "git-ignored, so not in the copied tree: run ./bootstrap before the call and carry configure Makefile.in build_config.h.in aclocal.m4 build-aux m4"; fi
 }
 
 step_env() {
@@ -234,13 +234,13 @@ prepare_autotools() {
       run_step bootstrap 120 "$BUILD_LOG" env -C "$ROOT" ./bootstrap || return 1
       return 0
     fi
-    say "no autotools here: run ./bootstrap before the call and carry configure Makefile.in config.h.in aclocal.m4 build-aux m4" | tee -a "$BUILD_LOG"
+    say "no autotools here: run ./bootstrap before the call and carry configure Makefile.in build_config.h.in aclocal.m4 build-aux m4" | tee -a "$BUILD_LOG"
     [ -f "$ROOT/configure" ] || return 1
   fi
   if ! autotools_order_ok; then
-    if [ "$DRY" = 1 ]; then say "[dry-run] touch aclocal.m4 configure config.h.in Makefile.in (in that order)"; return 0; fi
+    if [ "$DRY" = 1 ]; then say "[dry-run] touch aclocal.m4 configure build_config.h.in Makefile.in (in that order)"; return 0; fi
     say "generated autotools files older than their sources (a copied tree): touching them in order" | tee -a "$BUILD_LOG"
-    touch -c "$ROOT/aclocal.m4"; touch -c "$ROOT/configure"; touch -c "$ROOT/config.h.in" "$ROOT/Makefile.in"
+    touch -c "$ROOT/aclocal.m4"; touch -c "$ROOT/configure"; touch -c "$ROOT/build_config.h.in" "$ROOT/Makefile.in"
   fi
 }
 
@@ -252,7 +252,7 @@ autotools_order_ok() {
   done
   [ "$ROOT/aclocal.m4" -nt "$ROOT/configure" ] && return 1
   [ "$ROOT/configure.ac" -nt "$ROOT/configure" ] && return 1
-  [ "$ROOT/aclocal.m4" -nt "$ROOT/config.h.in" ] && return 1
+  [ "$ROOT/aclocal.m4" -nt "$ROOT/build_config.h.in" ] && return 1
   [ -n "$(find "$ROOT" -name 'Makefile.am' -newer "$ROOT/Makefile.in" -print -quit)$(find "$ROOT" -name 'Makemodule*.am' -newer "$ROOT/Makefile.in" -print -quit)" ] && return 1
   [ "$ROOT/aclocal.m4" -nt "$ROOT/Makefile.in" ] && return 1
   return 0

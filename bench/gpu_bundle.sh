@@ -77,11 +77,11 @@ done
 # neither this script nor make's rebuild rules regenerate them in the tree.
 autotools_current() {
   local src inc
-  for f in configure Makefile.in aclocal.m4 config.h.in build-aux; do [ -e "$ROOT/$f" ] || return 1; done
+  for f in configure Makefile.in aclocal.m4 build_config.h.in build-aux; do [ -e "$ROOT/$f" ] || return 1; done
   for src in "$ROOT/configure.ac" "$ROOT"/m4/*.m4; do [ "$src" -nt "$ROOT/aclocal.m4" ] && return 1; done
   [ "$ROOT/aclocal.m4" -nt "$ROOT/configure" ] && return 1
   [ "$ROOT/configure.ac" -nt "$ROOT/configure" ] && return 1
-  [ "$ROOT/aclocal.m4" -nt "$ROOT/config.h.in" ] && return 1
+  [ "$ROOT/aclocal.m4" -nt "$ROOT/build_config.h.in" ] && return 1
   [ "$ROOT/aclocal.m4" -nt "$ROOT/Makefile.in" ] && return 1
   [ -n "$(find "$ROOT" -path "$ROOT/.git" -prune -o \( -name Makefile.am -o -name 'Makemodule*.am' \) \
           -newer "$ROOT/Makefile.in" -print -quit)" ] && return 1
@@ -125,8 +125,8 @@ if [ ! -f "$BUILD/Makefile" ] || [ "$(cat "$BUILD/.bundle-stamp" 2>/dev/null)" !
     { tail -20 "$BUILD/bundle-configure.log" >&2; die "configure failed (see $BUILD/bundle-configure.log)"; }
   printf '%s\n' "$STAMP" >"$BUILD/.bundle-stamp"
 fi
-grep -q '^#define HAVE_CUDA 1' "$BUILD/config.h" || die "configure did not enable CUDA"
-grep -q '^#define HAVE_NCCL 1' "$BUILD/config.h" || die "configure did not enable NCCL"
+grep -q '^#define HAVE_CUDA 1' "$BUILD/build_config.h" || die "configure did not enable CUDA"
+grep -q '^#define HAVE_NCCL 1' "$BUILD/build_config.h" || die "configure did not enable NCCL"
 say "make -j$JOBS all, then the check programs (make check TESTS=, which runs none)"
 make -C "$BUILD" -j"$JOBS" >"$BUILD/bundle-make.log" 2>&1 &&
   make -C "$BUILD" -j"$JOBS" check TESTS= >>"$BUILD/bundle-make.log" 2>&1 ||

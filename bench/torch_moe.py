@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 
-# Genre tokens of fabula's byte tokenizer (src/data/bytetok.h): 260 + index.
+# Genre tokens of fabula's byte tokenizer (src/tokenizer/bytetok.h): 260 + index.
 GENRES = ["fantasy", "romance", "urban", "scifi", "historical", "wuxia", "mystery", "other", "unknown"]
 GENRE_FIRST = 260
 
@@ -54,7 +54,7 @@ def genre_token(genre):
 
 def load_windows(path, seq_len, overlap):
     """Full-length windows [genre] + content bytes, cut as fabula cuts them
-    (src/data/windows.h): W = seq_len - 1 content bytes, stride W - overlap.
+    (src/corpus/windows.h): W = seq_len - 1 content bytes, stride W - overlap.
     Only windows of exactly seq_len tokens are kept (the config sets
     data.min_seq_len = seq_len, so fabula drops the same tails)."""
     W = seq_len - 1

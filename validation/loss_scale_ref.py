@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for fabula's fp16 loss scaler (src/train/loss_scale.c).
+"""Independent reference for fabula's fp16 loss scaler (src/zero/loss_scale.c).
 
 A direct transcription of DeepSpeed's loss scaling, with no torch needed:
 

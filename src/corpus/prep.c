@@ -155,13 +155,16 @@ static size_t piece_end(const uint8_t *text, size_t pos, size_t stop)
 {
     if (stop - pos <= PREP_PIECE_BYTES)
         return stop;
-    for (size_t q = pos + PREP_PIECE_BYTES; q < stop;) {
-        const uint8_t *nl = memchr(text + q - 1, '\n', stop - q);
+    /* The search goes on past each newline it rejects: restarting at the
+     * rejected newline itself would find it again forever. */
+    for (size_t from = pos + PREP_PIECE_BYTES - 1; from < stop;) {
+        const uint8_t *nl = memchr(text + from, '\n', stop - from);
         if (!nl)
             break;
-        q = (size_t)(nl - text) + 1;
+        size_t q = (size_t)(nl - text) + 1;
         if (q < stop && !starts_blank(text + q, stop - q))
             return q;
+        from = q;
     }
     return stop;
 }

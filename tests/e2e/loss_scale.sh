@@ -1,5 +1,5 @@
 #!/bin/sh
-# The fp16 loss scaler (src/train/loss_scale.c) against an independent
+# The fp16 loss scaler (src/zero/loss_scale.c) against an independent
 # transcription of DeepSpeed's DynamicLossScaler (validation/loss_scale_ref.py):
 # the reference writes each case's trajectory, tests/unit/test_loss_scale
 # replays the same overflows and compares every step exactly.

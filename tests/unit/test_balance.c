@@ -1,4 +1,4 @@
-/* Load-balanced sampling over data-parallel ranks (src/data/balance.h):
+/* Load-balanced sampling over data-parallel ranks (src/loader/balance.h):
  * the step loop covers an epoch exactly once, the assignment depends only on
  * its input, budgets hold and deferral happens only when no rank has room,
  * each strategy matches a naive re-implementation of its rule, the imbalance

@@ -1,4 +1,4 @@
-/* The length curriculum and sequence-length warm-up (src/data/curriculum.h)
+/* The length curriculum and sequence-length warm-up (src/loader/curriculum.h)
  * and the loader's config keys (src/config/config_data_loader.c):
  * classes at the thresholds, phase lookup, largest-remainder quotas within
  * one sample of the mix, per-step draws within one sample of the target,

@@ -1,4 +1,4 @@
-/* The fp16 loss scaler (src/train/loss_scale.h).
+/* The fp16 loss scaler (src/zero/loss_scale.h).
  *
  *   test_loss_scale [TRAJECTORY_FILE...]
  *

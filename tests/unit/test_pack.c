@@ -1,4 +1,4 @@
-/* Padding-free packing into micro-batches (src/data/pack.h): no sample lost
+/* Padding-free packing into micro-batches (src/loader/pack.h): no sample lost
  * or duplicated, every micro-batch within capacity and never empty, at most
  * max_bins micro-batches, deferral only when nothing has room, sequential's
  * breaks only where the next sample does not fit, best_fit on a worked

@@ -178,7 +178,7 @@ static void collect_emit(void *ctx, const int32_t *t, int64_t len)
     c->offsets[c->n] = c->ntok;
 }
 
-/* The streamed rule against windows_build (src/data/windows.c), with the
+/* The streamed rule against windows_build (src/corpus/windows.c), with the
  * novels pushed in random pieces. */
 static void test_window_stream(void)
 {

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The tree's architecture, checked on the sources themselves.
+
+1. Layering: a folder includes only the folders below it. ALLOWED is the
+   one statement of that rule (README "Source layout" and docs/layout.md
+   explain it); an include outside it fails, and so does any cycle.
+2. Build: every source file of a folder is listed in that folder's
+   Makemodule.am, and a Makemodule.am lists only its own folder's files.
+
+Runs from make check with FB_SRCDIR set, or from the top of a checkout.
+"""
+import os
+import re
+import sys
+
+SRC = os.environ.get("FB_SRCDIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# folder -> the folders its files may include (besides itself). kernels/ is
+# one floor (ops.h, rng.h, cpu/, cuda/): the model and the rooms above call
+# ops only through it.
+ALLOWED = {
+    "util": set(),
+    "io": {"util"},
+    "kernels": {"util"},
+    "parallel": {"io", "util", "kernels"},
+    "config": {"parallel", "io", "util"},
+    "monitor": {"config", "parallel", "io", "util"},
+    "tokenizer": {"config", "parallel", "io", "util"},
+    "corpus": {"tokenizer", "config", "parallel", "io", "util", "kernels"},
+    "loader": {"corpus", "tokenizer", "config", "parallel", "io", "util", "kernels"},
+    "model": {"config", "parallel", "io", "util", "kernels"},
+    "zero": {"model", "config", "parallel", "io", "util", "kernels"},
+    "ckpt": {"zero", "loader", "model", "corpus", "tokenizer", "config", "parallel", "io", "util", "kernels"},
+    "train": {"ckpt", "zero", "loader", "model", "corpus", "tokenizer", "monitor", "config", "parallel", "io",
+              "util", "kernels"},
+}
+ALLOWED["cli"] = set(ALLOWED) - {"cli"}
+ALLOWED["main"] = {"cli", "util"}
+
+SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+KERNEL_DIRS = {"cpu", "cuda"}
+
+
+def room_of(rel):
+    """The room of a file, by path relative to the top: src/X/... -> X."""
+    parts = rel.split("/")
+    if parts[0] == "kernels":
+        return "kernels"
+    if parts[0] == "src":
+        return "main" if len(parts) == 2 else parts[1]
+    return None
+
+
+def room_of_include(inc):
+    """The room an include names ("loader/pack.h" -> loader, "ops.h" -> kernels)."""
+    head = inc.split("/")[0] if "/" in inc else None
+    if head is None:
+        return "kernels" if inc in ("ops.h", "rng.h", "kernels_info.h") else None
+    if head in KERNEL_DIRS:
+        return "kernels"
+    return head
+
+
+def sources(top):
+    for d, _, files in os.walk(os.path.join(SRC, top)):
+        for f in files:
+            if SOURCE.search(f):
+                yield os.path.relpath(os.path.join(d, f), SRC)
+
+
+def check_layering(problems):
+    edges = {}
+    for rel in sorted(list(sources("src")) + list(sources("kernels"))):
+        room = room_of(rel)
+        with open(os.path.join(SRC, rel), encoding="utf-8") as fh:
+            text = fh.read()
+        for inc in INCLUDE.findall(text):
+            target = room_of_include(inc)
+            if target is None or target == room:
+                continue
+            if target not in ALLOWED:
+                problems.append(f"{rel}: includes \"{inc}\", which is in no known room")
+                continue
+            edges.setdefault(room, set()).add(target)
+            if target not in ALLOWED[room]:
+                problems.append(f"{rel}: includes \"{inc}\": {room}/ may not include {target}/ "
+                                f"(it may include {', '.join(sorted(ALLOWED[room])) or 'nothing'})")
+    # A cycle would need ALLOWED itself to hold one; check the real graph
+    # anyway: every strongly connected set of folders is one cycle.
+    index, low, stack, on, sccs = {}, {}, [], set(), []
+
+    def strong(n):
+        index[n] = low[n] = len(index)
+        stack.append(n)
+        on.add(n)
+        for m in edges.get(n, ()):
+            if m not in index:
+                strong(m)
+                low[n] = min(low[n], low[m])
+            elif m in on:
+                low[n] = min(low[n], index[m])
+        if low[n] == index[n]:
+            scc = []
+            while True:
+                m = stack.pop()
+                on.discard(m)
+                scc.append(m)
+                if m == n:
+                    break
+            if len(scc) > 1:
+                sccs.append(sorted(scc))
+
+    for n in sorted(edges):
+        if n not in index:
+            strong(n)
+    for scc in sccs:
+        problems.append("include cycle among the folders " + ", ".join(scc))
+    return edges
+
+
+MAKE_PATH = re.compile(r"(?<![\w$/.-])((?:src|kernels|tests|validation|bench)/[\w./-]+\.(?:c|h|cu|cuh))\b")
+
+
+def check_makemodules(problems):
+    listed = {}
+    for d, _, files in os.walk(SRC):
+        if "Makemodule.am" not in files:
+            continue
+        mm = os.path.relpath(os.path.join(d, "Makemodule.am"), SRC)
+        folder = os.path.dirname(mm)
+        with open(os.path.join(SRC, mm), encoding="utf-8") as fh:
+            text = re.sub(r"#.*", "", fh.read())
+        for path in MAKE_PATH.findall(text):
+            if os.path.dirname(path) != folder:
+                problems.append(f"{mm} lists {path}, a file of {os.path.dirname(path)}/")
+            listed[path] = mm
+    for top in ("src", "kernels"):
+        for rel in sources(top):
+            if rel == "src/main.c":
+                continue  # the binary's own source, in the top Makefile.am
+            if rel not in listed:
+                problems.append(f"{rel} is in no Makemodule.am (expected in {os.path.dirname(rel)}/Makemodule.am)")
+            elif listed[rel] != os.path.join(os.path.dirname(rel), "Makemodule.am"):
+                problems.append(f"{rel} is listed in {listed[rel]}, not in its own folder's")
+
+
+def main():
+    problems = []
+    edges = check_layering(problems)
+    check_makemodules(problems)
+    for p in problems:
+        print("FAIL " + p)
+    n = sum(len(v) for v in edges.values())
+    print(f"{n} folder-to-folder include edges among {len(edges)} folders checked against the layering; "
+          f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
