@@ -2,9 +2,11 @@
 #include "io/rundir.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/atomic_file.h"
 #include "util/error.h"
@@ -38,6 +40,51 @@ void rundir_prepare(const char *dir, const char *effective_json)
         atomic_write_file(path, effective_json, n);
     }
     free(path);
+}
+
+/* The lock file's descriptor, open until the process ends: closing any
+ * descriptor of the file would drop a POSIX record lock. */
+static int lock_fd = -1;
+
+int rundir_lock(const char *dir, char *holder, size_t holder_size)
+{
+    if (lock_fd >= 0)
+        return 1;
+    fs_mkdirs(dir);
+    char *path = join_path(dir, ".lock");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        fb_fatal(FB_EXIT_IO, "%s: cannot open the run directory's lock file: %s", path, strerror(errno));
+    /* fcntl rather than flock: fcntl locks also hold across nodes on the
+     * network file systems (NFS, Lustre) run directories live on */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_SETLK, &fl) < 0) {
+        if (errno != EACCES && errno != EAGAIN)
+            fb_fatal(FB_EXIT_IO, "%s: cannot lock: %s", path, strerror(errno));
+        ssize_t n = holder_size > 0 ? pread(fd, holder, holder_size - 1, 0) : 0;
+        if (holder_size > 0) {
+            n = n < 0 ? 0 : n;
+            while (n > 0 && (holder[n - 1] == '\n' || holder[n - 1] == '\0'))
+                n--;
+            holder[n] = '\0';
+            if (n == 0)
+                snprintf(holder, holder_size, "an unknown process");
+        }
+        close(fd);
+        free(path);
+        return 0;
+    }
+    char host[256] = "unknown host";
+    if (gethostname(host, sizeof host - 1) < 0)
+        snprintf(host, sizeof host, "unknown host");
+    host[sizeof host - 1] = '\0';
+    char text[320];
+    int len = snprintf(text, sizeof text, "host %s pid %ld\n", host, (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, text, (size_t)len, 0) != len)
+        fb_fatal(FB_EXIT_IO, "%s: cannot write the lock holder: %s", path, strerror(errno));
+    lock_fd = fd;
+    free(path);
+    return 1;
 }
 
 metrics_t *metrics_open(const char *dir)

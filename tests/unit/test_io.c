@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -288,6 +289,55 @@ static void write_spacepad_attr(hid_t obj, const char *name, const char *padded)
     H5Tclose(t);
 }
 
+/* Two processes, one run directory: the second is refused and told who
+ * holds it; a SIGKILLed holder leaves no stale lock. */
+static void test_rundir_lock(void)
+{
+    printf("rundir lock:\n");
+    char *dir = path_in("runs/locked");
+    int ready[2];
+    if (pipe(ready) != 0) {
+        perror("pipe");
+        exit(1);
+    }
+    pid_t child = fork();
+    if (child < 0) {
+        perror("fork");
+        exit(1);
+    }
+    if (child == 0) {
+        char h[8];
+        int ok = rundir_lock(dir, h, sizeof h);
+        if (write(ready[1], ok ? "1" : "0", 1) != 1)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    char c = 0;
+    check(read(ready[0], &c, 1) == 1 && c == '1', "the first process takes the lock");
+    char holder[256] = "";
+    int got = rundir_lock(dir, holder, sizeof holder);
+    char pid[64];
+    snprintf(pid, sizeof pid, "pid %ld", (long)child);
+    check(got == 0, "a second process is refused while the first holds the lock");
+    check(strstr(holder, pid) != NULL && strncmp(holder, "host ", 5) == 0,
+          "the refusal names the holder's host and pid: '%s' (want '%s')", holder, pid);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    check(rundir_lock(dir, holder, sizeof holder) == 1, "after the holder is killed the lock is free (not stale)");
+    check(rundir_lock(dir, holder, sizeof holder) == 1, "taking it again in the same process is a no-op");
+    char self[64];
+    snprintf(self, sizeof self, "pid %ld", (long)getpid());
+    char *text = NULL;
+    char lockpath[1100];
+    snprintf(lockpath, sizeof lockpath, "%s/.lock", dir);
+    text = slurp(lockpath, NULL);
+    check(text && strstr(text, self) != NULL, "the lock file names the new holder: '%s'", text ? text : "");
+    free(text);
+    close(ready[0]);
+    close(ready[1]);
+}
+
 static void test_h5(void)
 {
     printf("h5tensor:\n");
@@ -433,6 +483,7 @@ int main(void)
     }
     test_atomic();
     test_rundir();
+    test_rundir_lock();
     test_h5();
     if (nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
         perror("cleanup");
