@@ -5,17 +5,19 @@
  * where merging a DeepSpeed config over the default would mix two runs:
  *  - batch keys: the default's micro batch and accumulation apply only if
  *    the user gives none of the three batch keys (config_batch.c);
- *  - "optimizer" of another family than the default's (Adam/AdamW): the
- *    user's block replaces the default's whole instead of merging params;
+ *  - "optimizer" and "scheduler": a user's block that names its "type" is a
+ *    DeepSpeed block and replaces the default's whole, so that what it leaves
+ *    out takes DeepSpeed's default for that type, not fabula's value (a
+ *    WarmupDecayLR without warmup_type is "log", as in DeepSpeed). A block
+ *    without a type (`--set scheduler.params.warmup_num_steps=50`) tunes the
+ *    default's and merges into it;
  *  - "scheduler": a user file with an "optimizer" but no "scheduler" gets no
- *    schedule (constant lr, as DeepSpeed would run that file); a scheduler of
- *    another type replaces the default's whole.
+ *    schedule (constant lr, as DeepSpeed would run that file).
  */
 #include "config/config.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "config/config_internal.h"
 #include "config/config_json.h"
@@ -31,35 +33,25 @@ static json_t *parse_default(void)
     return d;
 }
 
-static int is_adam(const char *t) { return strcasecmp(t, "adam") == 0 || strcasecmp(t, "adamw") == 0; }
-
-/* A "type" of the user's block that differs from the default's: a string
- * other than "auto" naming something else (Adam and AdamW are one family). */
-static int type_differs(json_t *user_block, json_t *default_block, int adam_family)
+/* A user's block that says what it is: a "type" string other than "auto". */
+static int names_type(json_t *user_block)
 {
-    json_t *ut = json_object_get(user_block, "type");
-    json_t *dt = json_object_get(default_block, "type");
-    if (!json_is_string(ut) || cj_is_auto(ut) || !json_is_string(dt))
-        return 0;
-    const char *u = json_string_value(ut), *d = json_string_value(dt);
-    if (adam_family && is_adam(u) && is_adam(d))
-        return 0;
-    return strcmp(u, d) != 0;
+    json_t *t = json_object_get(user_block, "type");
+    return json_is_object(user_block) && json_is_string(t) && !cj_is_auto(t);
 }
 
 /* Removes from `base` (a copy of the default) what must not be merged with
  * the user's config. Returns 1 when the default's scheduler stays. */
 static int adjust_defaults(const cj_ctx_t *c, json_t *base, int files_optimizer)
 {
-    json_t *uo = json_object_get(c->user, "optimizer");
-    if (json_is_object(uo) && type_differs(uo, json_object_get(base, "optimizer"), 1))
+    if (names_type(json_object_get(c->user, "optimizer")))
         json_object_del(base, "optimizer");
     json_t *us = json_object_get(c->user, "scheduler");
     if (files_optimizer && !us) {
         cj_note(c, "the config gives an \"optimizer\" but no \"scheduler\": constant lr (the default's schedule "
                    "is not used)");
         json_object_del(base, "scheduler");
-    } else if (json_is_object(us) && type_differs(us, json_object_get(base, "scheduler"), 0)) {
+    } else if (names_type(us)) {
         json_object_del(base, "scheduler");
     }
     return json_object_get(base, "scheduler") != NULL;

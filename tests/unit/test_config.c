@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "zero/schedule.h"
 
 static int checks, fails;
 
@@ -415,14 +416,46 @@ static void test_optim_sched(void)
           "WarmupCosineLR defaults; missing total_num_steps = run.steps (%ld)", cfg.sched.total_num_steps);
     config_free(&cfg);
 
-    const char *decay = write_file("decay.json", "{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
-                                                 "{\"warmup_num_steps\": 3}}}");
-    const char *f3[1] = {decay};
-    const char *s3[2] = {"run.steps=1000", "optimizer.params.lr=2e-3"};
-    load(&cfg, f3, 1, s3, 2, 1);
-    CHECK(cfg.sched.total_num_steps == 1000 && cfg.sched.warmup_max_lr == 2e-3 && cfg.sched.warmup_num_steps == 3,
+    /* a block without a type tunes the default's schedule, which follows
+     * run.steps and the optimizer's lr */
+    const char *s3[3] = {"scheduler.params.warmup_num_steps=3", "run.steps=1000", "optimizer.params.lr=2e-3"};
+    load(&cfg, NULL, 0, s3, 3, 1);
+    CHECK(cfg.sched.total_num_steps == 1000 && cfg.sched.warmup_max_lr == 2e-3 && cfg.sched.warmup_num_steps == 3 &&
+              cfg.sched.warmup_type == WARMUP_LINEAR,
           "the default's WarmupDecayLR follows run.steps and lr unless given (%ld, %g)", cfg.sched.total_num_steps,
           cfg.sched.warmup_max_lr);
+    config_free(&cfg);
+
+    /* A DeepSpeed block of the default's own type replaces it whole: what it
+     * leaves out is DeepSpeed's default, never fabula's (warmup_type "log",
+     * warmup_max_lr 0.001), and the lr follows DeepSpeed's log warm-up. */
+    const char *decay = write_file("decay.json", "{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": "
+                                                 "{\"warmup_num_steps\": 10, \"total_num_steps\": 100}}}");
+    const char *f3[1] = {decay};
+    const char *s3b[1] = {"optimizer.params.lr=2e-3"};
+    load(&cfg, f3, 1, s3b, 1, 1);
+    CHECK(cfg.sched.type == SCHED_WARMUP_DECAY_LR && cfg.sched.warmup_type == WARMUP_LOG &&
+              cfg.sched.warmup_max_lr == 1e-3 && cfg.sched.warmup_min_lr == 0.0 && cfg.sched.total_num_steps == 100,
+          "a user's WarmupDecayLR takes DeepSpeed's defaults, not the default block's (type %d, max %g)",
+          (int)cfg.sched.warmup_type, cfg.sched.warmup_max_lr);
+    for (long it = 0; it < 10; it++) {
+        double want = 1e-3 * log((double)it + 1.0) / log(10.0);
+        double got = schedule_lr_at_iteration(&cfg.sched, &cfg.optim, it);
+        CHECK(fabs(got - want) <= 1e-12 * fmax(want, 1e-300), "WarmupDecayLR log warm-up at iteration %ld: %.10g, "
+              "DeepSpeed %.10g", it, got, want);
+    }
+    config_free(&cfg);
+
+    /* The same for the optimizer: Adam with only lr gets DeepSpeed's (torch's)
+     * betas, eps and weight decay, not the default block's 0.95 and 0.1. */
+    const char *adam_lr = write_file("adam_lr.json", "{\"optimizer\": {\"type\": \"AdamW\", \"params\": "
+                                                     "{\"lr\": 1e-4}}}");
+    const char *f3c[1] = {adam_lr};
+    load(&cfg, f3c, 1, NULL, 0, 1);
+    CHECK(cfg.optim.lr == 1e-4 && cfg.optim.beta1 == 0.9 && cfg.optim.beta2 == 0.999 && cfg.optim.eps == 1e-8 &&
+              cfg.optim.weight_decay == 0.0,
+          "a user's AdamW takes DeepSpeed's defaults (betas %g %g, eps %g, weight_decay %g)", cfg.optim.beta1,
+          cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay);
     config_free(&cfg);
 
     load(&cfg, NULL, 0, NULL, 0, 1);
