@@ -108,17 +108,8 @@ typedef struct zero_config {
     int offload_optimizer;      /* device "cpu" */
     int offload_param;          /* device "cpu" (stage 3 only) */
     int overlap_comm;
-    int contiguous_gradients;
-    int reduce_scatter;         /* reduce-scatter (1) or allreduce (0) of gradients */
-    int allgather_partitions;   /* allgather (1) or broadcasts (0) of updated shards */
-    int round_robin_gradients;
     double reduce_bucket_size;  /* elements */
     double allgather_bucket_size;
-    double stage3_prefetch_bucket_size;
-    double stage3_param_persistence_threshold;
-    double stage3_max_live_parameters;
-    double stage3_max_reuse_distance;
-    int stage3_gather_16bit_weights_on_model_save;
 } zero_config_t;
 
 /* Process layout (src/parallel/groups.h): world = dp x ep. */

@@ -9,7 +9,30 @@
 
 #define Z "zero_optimization."
 
+/* Accepted and listed in the "accepted without effect" note. Among them
+ * the keys of DeepSpeed's own buffer management (contiguous gradients,
+ * round-robin gradients, allgather vs broadcast of partitions, the stage-3
+ * parameter cache: persistence threshold, live parameters, reuse distance,
+ * prefetch bucket), which fabula's ZeRO engine does differently (whole
+ * blocks gathered one ahead, docs/zero.md); reduce_scatter false (allreduce
+ * then slice) would give the same gradients, fabula always reduce-scatters;
+ * and the gather-on-save keys, since fabula's checkpoints are always whole
+ * and layout-free. */
 static const cj_inert_t zero_inert[] = {
+    {"contiguous_gradients", CJ_BOOL},
+    {"reduce_scatter", CJ_BOOL},
+    {"allgather_partitions", CJ_BOOL},
+    {"round_robin_gradients", CJ_BOOL},
+    {"stage3_prefetch_bucket_size", CJ_NUMBER},
+    {"prefetch_bucket_size", CJ_NUMBER},
+    {"stage3_param_persistence_threshold", CJ_NUMBER},
+    {"param_persistence_threshold", CJ_NUMBER},
+    {"stage3_max_live_parameters", CJ_NUMBER},
+    {"max_live_parameters", CJ_NUMBER},
+    {"stage3_max_reuse_distance", CJ_NUMBER},
+    {"max_reuse_distance", CJ_NUMBER},
+    {"stage3_gather_16bit_weights_on_model_save", CJ_BOOL},
+    {"gather_16bit_weights_on_model_save", CJ_BOOL},
     {"load_from_fp32_weights", CJ_BOOL},
     {"elastic_checkpoint", CJ_BOOL},
     {"sub_group_size", CJ_NUMBER},
@@ -92,23 +115,6 @@ static double read_size(cj_ctx_t *c, const char *path, double def, int strictly_
     return v;
 }
 
-/* DeepSpeed accepts the stage3_ names and the bare field names (aliases). */
-static double read_stage3_size(cj_ctx_t *c, const char *bare, double def)
-{
-    char path[128], alias[128];
-    snprintf(path, sizeof path, Z "stage3_%s", bare);
-    snprintf(alias, sizeof alias, Z "%s", bare);
-    if (cj_given(c, c->root, alias)) {
-        if (cj_given(c, c->root, path))
-            cj_fail(c, "config keys '%s' and its alias '%s' cannot be given together", path, alias);
-        FB_ASSERT(cj_store(c->root, path, json_deep_copy(cj_lookup(c, c->root, alias)), NULL) == 0);
-    }
-    cj_remove(c->root, alias);
-    if (!cj_strs_has(&c->known, alias))
-        cj_strs_push(&c->known, alias);
-    return read_size(c, path, def, 0);
-}
-
 void config_read_zero(cj_ctx_t *c, config_t *cfg)
 {
     zero_config_t *z = &cfg->zero;
@@ -126,25 +132,7 @@ void config_read_zero(cj_ctx_t *c, config_t *cfg)
                    "needs stage 3)", z->stage);
     /* DeepSpeed: overlap_comm defaults to true for stage 3 only. */
     z->overlap_comm = cj_bool(c, Z "overlap_comm", z->stage == 3);
-    z->contiguous_gradients = cj_bool(c, Z "contiguous_gradients", 1);
-    z->reduce_scatter = cj_bool(c, Z "reduce_scatter", 1);
-    z->allgather_partitions = cj_bool(c, Z "allgather_partitions", 1);
-    z->round_robin_gradients = cj_bool(c, Z "round_robin_gradients", 0);
     z->reduce_bucket_size = read_size(c, Z "reduce_bucket_size", 5e8, 1);
     z->allgather_bucket_size = read_size(c, Z "allgather_bucket_size", 5e8, 1);
-    z->stage3_prefetch_bucket_size = read_stage3_size(c, "prefetch_bucket_size", 5e7);
-    z->stage3_param_persistence_threshold = read_stage3_size(c, "param_persistence_threshold", 1e5);
-    z->stage3_max_live_parameters = read_stage3_size(c, "max_live_parameters", 1e9);
-    z->stage3_max_reuse_distance = read_stage3_size(c, "max_reuse_distance", 1e9);
-    const char *gpath = Z "stage3_gather_16bit_weights_on_model_save", *galias = Z "gather_16bit_weights_on_model_save";
-    if (cj_given(c, c->root, galias)) {
-        if (cj_given(c, c->root, gpath))
-            cj_fail(c, "config keys '%s' and its alias '%s' cannot be given together", gpath, galias);
-        FB_ASSERT(cj_store(c->root, gpath, json_deep_copy(cj_lookup(c, c->root, galias)), NULL) == 0);
-    }
-    cj_remove(c->root, galias);
-    if (!cj_strs_has(&c->known, galias))
-        cj_strs_push(&c->known, galias);
-    z->stage3_gather_16bit_weights_on_model_save = cj_bool(c, gpath, 0);
     cj_accept_inert(c, "zero_optimization", zero_inert, N_OF(zero_inert));
 }

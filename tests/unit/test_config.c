@@ -496,11 +496,8 @@ static void test_optim_sched(void)
     CHECK(cfg.fp16.enabled && cfg.fp16.loss_scale == 0 && cfg.fp16.initial_scale_power == 16 &&
               cfg.fp16.loss_scale_window == 1000 && cfg.fp16.hysteresis == 2 && cfg.fp16.min_loss_scale == 1,
           "fp16 loss-scaler defaults");
-    CHECK(cfg.zero.stage == 3 && cfg.zero.overlap_comm == 1 && cfg.zero.contiguous_gradients == 1 &&
-              cfg.zero.reduce_bucket_size == 5e8 && cfg.zero.allgather_bucket_size == 5e8 &&
-              cfg.zero.stage3_prefetch_bucket_size == 5e7 && cfg.zero.stage3_param_persistence_threshold == 1e5 &&
-              cfg.zero.stage3_max_live_parameters == 1e9 && cfg.zero.stage3_max_reuse_distance == 1e9 &&
-              cfg.zero.offload_optimizer == 0 && cfg.zero.offload_param == 0,
+    CHECK(cfg.zero.stage == 3 && cfg.zero.overlap_comm == 1 && cfg.zero.reduce_bucket_size == 5e8 &&
+              cfg.zero.allgather_bucket_size == 5e8 && cfg.zero.offload_optimizer == 0 && cfg.zero.offload_param == 0,
           "ZeRO defaults (overlap_comm true at stage 3)");
     config_free(&cfg);
     const char *legacy = write_file("legacy.json", "{\"zero_optimization\": {\"stage\": 2, \"cpu_offload\": true}}");
@@ -618,6 +615,36 @@ static void test_unknown_and_effective(void)
           "no warning inside an unknown block nor for inert keys: %s", r.err);
     CHECK(strstr(r.err, "note") && strstr(r.err, "wall_clock_breakdown") && strstr(r.err, "flops_profiler"),
           "inert keys are listed in a note: %s", r.err);
+
+    /* DeepSpeed's ZeRO buffer keys fabula does not use: each named in the
+     * note, none in a warning, a wrong type still refused */
+    static const char *const zkeys[] = {"contiguous_gradients", "reduce_scatter", "allgather_partitions",
+                                        "round_robin_gradients", "stage3_param_persistence_threshold",
+                                        "stage3_max_live_parameters", "stage3_max_reuse_distance",
+                                        "stage3_prefetch_bucket_size", "stage3_gather_16bit_weights_on_model_save",
+                                        "gather_16bit_weights_on_model_save", "max_live_parameters"};
+    const char *z = write_file("zero_inert.json",
+                               "{\"zero_optimization\": {\"stage\": 3, \"contiguous_gradients\": true,"
+                               " \"reduce_scatter\": true, \"allgather_partitions\": true, \"round_robin_gradients\": false,"
+                               " \"stage3_param_persistence_threshold\": 1e6, \"stage3_max_live_parameters\": 1e9,"
+                               " \"stage3_max_reuse_distance\": 1e9, \"stage3_prefetch_bucket_size\": 5e7,"
+                               " \"stage3_gather_16bit_weights_on_model_save\": true,"
+                               " \"gather_16bit_weights_on_model_save\": true, \"max_live_parameters\": 5}}");
+    const char *zf[1] = {z};
+    run_child(&r, zf, 1, NULL, 0, 1);
+    const char *note = strstr(r.err, "accepted without effect");
+    CHECK(r.status == 0 && note && !strstr(r.err, "warning"), "ZeRO buffer keys: accepted, a note, no warning: %s",
+          r.err);
+    for (size_t i = 0; note && i < sizeof zkeys / sizeof *zkeys; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "zero_optimization.%s", zkeys[i]);
+        CHECK(strstr(note, want) != NULL, "the no-effect note names %s: %s", want, note);
+    }
+    const char *zbad = write_file("zero_inert_bad.json", "{\"zero_optimization\": {\"contiguous_gradients\": 3}}");
+    const char *zb[1] = {zbad};
+    run_child(&r, zb, 1, NULL, 0, 1);
+    CHECK(r.status == 2 && strstr(r.err, "zero_optimization.contiguous_gradients"),
+          "a no-effect key of the wrong type is still refused, named: %d %s", r.status, r.err);
 
     /* The effective config, loaded again, gives the same config. */
     const char *g = write_file("eff_in.json", "{\"train_batch_size\": 32, \"gradient_accumulation_steps\": 2,"
