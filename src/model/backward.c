@@ -44,94 +44,48 @@ static void attention_backward(model_t *m, int l)
     o->rmsnorm_bwd(m->dx, dw->ln1, m->dh, a->x_in, w->ln1, a->rstd1, T, D);
 }
 
-/* The hook sequences of forward and backward without the arithmetic: what
- * an empty micro-batch does, so that every rank issues the same collectives. */
-void model_visit_blocks_forward(model_t *m)
+static void head_backward(model_t *m)
 {
-    const int L = m->mc.num_hidden_layers;
-    for (int b = 0; b <= L; b++) {
-        model_params_acquire(m, b, 0);
-        if (b >= 1)
-            model_moe_idle_forward(m, b - 1);
-        model_params_release(m, b, 0);
-    }
-    if (m->mc.tie_word_embeddings)
-        model_params_acquire(m, 0, 0);
-    model_params_acquire(m, L + 1, 0);
-    model_params_release(m, L + 1, 0);
-    if (m->mc.tie_word_embeddings)
-        model_params_release(m, 0, 0);
-}
-
-static void visit_blocks_backward(model_t *m)
-{
-    const int L = m->mc.num_hidden_layers, tied = m->mc.tie_word_embeddings;
-    if (tied) {
-        model_params_acquire(m, 0, 1);
-        model_grads_acquire(m, 0);
-    }
-    model_params_acquire(m, L + 1, 1);
-    model_grads_acquire(m, L + 1);
-    model_params_release(m, L + 1, 1);
-    if (tied)
-        model_params_release(m, 0, 1);
-    model_grads_release(m, L + 1);
-    for (int l = L - 1; l >= 0; l--) {
-        model_params_acquire(m, 1 + l, 1);
-        model_grads_acquire(m, 1 + l);
-        model_moe_idle_backward(m, l);
-        model_params_release(m, 1 + l, 1);
-        model_grads_release(m, 1 + l);
-    }
-    if (!tied)
-        model_grads_acquire(m, 0);
-    model_grads_release(m, 0);
-}
-
-void model_backward(model_t *m)
-{
-    if (m->T == 0) {
-        visit_blocks_backward(m);
-        return;
-    }
     const ops_t *o = m->ops;
-    const model_config_t *mc = &m->mc;
-    const int T = m->T, D = mc->hidden_size, V = mc->vocab_size;
-
-    const int L = mc->num_hidden_layers, tied = mc->tie_word_embeddings;
-
-    /* With tied embeddings the head's gradient lands in block 0, which
-     * stays acquired until the embedding's own backward at the end. */
-    if (tied) {
-        model_params_acquire(m, 0, 1);
-        model_grads_acquire(m, 0);
-    }
-    model_params_acquire(m, L + 1, 1);
-    model_grads_acquire(m, L + 1);
+    const int T = m->T, D = m->mc.hidden_size, V = m->mc.vocab_size;
     o->matmul_f32(m->dw.head, m->dlogits, m->hf, V, D, T, 1, 0, 1.0f);
     o->matmul(m->dh, m->dlogits, m->w.head, T, D, V, 0, 0, 0.0f);
     o->zero(m->dx, ACT_BYTES(m, (size_t)T * D));
     o->rmsnorm_bwd(m->dx, m->dw.norm, m->dh, m->x_final, m->w.norm, m->rstdf, T, D);
-    model_params_release(m, L + 1, 1);
-    if (tied)
-        model_params_release(m, 0, 1);
-    model_grads_release(m, L + 1);
+}
 
+static void layer_backward(model_t *m, int l)
+{
+    const layer_acts_t *a = &m->acts[l];
+    if (model_layer_is_moe(&m->mc, l))
+        model_backward_moe(m, l, m->dh);
+    else
+        dense_ffn_backward(m, l, m->dh);
+    m->ops->rmsnorm_bwd(m->dx, m->dw.layers[l].ln2, m->dh, a->x_mid, m->w.layers[l].ln2, a->rstd2, m->T,
+                        m->mc.hidden_size);
+    attention_backward(m, l);
+}
+
+void model_backward(model_t *m)
+{
+    const int L = m->mc.num_hidden_layers, empty = m->T == 0;
+    /* An empty micro-batch computes nothing but still takes every block's
+     * hooks and its layers' ep exchanges: the collectives behind them must
+     * line up across ranks. */
+    model_block_begin(m, L + 1, 1);
+    if (!empty)
+        head_backward(m);
+    model_block_end(m, L + 1, 1);
     for (int l = L - 1; l >= 0; l--) {
-        const layer_acts_t *a = &m->acts[l];
-        model_params_acquire(m, 1 + l, 1);
-        model_grads_acquire(m, 1 + l);
-        if (model_layer_is_moe(mc, l))
-            model_backward_moe(m, l, m->dh);
+        model_block_begin(m, 1 + l, 1);
+        if (empty)
+            model_moe_idle_backward(m, l);
         else
-            dense_ffn_backward(m, l, m->dh);
-        o->rmsnorm_bwd(m->dx, m->dw.layers[l].ln2, m->dh, a->x_mid, m->w.layers[l].ln2, a->rstd2, T, D);
-        attention_backward(m, l);
-        model_params_release(m, 1 + l, 1);
-        model_grads_release(m, 1 + l);
+            layer_backward(m, l);
+        model_block_end(m, 1 + l, 1);
     }
-    if (!tied)
-        model_grads_acquire(m, 0);
-    o->embedding_bwd(m->dw.embed, m->dx, m->tokens, T, D);
-    model_grads_release(m, 0);
+    model_block_begin(m, 0, 1);
+    if (!empty)
+        m->ops->embedding_bwd(m->dw.embed, m->dx, m->tokens, m->T, m->mc.hidden_size);
+    model_block_end(m, 0, 1);
 }

@@ -54,6 +54,30 @@ static void dense_ffn(model_t *m, int l, fb_act *x_out)
     o->matmul(x_out, a->act, w->w_down, T, D, I, 0, 1, 1.0f);
 }
 
+static void layer_forward(model_t *m, int l, model_stats_t *stats)
+{
+    const ops_t *o = m->ops;
+    const model_config_t *mc = &m->mc;
+    layer_acts_t *a = &m->acts[l];
+    const int T = m->T, D = mc->hidden_size, L = mc->num_hidden_layers;
+    fb_act *x_out = l + 1 < L ? m->acts[l + 1].x_in : m->x_final;
+    attention_block(m, l);
+    o->rmsnorm_fwd(a->h2, a->rstd2, a->x_mid, m->w.layers[l].ln2, T, D, (float)mc->rms_norm_eps);
+    o->copy(x_out, a->x_mid, ACT_BYTES(m, (size_t)T * D));
+    if (model_layer_is_moe(mc, l))
+        model_forward_moe(m, l, a->h2, x_out, stats);
+    else
+        dense_ffn(m, l, x_out);
+}
+
+static void head_forward(model_t *m)
+{
+    const model_config_t *mc = &m->mc;
+    const int T = m->T, D = mc->hidden_size, V = mc->vocab_size;
+    m->ops->rmsnorm_fwd(m->hf, m->rstdf, m->x_final, m->w.norm, T, D, (float)mc->rms_norm_eps);
+    m->ops->matmul(m->logits, m->hf, m->w.head, T, V, D, 0, 1, 0.0f);
+}
+
 void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc, model_stats_t *stats)
 {
     const ops_t *o = m->ops;
@@ -61,44 +85,38 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     load_inputs(m, in);
     m->sc = *sc;
     const int T = m->T, D = mc->hidden_size, V = mc->vocab_size, L = mc->num_hidden_layers;
+    const int empty = T == 0;
     memset(stats, 0, sizeof *stats);
     stats->tokens_per_expert = m->tokens_per_expert;
     stats->dropped_per_layer = m->dropped_per_layer;
     model_moe_stats_begin(m, in, stats);
-    if (T == 0) {
-        /* an empty micro-batch still visits every block: the hooks'
-         * collectives must line up across ranks */
+    if (empty) {
         memset(m->tokens_per_expert, 0, (size_t)L * (mc->num_local_experts > 1 ? mc->num_local_experts : 1) * sizeof(long));
         memset(m->dropped_per_layer, 0, (size_t)L * sizeof(long));
-        model_visit_blocks_forward(m);
-        return;
     }
 
-    model_params_acquire(m, 0, 0);
-    o->embedding_fwd(m->acts[0].x_in, m->tokens, m->w.embed, T, D);
-    model_params_release(m, 0, 0);
+    /* An empty micro-batch computes nothing but still takes every block's
+     * hooks and its layers' ep exchanges: the collectives behind them must
+     * line up across ranks. */
+    model_block_begin(m, 0, 0);
+    if (!empty)
+        o->embedding_fwd(m->acts[0].x_in, m->tokens, m->w.embed, T, D);
+    model_block_end(m, 0, 0);
     for (int l = 0; l < L; l++) {
-        layer_acts_t *a = &m->acts[l];
-        fb_act *x_out = l + 1 < L ? m->acts[l + 1].x_in : m->x_final;
-        model_params_acquire(m, 1 + l, 0);
-        attention_block(m, l);
-        o->rmsnorm_fwd(a->h2, a->rstd2, a->x_mid, m->w.layers[l].ln2, T, D, (float)mc->rms_norm_eps);
-        o->copy(x_out, a->x_mid, ACT_BYTES(m, (size_t)T * D));
-        if (model_layer_is_moe(mc, l))
-            model_forward_moe(m, l, a->h2, x_out, stats);
+        model_block_begin(m, 1 + l, 0);
+        if (empty)
+            model_moe_idle_forward(m, l);
         else
-            dense_ffn(m, l, x_out);
-        model_params_release(m, 1 + l, 0);
+            layer_forward(m, l, stats);
+        model_block_end(m, 1 + l, 0);
     }
-    const int tied = mc->tie_word_embeddings;
-    if (tied)
-        model_params_acquire(m, 0, 0);
-    model_params_acquire(m, L + 1, 0);
-    o->rmsnorm_fwd(m->hf, m->rstdf, m->x_final, m->w.norm, T, D, (float)mc->rms_norm_eps);
-    o->matmul(m->logits, m->hf, m->w.head, T, V, D, 0, 1, 0.0f);
-    model_params_release(m, L + 1, 0);
-    if (tied)
-        model_params_release(m, 0, 0);
+    model_block_begin(m, L + 1, 0);
+    if (!empty)
+        head_forward(m);
+    model_block_end(m, L + 1, 0);
+    if (empty)
+        return;
+
     o->cross_entropy(m->token_loss, m->dlogits, m->logits, m->targets, T, V,
                      (float)(model_loss_scale(sc) / sc->lm_denominator));
 

@@ -116,7 +116,11 @@ void model_params_acquire(model_t *m, int block, int backward);
 void model_params_release(model_t *m, int block, int backward);
 void model_grads_acquire(model_t *m, int block);
 void model_grads_release(model_t *m, int block);
-void model_visit_blocks_forward(model_t *m);
+/* The hook calls around block `block` (0 embedding, 1+l layer l, L+1 the
+ * final norm and head) in the forward (backward 0) or the backward
+ * (blocks.c). Between them the block's pointers of w (and dw) are bound. */
+void model_block_begin(model_t *m, int block, int backward);
+void model_block_end(model_t *m, int block, int backward);
 
 void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model_stats_t *stats);
 void model_backward_moe(model_t *m, int l, fb_act *dh2_out);

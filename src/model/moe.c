@@ -4,8 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/expert_ffn.h"
 #include "model/model_impl.h"
 #include "util/error.h"
+
+/* All of layer l's permuted rows, through all E experts. */
+static expert_rows_t all_rows(model_t *m, int l)
+{
+    layer_acts_t *a = &m->acts[l];
+    return (expert_rows_t){.rows = a->plan.R, .ne = m->mc.num_local_experts, .off = a->plan.offsets,
+                           .x = a->xp, .g = a->g, .u = a->u, .act = a->act, .mask = a->mask};
+}
 
 void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model_stats_t *stats)
 {
@@ -13,7 +22,7 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
     const model_config_t *mc = &m->mc;
     const layer_weights_t *w = &m->w.layers[l];
     layer_acts_t *a = &m->acts[l];
-    const int T = m->T, D = mc->hidden_size, I = mc->intermediate_size;
+    const int T = m->T, D = mc->hidden_size;
     const int E = mc->num_local_experts, K = mc->num_experts_per_tok;
 
     o->matmul_f32(a->rlogits, h2, w->router, T, E, D, 0, 1, 0.0f);
@@ -63,13 +72,8 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
          * experts are one contiguous run of them */
         moe_ep_forward(m, l, p->offsets);
     } else if (R > 0) {
-        o->gmm_fwd(a->g, a->xp, w->w1, p->offsets, E, I, D);
-        o->gmm_fwd(a->u, a->xp, w->w3, p->offsets, E, I, D);
-        o->swiglu_fwd(a->act, a->g, a->u, (size_t)R * I);
-        if (m->sc.training && mc->expert_dropout > 0.0)
-            o->dropout_fwd(a->act, a->mask, (size_t)R * I, (float)mc->expert_dropout,
-                           m->sc.dropout_seed, (uint64_t)l << 40);
-        o->gmm_fwd(a->eo, a->act, w->w2, p->offsets, E, D, I);
+        const expert_rows_t rows = all_rows(m, l);
+        model_expert_ffn_forward(m, l, &rows, a->eo);
     }
     o->combine_fwd(m->dtmp, a->eo, p->d_token_rows, a->topk_w, T, K, D);
     o->act_axpy(x_out, m->dtmp, (size_t)T * D, 1.0f);
@@ -84,7 +88,7 @@ void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
     const layer_grads_t *dw = &m->dw.layers[l];
     layer_acts_t *a = &m->acts[l];
     moe_plan_t *p = &a->plan;
-    const int T = m->T, D = mc->hidden_size, I = mc->intermediate_size;
+    const int T = m->T, D = mc->hidden_size;
     const int E = mc->num_local_experts, K = mc->num_experts_per_tok, R = p->R;
 
     o->combine_bwd(m->dxp, m->dtw, m->dx, a->eo, p->d_token_rows, a->topk_w, T, K, D);
@@ -95,16 +99,8 @@ void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
             o->permute_bwd(dh2_out, m->dtmp, p->d_token_rows, T, K, D);
     } else if (R > 0) {
         /* m->dxp holds d(expert outputs) [R, D] */
-        o->gmm_bwd_weight(dw->w2, m->dxp, a->act, p->offsets, E, D, I);
-        o->gmm_bwd_data(m->dact, m->dxp, w->w2, p->offsets, E, D, I);
-        if (m->sc.training && mc->expert_dropout > 0.0)
-            o->dropout_bwd(m->dact, a->mask, (size_t)R * I, (float)mc->expert_dropout);
-        o->swiglu_bwd(m->dg, m->du, m->dact, a->g, a->u, (size_t)R * I);
-        o->gmm_bwd_weight(dw->w1, m->dg, a->xp, p->offsets, E, I, D);
-        o->gmm_bwd_weight(dw->w3, m->du, a->xp, p->offsets, E, I, D);
-        o->gmm_bwd_data(m->dxp, m->dg, w->w1, p->offsets, E, I, D);
-        o->gmm_bwd_data(m->dtmp, m->du, w->w3, p->offsets, E, I, D);
-        o->act_axpy(m->dxp, m->dtmp, (size_t)R * D, 1.0f);
+        const expert_rows_t rows = all_rows(m, l);
+        model_expert_ffn_backward(m, l, &rows, m->dxp, m->dtmp, m->dg, m->du, m->dact);
         o->permute_bwd(dh2_out, m->dxp, p->d_token_rows, T, K, D);
     }
     const float z_scale = (float)(2.0 * m->sc.mb_weight * model_loss_scale(&m->sc) * mc->router_z_loss_coef /

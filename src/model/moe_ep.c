@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/expert_ffn.h"
 #include "model/model_impl.h"
 #include "util/error.h"
 
@@ -306,32 +307,41 @@ static void poll(struct moe_ep *x)
     }
 }
 
+static void poll_cb(void *ctx) { poll(ctx); }
+
+/* Chunk c's rows of layer l in the compute layout, through the local experts. */
+static expert_rows_t chunk_rows(model_t *m, int l, int c)
+{
+    struct moe_ep *x = m->epx;
+    ep_layer_t *ly = &x->layer[l];
+    const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size;
+    const size_t b = (size_t)ly->base[c];
+    return (expert_rows_t){.rows = ly->base[c + 1] - ly->base[c],
+                           .ne = x->El,
+                           .off = ly->off + (size_t)c * (x->El + 1),
+                           .x = ACT(m, ly->xr, b * D),
+                           .g = ACT(m, ly->g, b * I),
+                           .u = ACT(m, ly->u, b * I),
+                           .act = ACT(m, ly->act, b * I),
+                           .mask = ly->mask + b * I,
+                           .row0 = b,
+                           .progress = poll_cb,
+                           .progress_ctx = x};
+}
+
 static void chunk_forward(model_t *m, int l, int c)
 {
     struct moe_ep *x = m->epx;
     ep_layer_t *ly = &x->layer[l];
     const ops_t *o = m->ops;
-    const model_config_t *mc = &m->mc;
-    const layer_weights_t *w = &m->w.layers[l];
-    const int D = mc->hidden_size, I = mc->intermediate_size, El = x->El;
-    const size_t b = (size_t)ly->base[c];
-    const int rows = ly->base[c + 1] - ly->base[c];
-    const int32_t *off = ly->off + (size_t)c * (El + 1);
-    if (rows == 0)
+    const size_t D = (size_t)m->mc.hidden_size, b = (size_t)ly->base[c];
+    const expert_rows_t r = chunk_rows(m, l, c);
+    if (r.rows == 0)
         return;
-    o->permute_fwd(ACT(m, ly->xr, b * D), x->rbuf, ly->c2r + b, rows, D);
-    o->gmm_fwd(ACT(m, ly->g, b * I), ACT(m, ly->xr, b * D), w->w1, off, El, I, D);
-    poll(x);
-    o->gmm_fwd(ACT(m, ly->u, b * I), ACT(m, ly->xr, b * D), w->w3, off, El, I, D);
-    poll(x);
-    o->swiglu_fwd(ACT(m, ly->act, b * I), ACT(m, ly->g, b * I), ACT(m, ly->u, b * I), (size_t)rows * I);
-    if (m->sc.training && mc->expert_dropout > 0.0)
-        o->dropout_fwd(ACT(m, ly->act, b * I), ly->mask + b * I, (size_t)rows * I, (float)mc->expert_dropout,
-                       m->sc.dropout_seed, ((uint64_t)l << 40) + b * (uint64_t)I);
-    o->gmm_fwd(ACT(m, x->cbuf, b * D), ACT(m, ly->act, b * I), w->w2, off, El, D, I);
-    poll(x);
+    o->permute_fwd(r.x, x->rbuf, ly->c2r + b, r.rows, (int)D);
+    model_expert_ffn_forward(m, l, &r, ACT(m, x->cbuf, b * D));
     /* the chunk's input rows are consumed: its outputs go back in their place */
-    o->permute_fwd(ACT(m, x->rbuf, b * D), x->cbuf, ly->r2c + b, rows, D);
+    o->permute_fwd(ACT(m, x->rbuf, b * D), x->cbuf, ly->r2c + b, r.rows, (int)D);
 }
 
 static void chunk_backward(model_t *m, int l, int c)
@@ -339,31 +349,15 @@ static void chunk_backward(model_t *m, int l, int c)
     struct moe_ep *x = m->epx;
     ep_layer_t *ly = &x->layer[l];
     const ops_t *o = m->ops;
-    const model_config_t *mc = &m->mc;
-    const layer_weights_t *w = &m->w.layers[l];
-    const layer_grads_t *dw = &m->dw.layers[l];
-    const int D = mc->hidden_size, I = mc->intermediate_size, El = x->El;
-    const size_t b = (size_t)ly->base[c];
-    const int rows = ly->base[c + 1] - ly->base[c];
-    const int32_t *off = ly->off + (size_t)c * (El + 1);
-    if (rows == 0)
+    const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size, b = (size_t)ly->base[c];
+    const expert_rows_t r = chunk_rows(m, l, c);
+    if (r.rows == 0)
         return;
     fb_act *deo = ACT(m, x->cbuf, b * D), *tmp = ACT(m, x->rbuf, b * D);
-    fb_act *dg = ACT(m, x->dg, b * I), *du = ACT(m, x->du, b * I), *dact = ACT(m, x->dact, b * I);
-    o->permute_fwd(deo, x->rbuf, ly->c2r + b, rows, D);
-    o->gmm_bwd_weight(dw->w2, deo, ACT(m, ly->act, b * I), off, El, D, I);
-    o->gmm_bwd_data(dact, deo, w->w2, off, El, D, I);
-    poll(x);
-    if (m->sc.training && mc->expert_dropout > 0.0)
-        o->dropout_bwd(dact, ly->mask + b * I, (size_t)rows * I, (float)mc->expert_dropout);
-    o->swiglu_bwd(dg, du, dact, ACT(m, ly->g, b * I), ACT(m, ly->u, b * I), (size_t)rows * I);
-    o->gmm_bwd_weight(dw->w1, dg, ACT(m, ly->xr, b * D), off, El, I, D);
-    o->gmm_bwd_weight(dw->w3, du, ACT(m, ly->xr, b * D), off, El, I, D);
-    poll(x);
-    o->gmm_bwd_data(deo, dg, w->w1, off, El, I, D);
-    o->gmm_bwd_data(tmp, du, w->w3, off, El, I, D);
-    o->act_axpy(deo, tmp, (size_t)rows * D, 1.0f);
-    o->permute_fwd(ACT(m, x->rbuf, b * D), x->cbuf, ly->r2c + b, rows, D);
+    o->permute_fwd(deo, x->rbuf, ly->c2r + b, r.rows, (int)D);
+    model_expert_ffn_backward(m, l, &r, deo, tmp, ACT(m, x->dg, b * I), ACT(m, x->du, b * I),
+                              ACT(m, x->dact, b * I));
+    o->permute_fwd(ACT(m, x->rbuf, b * D), x->cbuf, ly->r2c + b, r.rows, (int)D);
 }
 
 /* Rows `src` of this rank (send layout) go to their experts, each chunk is

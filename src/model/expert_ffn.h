@@ -1,0 +1,33 @@
+/* Private to src/model: the experts' SwiGLU FFN over rows grouped by
+ * expert, y = w2 (silu(w1 x) * (w3 x)) with expert dropout on the product,
+ * and its backward. The single-rank MoE layer (moe.c) runs it on all its
+ * permuted rows, the ep path (moe_ep.c) on each received chunk. */
+#ifndef FABULA_MODEL_EXPERT_FFN_H
+#define FABULA_MODEL_EXPERT_FFN_H
+
+#include "model/model_impl.h"
+
+/* One run of rows through experts [0, ne) of layer l's bound weights. */
+typedef struct expert_rows {
+    int rows;
+    int ne;
+    const int32_t *off;         /* host [ne+1]: row offsets of each expert */
+    fb_act *x;                  /* [rows, D] input */
+    fb_act *g, *u, *act;        /* [rows, I]: written by the forward, read by the backward */
+    uint8_t *mask;              /* [rows*I] expert dropout */
+    size_t row0;                /* the first row's index in layer l's dropout stream */
+    /* Called between the grouped matmuls (NULL: none): the ep path drives
+     * its exchanges in flight from here. */
+    void (*progress)(void *ctx);
+    void *progress_ctx;
+} expert_rows_t;
+
+/* y [rows, D] (overwritten) = the experts' outputs of r->x. */
+void model_expert_ffn_forward(model_t *m, int l, const expert_rows_t *r, fb_act *y);
+
+/* dy [rows, D]: d(outputs) in, d(inputs) out. Accumulates layer l's expert
+ * weight gradients; tmp [rows, D] and dg, du, dact [rows, I] are scratch. */
+void model_expert_ffn_backward(model_t *m, int l, const expert_rows_t *r, fb_act *dy, fb_act *tmp, fb_act *dg,
+                               fb_act *du, fb_act *dact);
+
+#endif
