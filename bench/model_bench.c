@@ -5,11 +5,13 @@
  * One process, no data pipeline: a fixed batch of `batch` sequences of
  * `seq` random tokens, packed back to back (cu_seqlens every seq tokens), so
  * attention is causal within each sequence exactly like the PyTorch side's
- * [B, S] batch. A step is forward, backward, global-norm clipping at 1.0
- * and AdamW over the fp32 master weights, timed after `warmup` steps with
- * the backend synchronised at both ends.
+ * [B, S] batch. A step is the trainer's: forward and backward through a
+ * one-rank ZeRO-0 engine, then zero_step (global-norm clipping at 1.0 and
+ * AdamW over the fp32 master weights), timed after `warmup` steps with the
+ * backend synchronised at both ends.
  *
- * FLOPs per token: 6 * N_active + 12 * L * d * S (N_active: every parameter
+ * FLOPs per token: model_flops_per_token with the full S and the RMSNorm
+ * weights counted, 6 * N_active + 12 * L * d * S (N_active: every parameter
  * but the embedding, the LM head and the RMSNorm weights included, only the
  * router and the top-k experts of each MoE layer), the convention of
  * bench/README.md and bench/torch_model.py. MFU divides by a bf16 matmul ceiling
@@ -25,8 +27,10 @@
 #include "model/model.h"
 #include "monitor/timer.h"
 #include "ops.h"
+#include "parallel/groups.h"
+#include "parallel/world.h"
 #include "rng.h"
-#include "zero/optimizer.h"
+#include "zero/zero.h"
 #include "util/error.h"
 
 #ifdef HAVE_CUDA
@@ -138,6 +142,7 @@ int main(int argc, char **argv)
     opts_t o;
     if (parse(argc, argv, &o) != 0)
         return FB_EXIT_USAGE;
+    parallel_init(&argc, &argv);
     const ops_t *ops = ops_cpu();
     char device[128] = "cpu";
     if (!strcmp(o.backend, "cuda")) {
@@ -178,17 +183,25 @@ int main(int argc, char **argv)
         cu[s] = s * o.seq;
     model_input_t in = {tok, pos, tgt, cu, T, o.batch, NULL, 0};
 
-    model_t *m = model_create(&mc, ops, T);
-    model_init_weights(m, 1234);
-    optim_config_t oc = {0};
-    oc.lr = 1e-4;
-    oc.beta1 = 0.9;
-    oc.beta2 = 0.95;
-    oc.eps = 1e-8;
-    oc.weight_decay = 0.1;
-    oc.adam_w_mode = 1;
-    optimizer_t opt;
-    optimizer_init(&opt, &oc, m);
+    /* the defaults of a run, with this model and optimizer on one rank at
+     * ZeRO stage 0 */
+    config_t cfg;
+    config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
+    cfg.model = mc;
+    cfg.optim = (optim_config_t){.adam_w_mode = 1, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                 .weight_decay = 0.1};
+    cfg.gradient_clipping = 1.0;
+    cfg.zero.stage = 0;
+    cfg.zero.offload_optimizer = cfg.zero.offload_param = 0;
+    cfg.fp16.enabled = 0;
+    cfg.parallel.expert_parallel_size = 1;
+    cfg.parallel.moe_a2a_chunks = 1;
+    groups_t groups;
+    groups_create(&groups, 1, mc.num_local_experts);
+    if (ops->device_memory)
+        groups_attach_device(&groups);
+    zero_t *z = zero_create(&cfg, &groups, ops, T, 1234);
+    model_t *m = zero_model(z);
     model_scales_t sc = {.lm_denominator = (double)T, .mb_weight = 1.0, .training = 1};
     double t0 = 0.0, loss = 0.0;
     for (int step = 0; step < o.warmup + o.steps; step++) {
@@ -197,27 +210,30 @@ int main(int argc, char **argv)
             t0 = timer_now();
         }
         model_stats_t st;
-        model_zero_grads(m);
+        zero_begin_step(z);
+        zero_begin_micro(z, 0, 1);
         sc.dropout_seed = (uint64_t)step;
         model_forward(m, &in, &sc, &st);
         model_backward(m);
-        grads_clip(m, grads_global_norm(m), 1.0);
-        optimizer_step(&opt, m, oc.lr);
-        loss = st.lm_sum / T;
+        zero_end_backward(z);
+        loss = model_loss_total(&mc, st.lm_sum / T, st.aux, st.z);
+        if (zero_step(z, cfg.optim.lr, loss).status != ZERO_STEP_APPLIED)
+            fb_fatal(FB_EXIT_DIVERGED, "step %d: loss %g: training diverged", step, loss);
     }
     ops->synchronize();
     const double dt = (timer_now() - t0) / o.steps;
     const double ceiling = !strcmp(o.backend, "cuda") ? matmul_ceiling(ops, 8192, 20) : matmul_ceiling(ops, 1024, 3);
     /* model_active_params counts matmul weights; the norms are the rest */
-    const double n_active = (double)model_active_params(&mc) + (2.0 * o.layers + 1.0) * o.hidden;
-    const double fpt = 6.0 * n_active + 12.0 * o.layers * (double)o.hidden * o.seq;
+    const double n_active = (double)model_active_params(&mc) + (double)model_norm_params(&mc);
+    const double fpt = model_flops_per_token(&mc, o.seq, 1);
     const double tps = T / dt;
     printf("{\"impl\": \"fabula\", \"model\": \"%s\", \"tokens_per_s\": %.1f, \"step_ms\": %.3f, \"mfu\": %.4f, "
            "\"ceiling_tflops\": %.1f, \"flops_per_token\": %.0f, \"params_active\": %.0f, \"device\": \"%s\", "
            "\"final_loss\": %.4f}\n",
            o.model, tps, dt * 1e3, tps * fpt / (ceiling * 1e12), ceiling, fpt, n_active, device, loss);
-    optimizer_free(&opt);
-    model_free(m);
+    zero_free(z);
+    groups_free(&groups);
+    config_free(&cfg);
     free(tok);
     free(pos);
     free(tgt);
@@ -226,5 +242,6 @@ int main(int argc, char **argv)
     if (!strcmp(o.backend, "cuda"))
         cuda_backend_shutdown();
 #endif
+    parallel_finalize();
     return 0;
 }

@@ -506,11 +506,20 @@ long model_active_params(const model_config_t *mc)
     return n;
 }
 
-double model_flops_per_token(const model_config_t *mc, double avg_ctx)
+long model_norm_params(const model_config_t *mc)
 {
-    /* 6 FLOPs per active weight (forward 2, backward 4) plus the attention
-     * score and value products: 12 * L * d * ctx for a full causal context,
-     * halved by causality on average -> with avg_ctx the mean attended span. */
-    return 6.0 * (double)model_active_params(mc) +
-           12.0 * mc->num_hidden_layers * (double)mc->hidden_size * avg_ctx;
+    return (2L * mc->num_hidden_layers + 1L) * mc->hidden_size;
+}
+
+double model_flops_per_token(const model_config_t *mc, double ctx, int count_norms)
+{
+    double n = (double)model_active_params(mc);
+    if (count_norms)
+        n += (double)model_norm_params(mc);
+    return 6.0 * n + 12.0 * mc->num_hidden_layers * (double)mc->hidden_size * ctx;
+}
+
+double model_loss_total(const model_config_t *mc, double lm, double aux, double z)
+{
+    return lm + mc->router_aux_loss_coef * aux + mc->router_z_loss_coef * z;
 }

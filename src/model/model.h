@@ -129,9 +129,21 @@ void model_set_keep_logits(model_t *m, int keep);
 /* The kept logits of the last forward, widened to fp32: [T, vocab] on the host. */
 void model_get_logits(const model_t *m, float *host);
 
-/* FLOPs of one forward+backward per token (6 N_active + attention), for MFU
- * and throughput reports; avg_ctx is the mean attended length. */
-double model_flops_per_token(const model_config_t *mc, double avg_ctx);
+/* The reported loss of docs/model.md "Losses": lm + aux_coef * aux +
+ * z_coef * z (lm already divided by the step's target tokens; aux and z the
+ * token-weighted means before their coefficients). */
+double model_loss_total(const model_config_t *mc, double lm, double aux, double z);
+
+/* Matmul weights one token passes through: attention, the dense FFN or the
+ * router and top-k experts, the LM head (not the embedding lookup). */
 long model_active_params(const model_config_t *mc);
+/* RMSNorm weights: two per layer and the final norm. */
+long model_norm_params(const model_config_t *mc);
+/* FLOPs of one forward+backward per token: 6 per active weight (forward 2,
+ * backward 4) plus 12 L d per attended position. ctx is the attended length:
+ * its mean (half the sample) for the loader's causal cost model, the full
+ * sequence for bench/README.md's MFU convention, which also counts the
+ * RMSNorm weights (count_norms). */
+double model_flops_per_token(const model_config_t *mc, double ctx, int count_norms);
 
 #endif

@@ -4,7 +4,6 @@
  * all ranks without communication (docs/model.md, "Losses"). */
 #include "train/trainer.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +47,6 @@ typedef struct trainer {
     int threads;
     ckpt_run_t ckpt;
     backend_t be;
-    loss_scale_t scaler;    /* fp16 (factor 1 and never skipping otherwise) */
     long skipped;           /* steps skipped by the scaler in this process */
 } trainer_t;
 
@@ -78,7 +76,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
             .training = 1,
             .dropout_seed = fb_hash2(cfg->run.seed ^ 0x5eedd209ULL,
                                      ((uint64_t)step * 65536u + (uint64_t)mb) * 4096u + (uint64_t)tr->dp_rank),
-            .loss_scale = loss_scale_value(&tr->scaler),
+            .loss_scale = loss_scale_value(zero_loss_scaler(tr->zero)),
         };
         model_stats_t st;
         zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
@@ -98,7 +96,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->lm_loss = sums[0] / targets;
     rec->aux_loss = sums[1];
     rec->z_loss = sums[2];
-    rec->loss = rec->lm_loss + mc->router_aux_loss_coef * rec->aux_loss + mc->router_z_loss_coef * rec->z_loss;
+    rec->loss = model_loss_total(mc, rec->lm_loss, rec->aux_loss, rec->z_loss);
     rec->dropped = (long)sums[3];
     rec->tokens = (long)tokens;
     rec->samples = tr->plan.used;
@@ -186,7 +184,6 @@ int trainer_run(const config_t *cfg)
     backend_open(&tr.be, cfg);
     if (tr.be.ops->device_memory)
         groups_attach_device(&tr.groups);
-    loss_scale_init(&tr.scaler, &cfg->fp16);
     tr.zero = zero_create(cfg, &tr.groups, tr.be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed);
     tr.model = zero_model(tr.zero);
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
@@ -200,7 +197,7 @@ int trainer_run(const config_t *cfg)
     /* parameters, moments, step count and data position from a checkpoint
      * (docs/checkpoint.md); before the metrics log opens, which it trims */
     ckpt_target_t target = {cfg, tr.zero, model_ops(tr.model), &tr.plan, &tr.groups,
-                            cfg->fp16.enabled ? &tr.scaler : NULL};
+                            cfg->fp16.enabled ? zero_loss_scaler(tr.zero) : NULL};
     ckpt_run_init(&tr.ckpt, &target);
     ckpt_progress_t prog;
     ckpt_run_resume(&tr.ckpt, &prog);
@@ -217,40 +214,23 @@ int trainer_run(const config_t *cfg)
         zero_begin_step(tr.zero);
         run_micro_batches(&tr, step, &rec);
         zero_end_backward(tr.zero);
-        /* the gradients are of scale x the objective; the norm is agreed
-         * over all ranks, so every rank takes the same branch below */
-        const double scale = loss_scale_value(&tr.scaler);
-        const double scaled_norm = zero_grad_norm(tr.zero);
-        rec.grad_norm = scaled_norm / scale;
-        rec.loss_scale = scale;
         rec.lr = schedule_lr(&cfg->sched, &cfg->optim, zero_step_count(tr.zero));
-        const int overflow = !isfinite(scaled_norm);
-        if (cfg->fp16.enabled && loss_scale_update(&tr.scaler, overflow)) {
-            /* DeepSpeed's overflow step: no update, no schedule advance */
+        const zero_step_report_t zs = zero_step(tr.zero, rec.lr, rec.loss);
+        rec.grad_norm = zs.grad_norm;
+        rec.loss_scale = zs.loss_scale;
+        if (zs.status == ZERO_STEP_DIVERGED) {
+            if (tr.rank == 0)
+                fprintf(stderr, "fabula: error: step %ld: loss %g, gradient norm %g: training diverged\n", rec.step,
+                        rec.loss, rec.grad_norm);
+            code = FB_EXIT_DIVERGED;
+            break;
+        }
+        if (zs.status == ZERO_STEP_SKIPPED) {
             rec.skipped = 1;
             tr.skipped++;
             if (tr.rank == 0)
                 printf("fabula: step %ld: gradient overflow at loss scale %g: step skipped, scale now %g\n",
-                       rec.step, scale, loss_scale_value(&tr.scaler));
-        } else {
-            if (!isfinite(rec.loss) || !isfinite(rec.grad_norm)) {
-                if (tr.rank == 0)
-                    fprintf(stderr, "fabula: error: step %ld: loss %g, gradient norm %g: training diverged\n",
-                            rec.step, rec.loss, rec.grad_norm);
-                code = FB_EXIT_DIVERGED;
-                break;
-            }
-            /* the rule of torch.nn.utils.clip_grad_norm_ and DeepSpeed, on
-             * the unscaled norm; unscaling and clipping are one pass */
-            double coef = 1.0 / scale;
-            if (cfg->gradient_clipping > 0.0) {
-                double clip = cfg->gradient_clipping / (rec.grad_norm + 1e-6);
-                if (clip < 1.0)
-                    coef *= clip;
-            }
-            if (coef != 1.0)
-                zero_scale_grads(tr.zero, coef);
-            zero_optimizer_step(tr.zero, rec.lr);
+                       rec.step, zs.loss_scale, loss_scale_value(zero_loss_scaler(tr.zero)));
         }
         rec.step_time = timer_now() - t0;
         rec.elapsed = timer_now() - t_start;

@@ -429,6 +429,7 @@ zero_t *zero_create(const config_t *cfg, const groups_t *groups, const ops_t *op
         model_hooks_t h = {z, hook_params_acquire, NULL, hook_grads_acquire, hook_grads_release};
         model_set_hooks(z->model, &h);
     }
+    loss_scale_init(&z->scaler, &cfg->fp16);
     init_params(z, seed);
     return z;
 }
@@ -474,6 +475,8 @@ void zero_free(zero_t *z)
 }
 
 model_t *zero_model(zero_t *z) { return z->model; }
+
+loss_scale_t *zero_loss_scaler(zero_t *z) { return &z->scaler; }
 
 void zero_begin_step(zero_t *z)
 {

@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "parallel/comm.h"
 #include "parallel/groups.h"
+#include "zero/loss_scale.h"
 
 typedef struct zero zero_t;
 
@@ -45,12 +46,38 @@ void zero_begin_micro(zero_t *z, int micro, int nmicro);
 /* After the last micro-batch's backward: every reduction complete. */
 void zero_end_backward(zero_t *z);
 
-/* Global L2 norm of the reduced gradient (collective). */
-double zero_grad_norm(zero_t *z);
-/* Multiplies the gradient by `coef`. */
-void zero_scale_grads(zero_t *z, double coef);
-/* AdamW on this rank's shard, then whatever gathering the stage needs. */
-void zero_optimizer_step(zero_t *z, double lr);
+/* The fp16 loss scaler of the run (fp16.*; factor 1 and never skipping
+ * with fp16 off): each micro-batch's loss is multiplied by
+ * loss_scale_value() (model_scales_t.loss_scale); checkpoints save and
+ * restore it. zero_step advances it. */
+loss_scale_t *zero_loss_scaler(zero_t *z);
+
+typedef enum {
+    ZERO_STEP_APPLIED = 0,  /* the parameters were updated */
+    ZERO_STEP_SKIPPED,      /* fp16 overflow: nothing but the scaler changed */
+    ZERO_STEP_DIVERGED      /* non-finite loss or gradient norm: nothing changed */
+} zero_step_status_t;
+
+typedef struct zero_step_report {
+    zero_step_status_t status;
+    double grad_norm;       /* global L2 norm of the unscaled gradient */
+    double loss_scale;      /* the factor this step's gradients carried */
+} zero_step_report_t;
+
+/* One optimizer step, after zero_end_backward (collective; the norm is
+ * agreed over all ranks, so every rank takes the same branch):
+ *   1. the global norm of the reduced gradient, which carries the loss scale;
+ *   2. fp16 on: an inf/NaN norm is an overflow, and loss_scale_update
+ *      decides whether the step is skipped (DeepSpeed: no update, no Adam
+ *      step count, so no schedule advance either);
+ *   3. a non-finite `loss` (the step's objective, only tested here) or
+ *      unscaled norm is a divergence: no update;
+ *   4. unscaling and clipping as one pass over the gradient: clipping by
+ *      cfg->gradient_clipping / (norm + 1e-6) when that is below 1 (the rule
+ *      of torch.nn.utils.clip_grad_norm_ and DeepSpeed), on the unscaled norm;
+ *   5. AdamW at `lr` on this rank's shard, then whatever gathering the stage
+ *      needs. */
+zero_step_report_t zero_step(zero_t *z, double lr, double loss);
 
 zero_memory_t zero_memory(const zero_t *z);
 

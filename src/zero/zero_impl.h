@@ -1,5 +1,5 @@
 /* Private to the ZeRO engine (zero.c: setup and the model hooks;
- * zero_optim.c: norm, update, gathers, memory). */
+ * zero_optim.c: the optimizer step, gathers, memory). */
 #ifndef FABULA_TRAIN_ZERO_IMPL_H
 #define FABULA_TRAIN_ZERO_IMPL_H
 
@@ -59,6 +59,7 @@ struct zero {
     inflight_t inflight[ZERO_MAX_INFLIGHT];
     int ninflight;
     long step;
+    loss_scale_t scaler;
     size_t workspace_bytes;
 };
 

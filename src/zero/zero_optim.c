@@ -1,6 +1,7 @@
-/* ZeRO engine: gradient norm, clipping, the sharded AdamW update (on the
- * backend, or on the host with offload_optimizer) and the parameter
- * all-gather that follows it in stages 1 and 2. */
+/* ZeRO engine: the optimizer step (gradient norm, the fp16 overflow skip,
+ * unscaling and clipping, the sharded AdamW update on the backend or on the
+ * host with offload_optimizer, and the parameter all-gather that follows it
+ * in stages 1 and 2), memory accounting and shard access. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,8 @@ static float *owned_params(zero_t *z, int gi)
     return z->stage == 3 ? g->param_shard : model_params(z->model, gi) + g->lo;
 }
 
-double zero_grad_norm(zero_t *z)
+/* Global L2 norm of the reduced gradient (collective). */
+static double grad_norm(zero_t *z)
 {
     double ss[PARAM_NGROUPS] = {0.0, 0.0};
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
@@ -42,7 +44,7 @@ double zero_grad_norm(zero_t *z)
     return sqrt(total);
 }
 
-void zero_scale_grads(zero_t *z, double coef)
+static void scale_grads(zero_t *z, double coef)
 {
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
@@ -112,7 +114,8 @@ static void offload_update(zero_t *z, zgroup_t *g, float *p, const float *grad, 
     }
 }
 
-void zero_optimizer_step(zero_t *z, double lr)
+/* AdamW on this rank's shard, then whatever gathering the stage needs. */
+static void update(zero_t *z, double lr)
 {
     const optim_config_t *c = &z->cfg->optim;
     z->step++;
@@ -137,6 +140,32 @@ void zero_optimizer_step(zero_t *z, double lr)
         for (int gi = 0; gi < PARAM_NGROUPS; gi++)
             if (z->g[gi].size > 1)
                 gather_params(z, gi);
+}
+
+zero_step_report_t zero_step(zero_t *z, double lr, double loss)
+{
+    zero_step_report_t r = {ZERO_STEP_APPLIED, 0.0, loss_scale_value(&z->scaler)};
+    const double scaled_norm = grad_norm(z);
+    r.grad_norm = scaled_norm / r.loss_scale;
+    if (z->scaler.enabled && loss_scale_update(&z->scaler, !isfinite(scaled_norm))) {
+        r.status = ZERO_STEP_SKIPPED;
+        return r;
+    }
+    if (!isfinite(loss) || !isfinite(r.grad_norm)) {
+        r.status = ZERO_STEP_DIVERGED;
+        return r;
+    }
+    double coef = 1.0 / r.loss_scale;
+    const double max_norm = z->cfg->gradient_clipping;
+    if (max_norm > 0.0) {
+        double clip = max_norm / (r.grad_norm + 1e-6);
+        if (clip < 1.0)
+            coef *= clip;
+    }
+    if (coef != 1.0)
+        scale_grads(z, coef);
+    update(z, lr);
+    return r;
 }
 
 zero_memory_t zero_memory(const zero_t *z)

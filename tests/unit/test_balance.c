@@ -339,7 +339,7 @@ static void test_attention_cost(void)
     double c = balance_attention_cost(&cfg.model);
     double n_active = (double)model_active_params(&cfg.model);
     for (int64_t len = 1; len <= 65536; len *= 4) {
-        double flops = model_flops_per_token(&cfg.model, (double)len / 2.0) * (double)len;
+        double flops = model_flops_per_token(&cfg.model, (double)len / 2.0, 0) * (double)len;
         double want = flops / (6.0 * n_active);
         EXPECT(fabs(balance_cost(len, c) - want) <= 1e-9 * want, "len %lld: cost %g, FLOPs/(6N) %g", (long long)len,
                balance_cost(len, c), want);
