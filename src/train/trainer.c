@@ -167,6 +167,21 @@ static void print_setup(const trainer_t *tr)
     fflush(stdout);
 }
 
+/* One job per run directory: a second job on it would trim the first's
+ * metrics and mix its checkpoints into the first's. Rank 0 holds the lock
+ * (io/rundir.h) for the whole run; every rank learns the verdict, so all
+ * exit cleanly after rank 0's message. */
+static void lock_run_dir(const config_t *cfg, int rank)
+{
+    char holder[256] = "";
+    int locked = rank == 0 ? rundir_lock(cfg->run.run_dir, holder, sizeof holder) : 0;
+    parallel_bcast(&locked, sizeof locked, 0);
+    if (!locked)
+        fb_fatal_all(FB_EXIT_USAGE, "run directory %s is in use by another fabula job (%s; lock file %s/.lock): "
+                     "give this job its own --run-dir, or wait for that one to end", cfg->run.run_dir, holder,
+                     cfg->run.run_dir);
+}
+
 int trainer_run(const config_t *cfg)
 {
     trainer_t tr;
@@ -175,6 +190,7 @@ int trainer_run(const config_t *cfg)
     tr.rank = parallel_rank();
     tr.world = parallel_size();
     tr.threads = choose_threads();
+    lock_run_dir(cfg, tr.rank);
     counters_init(tr.rank == 0);
     data_source_open(&tr.data, cfg, tr.rank == 0);
 
