@@ -8,8 +8,8 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "io/h5tensor.h"
+#include "parallel/comm.h"
 #include "parallel/mpi_io.h"
-#include "parallel/world.h"
 #include "util/error.h"
 
 static const char *const kind_groups[CKPT_NKINDS] = {"/params", "/optimizer/m", "/optimizer/v"};
@@ -34,7 +34,7 @@ hid_t ckpt_fapl(int parallel)
      * dense storage instead of failing */
     CHECK_H5(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
     if (parallel) {
-        parallel_h5_fapl_mpio(fapl);
+        parallel_h5_fapl_mpio(fapl, comm_world());
         /* metadata read once and broadcast, written once, instead of every
          * rank touching the same blocks */
         CHECK_H5(H5Pset_all_coll_metadata_ops(fapl, 1));
@@ -125,7 +125,7 @@ void ckpt_allreduce_checksums(uint64_t *sums, size_t n)
         halves[2 * i] = (long long)(sums[i] >> 32);
         halves[2 * i + 1] = (long long)(sums[i] & 0xffffffffu);
     }
-    parallel_allreduce_sum_i64(halves, 2 * n);
+    comm_allreduce(comm_world(), halves, 2 * n, COMM_I64, COMM_SUM);
     for (size_t i = 0; i < n; i++)
         sums[i] = ((uint64_t)halves[2 * i] << 32) + (uint64_t)halves[2 * i + 1];
     free(halves);
@@ -153,7 +153,7 @@ void ckpt_count_sharers(const int *mine, long long *count, int n)
 {
     for (int i = 0; i < n; i++)
         count[i] = mine[i] ? 1 : 0;
-    parallel_allreduce_sum_i64(count, (size_t)n);
+    comm_allreduce(comm_world(), count, (size_t)n, COMM_I64, COMM_SUM);
 }
 
 int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, size_t a, size_t b,

@@ -14,7 +14,7 @@
 #include "ckpt/ckpt_impl.h"
 #include "io/h5tensor.h"
 #include "model/params.h"
-#include "parallel/world.h"
+#include "parallel/comm.h"
 #include "zero/schedule.h"
 #include "util/error.h"
 
@@ -85,7 +85,7 @@ void ckpt_meta_write(hid_t file, const ckpt_target_t *t, const ckpt_progress_t *
     h5_write_attr_string(file, "config", cfg->effective_json);
     /* every rank must write the same value: rank 0's clock */
     long long now = (long long)time(NULL);
-    parallel_bcast(&now, sizeof now, 0);
+    comm_bcast(comm_world(), &now, sizeof now, 0);
     h5_write_attr_i64(file, "created_unix", now);
     param_table_t table;
     param_table_build(&table, &cfg->model);

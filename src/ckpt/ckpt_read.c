@@ -14,14 +14,14 @@
 #include "ckpt/ckpt_impl.h"
 #include "io/h5tensor.h"
 #include "model/params.h"
-#include "parallel/mpi_io.h"
+#include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
 static int any_rank(int bad)
 {
     long long v = bad ? 1 : 0;
-    parallel_allreduce_max_i64(&v, 1);
+    comm_allreduce(comm_world(), &v, 1, COMM_I64, COMM_MAX);
     return v != 0;
 }
 
@@ -291,7 +291,7 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     free(r.stage);
     ckpt_xfer_free(&r.xfer);
     long long counts[2] = {r.xfer.collective, r.xfer.independent};
-    parallel_allreduce_max_i64(counts, 2);
+    comm_allreduce(comm_world(), counts, 2, COMM_I64, COMM_MAX);
     st->collective = counts[0];
     st->independent = counts[1];
     param_table_free(&global);
@@ -327,7 +327,7 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
         if (stat(path, &sb) == 0)
             bytes = (double)sb.st_size;
     }
-    parallel_bcast(&bytes, sizeof bytes, 0);
+    comm_bcast(comm_world(), &bytes, sizeof bytes, 0);
     st->bytes = bytes;
     st->seconds = parallel_wtime() - t0;
     return 0;

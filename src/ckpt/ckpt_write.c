@@ -18,12 +18,11 @@
 #include "ckpt/ckpt_impl.h"
 #include "io/h5tensor.h"
 #include "model/params.h"
-#include "parallel/abort.h"
-#include "parallel/mpi_io.h"
+#include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
-/* The file being written, removed by the abort hook when the job fails
+/* The file being written, removed by the abort cleanup when the job fails
  * during the save, so that a failed save leaves nothing behind. */
 static char tmp_path[4096];
 static char final_path[4096];
@@ -51,7 +50,7 @@ static _Noreturn void save_fail(const char *what, const char *name)
     fflush(stderr);
     struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
-    parallel_abort(FB_EXIT_IO);
+    fb_abort(FB_EXIT_IO);
 }
 
 /* fsync by every rank: on a parallel file system each client flushes what
@@ -176,9 +175,9 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
         fs_mkdirs(dirname(copy));
         free(copy);
     }
-    parallel_barrier();
+    comm_barrier(comm_world());
     memcpy(tmp_path, tmp, sizeof tmp_path);
-    parallel_set_abort_hook(tmp_remove);
+    fb_set_abort_cleanup(tmp_remove);
 
     writer_t w;
     memset(&w, 0, sizeof w);
@@ -246,7 +245,7 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
         save_fail("closing", tmp);
 
     long long counts[3] = {w.xfer.not_collective, w.xfer.collective, w.xfer.independent};
-    parallel_allreduce_max_i64(counts, 3);
+    comm_allreduce(comm_world(), counts, 3, COMM_I64, COMM_MAX);
     if (counts[0] > 0 && rank == 0)
         fb_warn("checkpoint %s: %lld collective tensor write(s) were carried out independently by HDF5 (cause "
                 "bits local 0x%x, global 0x%x: H5Pget_mpio_no_collective_cause); the file is complete", path,
@@ -255,7 +254,7 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
     st->independent = counts[2];
 
     sync_file(tmp);
-    parallel_barrier();
+    comm_barrier(comm_world());
     double bytes = 0.0;
     if (rank == 0) {
         struct stat sb;
@@ -267,8 +266,8 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
         sync_dir(path);
     }
     /* nobody goes on (or exits) before the file is in place */
-    parallel_bcast(&bytes, sizeof bytes, 0);
-    parallel_set_abort_hook(NULL);
+    comm_bcast(comm_world(), &bytes, sizeof bytes, 0);
+    fb_set_abort_cleanup(NULL);
     tmp_path[0] = '\0';
     st->bytes = bytes;
     st->seconds = parallel_wtime() - t0;

@@ -16,7 +16,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_fabula.h"
 #include "io/atomic_file.h"
-#include "parallel/gather_bytes.h"
+#include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
@@ -155,14 +155,14 @@ int cli_tokenizer_train(int argc, char **argv)
         }
         novels_free(&set);
     }
-    parallel_allreduce_sum_i64(tot, 3);
+    comm_allreduce(comm_world(), tot, 3, COMM_I64, COMM_SUM);
     if (tot[0] == 0)
         fb_fatal(FB_EXIT_DATA, "tokenizer train: the inputs hold no novel");
 
     size_t packed_n = 0;
     uint8_t *packed = rank == 0 ? NULL : bpe_counts_pack(&counts, &packed_n);
     merge_ctx_t mctx = {&counts};
-    parallel_gather_bytes(packed, packed_n, 0, merge_sink, &mctx);
+    comm_gather_bytes(comm_world(), packed, packed_n, 0, merge_sink, &mctx);
     free(packed);
 
     if (rank == 0) {
@@ -188,7 +188,7 @@ int cli_tokenizer_train(int argc, char **argv)
         free(merges);
         tokenizer_free(t);
     }
-    parallel_barrier();
+    comm_barrier(comm_world());
     bytemap_free(&counts);
     pretok_scratch_free(scr);
     pretok_free(pt);

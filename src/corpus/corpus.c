@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "io/h5tensor.h"
+#include "parallel/comm.h"
 #include "parallel/mpi_io.h"
 #include "util/error.h"
 
@@ -37,7 +38,7 @@ static hid_t file_open_mpio(const char *path)
         fb_fatal(FB_EXIT_IO, "cannot open corpus %s: %s", path, strerror(errno));
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     CHECK_H5(fapl);
-    parallel_h5_fapl_mpio(fapl);
+    parallel_h5_fapl_mpio(fapl, comm_world());
     /* The file is readable, so a failure is about its content: say so
      * instead of printing HDF5's stack. */
     H5E_auto2_t func;

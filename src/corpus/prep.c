@@ -20,7 +20,7 @@
 #include "tokenizer/tokenizer.h"
 #include "corpus/window_stream.h"
 #include "rng.h" /* fb_hash2: the split keys */
-#include "parallel/mpi_io.h"
+#include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
@@ -241,7 +241,7 @@ static void output_check(const prep_options_t *opt)
         if (stat(opt->output, &st) == 0)
             verdict = S_ISDIR(st.st_mode) ? 1 : !opt->force ? 2 : 0;
     }
-    parallel_bcast(&verdict, sizeof verdict, 0);
+    comm_bcast(comm_world(), &verdict, sizeof verdict, 0);
     if (verdict == 1)
         fatal_from_root(FB_EXIT_USAGE, "--output %s is a directory; give the path of the .h5 file to write",
                         opt->output);
@@ -429,7 +429,7 @@ int prep_run(const prep_options_t *opt)
             meta.tok = c.tok;
             specials_resolve(&c, &meta);
         }
-        parallel_barrier();
+        comm_barrier(comm_world());
     }
     static const char *const names[3] = {"--max-seq-len", "--overlap", "--min-seq-len"};
     window_stream_init(&c.ws, opt->max_seq_len, opt->overlap, opt->min_seq_len, window_emit, &c, names);
@@ -456,13 +456,13 @@ int prep_run(const prep_options_t *opt)
     long long *lines = fb_calloc((size_t)in.n + 1, sizeof *lines);
     for (int f = 0; f < in.n; f++)
         lines[f] = prep_reader_lines(reader)[f];
-    parallel_exscan_sum_i64(lines, (size_t)in.n);
+    comm_exscan_sum(comm_world(), lines, (size_t)in.n, COMM_I64);
     int64_t *line_base = fb_malloc(((size_t)in.n + 1) * sizeof *line_base);
     for (int f = 0; f < in.n; f++)
         line_base[f] = lines[f];
     prep_reader_report(reader, line_base);
     long long failed = prep_reader_failed(reader);
-    parallel_allreduce_sum_i64(&failed, 1);
+    comm_allreduce(comm_world(), &failed, 1, COMM_I64, COMM_SUM);
     if (failed)
         fatal_from_root(FB_EXIT_DATA, "malformed input with --strict (see the error%s above); nothing written",
                         failed == 1 ? "" : "s");
@@ -471,8 +471,8 @@ int prep_run(const prep_options_t *opt)
     prep_shard_t *s = &c.shard;
     long long base[3] = {s->ntokens, s->n, s->nnovels};
     long long total[5] = {s->ntokens, s->n, s->nnovels, c.st.read.malformed, c.st.read.no_content};
-    parallel_exscan_sum_i64(base, 3);
-    parallel_allreduce_sum_i64(total, 5);
+    comm_exscan_sum(comm_world(), base, 3, COMM_I64);
+    comm_allreduce(comm_world(), total, 5, COMM_I64, COMM_SUM);
     s->token_base = base[0];
     s->sample_base = base[1];
     s->novel_base = base[2];
@@ -512,7 +512,7 @@ int prep_run(const prep_options_t *opt)
         }
     }
     prep_stats_t st = c.st;
-    parallel_allreduce_sum_i64((long long *)&st, sizeof st / sizeof(long long));
+    comm_allreduce(comm_world(), &st, sizeof st / sizeof(long long), COMM_I64, COMM_SUM);
     if (rank == 0 && nvalid > 0 && st.split_samples[1] == 0)
         fb_warn("the %lld validation novel%s gave no sample (shorter than --min-seq-len)", (long long)nvalid,
                 nvalid == 1 ? "" : "s");
@@ -522,9 +522,9 @@ int prep_run(const prep_options_t *opt)
     double t_write = prep_shard_write(s, &st, &meta, &file_bytes);
     double rss[2] = {peak_rss_mb(), 0.0};
     rss[1] = rss[0] - rss_start;
-    parallel_allreduce_max_f64(rss, 2);
+    comm_allreduce(comm_world(), rss, 2, COMM_F64, COMM_MAX);
     double t_read_max = t_read;
-    parallel_allreduce_max_f64(&t_read_max, 1);
+    comm_allreduce(comm_world(), &t_read_max, 1, COMM_F64, COMM_MAX);
     if (rank == 0)
         summary_print(&st, &meta, nvalid, t_read_max, t_write, file_bytes, parallel_wtime() - t0, rss[0], rss[1]);
 

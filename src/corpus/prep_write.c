@@ -17,7 +17,7 @@
 #include "corpus/corpus.h"
 #include "corpus/prep_shard.h"
 #include "io/h5tensor.h"
-#include "parallel/abort.h"
+#include "parallel/comm.h"
 #include "parallel/mpi_io.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -28,7 +28,7 @@
 /* Chunk of /tokens: 1 Mi tokens (4 MiB). */
 #define TOKENS_CHUNK ((int64_t)1 << 20)
 
-/* The temporary file, removed by the abort hook if the job fails. */
+/* The temporary file, removed by the abort cleanup if the job fails. */
 static char tmp_path[4096];
 
 static void tmp_remove(void)
@@ -65,7 +65,7 @@ static void dataset_write(const write_ctx_t *w, const char *path, hid_t ftype, h
     size_t elsize = H5Tget_size(mtype);
     FB_ASSERT(elsize > 0);
     long long rounds = (count + WRITE_ROUND_ELEMENTS - 1) / WRITE_ROUND_ELEMENTS;
-    parallel_allreduce_max_i64(&rounds, 1);
+    comm_allreduce(comm_world(), &rounds, 1, COMM_I64, COMM_MAX);
     for (long long k = 0; k < rounds; k++) {
         int64_t off = k * WRITE_ROUND_ELEMENTS;
         int64_t n = count - off < WRITE_ROUND_ELEMENTS ? count - off : WRITE_ROUND_ELEMENTS;
@@ -109,7 +109,7 @@ static void strings_write(const write_ctx_t *w, const char *path, int64_t total,
     for (int64_t i = 0; i < count; i++)
         if ((long long)strlen(strs[i]) > width)
             width = (long long)strlen(strs[i]);
-    parallel_allreduce_max_i64(&width, 1);
+    comm_allreduce(comm_world(), &width, 1, COMM_I64, COMM_MAX);
     char *buf = fb_calloc((size_t)(count > 0 ? count : 1), (size_t)width);
     for (int64_t i = 0; i < count; i++)
         memcpy(buf + (size_t)i * (size_t)width, strs[i], strlen(strs[i]));
@@ -326,7 +326,7 @@ double prep_shard_write(const prep_shard_t *s, const prep_stats_t *st, const pre
 
     /* One temporary name for the job: rank 0's pid. */
     long long id = (long long)getpid();
-    parallel_bcast(&id, sizeof id, 0);
+    comm_bcast(comm_world(), &id, sizeof id, 0);
     if ((size_t)snprintf(tmp_path, sizeof tmp_path, "%s.tmp.%lld", output, id) >= sizeof tmp_path)
         fb_fatal(FB_EXIT_USAGE, "--output path too long");
     if (rank == 0) {
@@ -339,16 +339,16 @@ double prep_shard_write(const prep_shard_t *s, const prep_stats_t *st, const pre
             fb_fatal(FB_EXIT_IO, "cannot create %s.tmp.%lld: %s", output, id, strerror(err));
         }
         close(fd);
-        parallel_set_abort_hook(tmp_remove);
+        fb_set_abort_cleanup(tmp_remove);
     }
-    parallel_barrier();
-    parallel_set_abort_hook(tmp_remove);
+    comm_barrier(comm_world());
+    fb_set_abort_cleanup(tmp_remove);
 
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     CHECK_H5(fapl);
     CHECK_H5(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
     CHECK_H5(H5Pset_fclose_degree(fapl, H5F_CLOSE_SEMI));
-    parallel_h5_fapl_mpio(fapl);
+    parallel_h5_fapl_mpio(fapl, comm_world());
     CHECK_H5(H5Pset_coll_metadata_write(fapl, 1));
     hid_t file = H5Fcreate(tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (file < 0)
@@ -369,7 +369,7 @@ double prep_shard_write(const prep_shard_t *s, const prep_stats_t *st, const pre
     attrs_write(file, s, st, meta);
     CHECK_H5(H5Pclose(w.dxpl));
     CHECK_H5(H5Fclose(file));
-    parallel_barrier();
+    comm_barrier(comm_world());
 
     long long ok = 1;
     if (rank == 0) {
@@ -385,8 +385,8 @@ double prep_shard_write(const prep_shard_t *s, const prep_stats_t *st, const pre
         CHECK_SYS(stat(output, &sb));
         *bytes = (int64_t)sb.st_size;
     }
-    parallel_bcast(&ok, sizeof ok, 0);
+    comm_bcast(comm_world(), &ok, sizeof ok, 0);
     tmp_path[0] = '\0';
-    parallel_set_abort_hook(NULL);
+    fb_set_abort_cleanup(NULL);
     return parallel_wtime() - t0;
 }

@@ -19,6 +19,20 @@ size_t comm_max_count(void) { return max_count_override ? max_count_override : (
 
 void comm_set_max_count(size_t n) { max_count_override = n > (size_t)INT_MAX ? (size_t)INT_MAX : n; }
 
+int comm_piece(size_t count, size_t done)
+{
+    size_t m = comm_max_count();
+    return (int)(count - done < m ? count - done : m);
+}
+
+int comm_pieces(size_t count)
+{
+    size_t m = comm_max_count();
+    size_t k = count / m + (count % m != 0);
+    FB_ASSERT(k <= (size_t)INT_MAX);
+    return (int)k;
+}
+
 size_t comm_dtype_size(comm_dtype_t t)
 {
     switch (t) {
@@ -50,6 +64,18 @@ comm_t *comm_create_world(void)
     MPI_Comm mpi;
     CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &mpi));
     return comm_wrap(mpi);
+}
+
+static comm_t *world;
+
+void comm_world_open(void) { world = comm_create_world(); }
+
+void comm_world_close(void) { comm_free(&world); }
+
+comm_t *comm_world(void)
+{
+    FB_ASSERT(world);
+    return world;
 }
 
 comm_t *comm_split(comm_t *parent, int color, int key)
@@ -149,7 +175,8 @@ void comm_stats_reset(comm_t *c) { memset(c->stats, 0, sizeof c->stats); }
 const char *comm_kind_name(comm_kind_t kind)
 {
     static const char *const names[COMM_KIND_COUNT] = {"allreduce", "reduce_scatter", "allgather", "alltoallv",
-                                                       "alltoall",  "bcast",          "barrier"};
+                                                       "alltoall",  "bcast",          "barrier",   "exscan",
+                                                       "gather"};
     FB_ASSERT(kind >= 0 && kind < COMM_KIND_COUNT);
     return names[kind];
 }

@@ -12,8 +12,9 @@
  *    must not be touched until comm_wait/comm_waitall returns or comm_test
  *    returned 1;
  *  - a count or displacement above comm_max_count() (INT_MAX for MPI):
- *    allreduce and bcast split the call into pieces; reduce-scatter,
- *    allgather, alltoall(v) fail with an internal error naming the call.
+ *    allreduce, exscan, bcast and gather_bytes split the call into pieces;
+ *    reduce-scatter, allgather, alltoall(v) fail with an internal error
+ *    naming the call.
  * Any failed backend call ends the job with FB_EXIT_INTERNAL.
  */
 #ifndef FABULA_PARALLEL_COMM_H
@@ -36,8 +37,13 @@ size_t comm_dtype_size(comm_dtype_t t);
 
 /* ---- groups of processes ------------------------------------------------ */
 
-/* A communicator over all processes (a duplicate: its traffic never matches
- * messages of other libraries on the world). Collective over the world. */
+/* The group of all processes: world-wide collectives go through it.
+ * Created by parallel_init, freed by parallel_finalize (never comm_free
+ * it); a duplicate of MPI's world, so its traffic never matches messages of
+ * other libraries there. */
+comm_t *comm_world(void);
+/* Another group over all processes, with statistics of its own (the caller
+ * frees it). Collective over the world. */
 comm_t *comm_create_world(void);
 /* Ranks of `parent` with the same `color` (>= 0) form one new group, ordered
  * by `key` then parent rank. Collective over `parent`. */
@@ -75,6 +81,10 @@ void comm_device_set_force_staging(int on);
 /* In place: buf[0..count) of every rank becomes the reduction over ranks. */
 void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_t op);
 comm_request_t *comm_iallreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_t op);
+
+/* In place: rank r's buf[0..count) becomes the sum of buf over ranks
+ * 0..r-1 (MPI_Exscan); rank 0's becomes zeros. Host comms only. */
+void comm_exscan_sum(comm_t *c, void *buf, size_t count, comm_dtype_t t);
 
 /* `send` holds sum(recvcounts) elements, rank j's piece first for j = 0, 1,
  * ...; rank j receives the reduction of its piece, recvcounts[j] elements
@@ -114,6 +124,15 @@ comm_request_t *comm_ibcast(comm_t *c, void *buf, size_t bytes, int root);
 
 void comm_barrier(comm_t *c);
 
+/* One byte buffer of any size from every rank, collected on `root` in rank
+ * order without holding them all at once (the BPE trainer merges word
+ * counts this way). On root: sink(ctx, r, buf_r, n_r) for r = 0, 1, ...,
+ * size-1 (its own buffer included), each buffer valid during its call only.
+ * The other ranks send buf[0..n); sink is not called there. Host comms
+ * only. */
+typedef void (*comm_bytes_sink_fn)(void *ctx, int rank, const void *buf, size_t n);
+void comm_gather_bytes(comm_t *c, const void *buf, size_t n, int root, comm_bytes_sink_fn sink, void *ctx);
+
 /* ---- completion --------------------------------------------------------- */
 
 /* Blocks until *req is complete, frees it and sets *req = NULL (a NULL *req
@@ -138,13 +157,16 @@ typedef enum {
     COMM_KIND_ALLTOALL,
     COMM_KIND_BCAST,
     COMM_KIND_BARRIER,
+    COMM_KIND_EXSCAN,
+    COMM_KIND_GATHER,
     COMM_KIND_COUNT
 } comm_kind_t;
 
 /* Per group and kind of call, counted by this rank. `bytes` is the payload
  * this rank hands to the call (docs/parallel.md: allreduce the buffer,
  * reduce-scatter the whole send buffer, allgather its own piece, alltoall(v)
- * what it addresses to other ranks, bcast the buffer). `wait_seconds` is the
+ * what it addresses to other ranks, bcast and exscan the buffer,
+ * gather_bytes its own buffer). `wait_seconds` is the
  * time spent inside blocking calls and comm_wait/comm_waitall. */
 typedef struct comm_stats {
     uint64_t calls;

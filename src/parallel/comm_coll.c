@@ -9,7 +9,6 @@
  * blocking calls are the backend's start followed by comm_wait. */
 #include "parallel/comm.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,14 +79,6 @@ static size_t to_ints(const size_t *v, int n, int *out, const char *call, const 
     return sum;
 }
 
-static int pieces(size_t n)
-{
-    size_t m = comm_max_count();
-    size_t k = n / m + (n % m != 0);
-    FB_ASSERT(k <= (size_t)INT_MAX);
-    return (int)k;
-}
-
 /* Charges the time since t0 to `kind`. */
 static void waited(comm_t *c, comm_kind_t kind, double t0) { comm_stats_add_wait(c, kind, MPI_Wtime() - t0); }
 
@@ -111,12 +102,12 @@ void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_
     }
     MPI_Datatype type = mpi_type(t);
     MPI_Op mop = mpi_op(t, op, "comm_allreduce");
-    size_t es = comm_dtype_size(t), m = comm_max_count();
+    size_t es = comm_dtype_size(t);
     comm_stats_count(c, COMM_KIND_ALLREDUCE, (uint64_t)(count * es));
     double t0 = MPI_Wtime();
     char *p = buf;
     for (size_t done = 0; done < count;) {
-        int n = (int)(count - done < m ? count - done : m);
+        int n = comm_piece(count, done);
         CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p + done * es, n, type, mop, c->mpi));
         done += (size_t)n;
     }
@@ -129,17 +120,40 @@ comm_request_t *comm_iallreduce(comm_t *c, void *buf, size_t count, comm_dtype_t
         return c->backend->allreduce(c, buf, count, t, op);
     MPI_Datatype type = mpi_type(t);
     MPI_Op mop = mpi_op(t, op, "comm_iallreduce");
-    size_t es = comm_dtype_size(t), m = comm_max_count();
+    size_t es = comm_dtype_size(t);
     comm_stats_count(c, COMM_KIND_ALLREDUCE, (uint64_t)(count * es));
-    comm_request_t *r = comm_request_new(c, COMM_KIND_ALLREDUCE, pieces(count), NULL);
+    comm_request_t *r = comm_request_new(c, COMM_KIND_ALLREDUCE, comm_pieces(count), NULL);
     char *p = buf;
     size_t done = 0;
     for (int i = 0; i < r->n; i++) {
-        int n = (int)(count - done < m ? count - done : m);
+        int n = comm_piece(count, done);
         CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, p + done * es, n, type, mop, c->mpi, &r->reqs[i]));
         done += (size_t)n;
     }
     return r;
+}
+
+/* ---- exscan: split like allreduce ------------------------------------------ */
+
+void comm_exscan_sum(comm_t *c, void *buf, size_t count, comm_dtype_t t)
+{
+    if (c->backend)
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_exscan_sum", "takes host comms only");
+    MPI_Datatype type = mpi_type(t);
+    MPI_Op mop = mpi_op(t, COMM_SUM, "comm_exscan_sum");
+    size_t es = comm_dtype_size(t);
+    comm_stats_count(c, COMM_KIND_EXSCAN, (uint64_t)(count * es));
+    double t0 = MPI_Wtime();
+    char *p = buf;
+    for (size_t done = 0; c->size > 1 && done < count;) {
+        int n = comm_piece(count, done);
+        CHECK_MPI(MPI_Exscan(MPI_IN_PLACE, p + done * es, n, type, mop, c->mpi));
+        done += (size_t)n;
+    }
+    /* MPI leaves rank 0's buffer undefined; an empty prefix sums to 0. */
+    if (c->rank == 0)
+        memset(buf, 0, count * es);
+    waited(c, COMM_KIND_EXSCAN, t0);
 }
 
 /* ---- reduce-scatter ------------------------------------------------------ */
@@ -366,11 +380,10 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root)
         return;
     }
     comm_stats_count(c, COMM_KIND_BCAST, (uint64_t)bytes);
-    size_t m = comm_max_count();
     double t0 = MPI_Wtime();
     char *p = buf;
     for (size_t done = 0; done < bytes;) {
-        int n = (int)(bytes - done < m ? bytes - done : m);
+        int n = comm_piece(bytes, done);
         CHECK_MPI(MPI_Bcast(p + done, n, MPI_BYTE, root, c->mpi));
         done += (size_t)n;
     }
@@ -383,11 +396,11 @@ comm_request_t *comm_ibcast(comm_t *c, void *buf, size_t bytes, int root)
     if (c->backend)
         return c->backend->bcast(c, buf, bytes, root);
     comm_stats_count(c, COMM_KIND_BCAST, (uint64_t)bytes);
-    size_t m = comm_max_count(), done = 0;
-    comm_request_t *r = comm_request_new(c, COMM_KIND_BCAST, pieces(bytes), NULL);
+    size_t done = 0;
+    comm_request_t *r = comm_request_new(c, COMM_KIND_BCAST, comm_pieces(bytes), NULL);
     char *p = buf;
     for (int i = 0; i < r->n; i++) {
-        int n = (int)(bytes - done < m ? bytes - done : m);
+        int n = comm_piece(bytes, done);
         CHECK_MPI(MPI_Ibcast(p + done, n, MPI_BYTE, root, c->mpi, &r->reqs[i]));
         done += (size_t)n;
     }

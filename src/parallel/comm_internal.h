@@ -62,6 +62,16 @@ typedef struct comm_backend {
     void (*release)(comm_t *c);
 } comm_backend_t;
 
+/* MPI counts are int: a call on `count` elements goes in pieces of at most
+ * comm_max_count(). comm_piece is the length of the piece that starts at
+ * element `done` (< count); comm_pieces how many pieces there are. */
+int comm_piece(size_t count, size_t done);
+int comm_pieces(size_t count);
+
+/* comm_world()'s life: parallel_init opens it, parallel_finalize closes it. */
+void comm_world_open(void);
+void comm_world_close(void);
+
 /* A host comm over `mpi` (which it owns): sets MPI_ERRORS_RETURN on it. */
 comm_t *comm_wrap(MPI_Comm mpi);
 

@@ -1,12 +1,11 @@
 #include "parallel/world.h"
 
-#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/abort.h"
+#include "parallel/comm_internal.h"
 #include "parallel/mpi_check.h"
 #include "util/error.h"
 
@@ -23,6 +22,30 @@ static void find_node_peers(void)
     CHECK_MPI(MPI_Comm_rank(node, &local_rank));
     CHECK_MPI(MPI_Comm_size(node, &local_size));
     CHECK_MPI(MPI_Comm_free(&node));
+}
+
+/* fb_fatal and fb_fail_call: every rank goes down at once, since the others
+ * may be waiting for this one in a collective. */
+static _Noreturn void abort_job(int code)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized && world_size > 1)
+        MPI_Abort(MPI_COMM_WORLD, code);
+    if (initialized && !finalized)
+        MPI_Finalize();
+    _Exit(code);
+}
+
+/* fb_fatal_all: every rank fails alike and leaves MPI by itself. */
+static _Noreturn void exit_job(int code)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Finalize();
+    exit(code);
 }
 
 void parallel_init(int *argc, char ***argv)
@@ -43,101 +66,26 @@ void parallel_init(int *argc, char ***argv)
                  launcher_size, world_size, parallel_library_version());
     /* Errors come back as codes so CHECK_MPI can name the failed call. */
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    fb_error_set_mpi_active(1, world_rank);
+    fb_error_set_rank(world_rank);
+    fb_set_abort_hook(abort_job);
+    fb_set_exit_hook(exit_job);
     find_node_peers();
+    comm_world_open();
 }
 
 void parallel_finalize(void)
 {
-    fb_error_set_mpi_active(0, world_rank);
+    comm_world_close();
+    fb_set_abort_hook(NULL);
+    fb_set_exit_hook(NULL);
     CHECK_MPI(MPI_Finalize());
-}
-
-static void (*abort_hook)(void);
-
-void parallel_set_abort_hook(void (*hook)(void)) { abort_hook = hook; }
-
-_Noreturn void parallel_abort(int code)
-{
-    /* Cleared first: a hook that fails itself must not run again. */
-    void (*hook)(void) = abort_hook;
-    abort_hook = NULL;
-    if (hook)
-        hook();
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (initialized && !finalized && world_size > 1)
-        MPI_Abort(MPI_COMM_WORLD, code);
-    if (initialized && !finalized)
-        MPI_Finalize();
-    _Exit(code);
-}
-
-_Noreturn void parallel_exit(int code)
-{
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized)
-        MPI_Finalize();
-    exit(code);
 }
 
 int parallel_rank(void) { return world_rank; }
 int parallel_size(void) { return world_size; }
-
-int world_local_rank(void) { return local_rank; }
-int world_local_size(void) { return local_size; }
+int parallel_local_rank(void) { return local_rank; }
 int parallel_local_size(void) { return local_size; }
 double parallel_wtime(void) { return MPI_Wtime(); }
-void parallel_barrier(void) { CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
-
-/* MPI counts are int: large buffers go in INT_MAX-sized pieces. */
-static void allreduce_chunked(void *buf, size_t n, size_t elsize, MPI_Datatype type, MPI_Op op)
-{
-    char *p = buf;
-    while (n > 0) {
-        int count = n > (size_t)INT_MAX ? INT_MAX : (int)n;
-        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p, count, type, op, MPI_COMM_WORLD));
-        p += (size_t)count * elsize;
-        n -= (size_t)count;
-    }
-}
-
-void parallel_allreduce_sum_f32(float *buf, size_t n)
-{
-    if (world_size > 1)
-        allreduce_chunked(buf, n, sizeof *buf, MPI_FLOAT, MPI_SUM);
-}
-
-void parallel_allreduce_sum_f64(double *buf, size_t n)
-{
-    if (world_size > 1)
-        allreduce_chunked(buf, n, sizeof *buf, MPI_DOUBLE, MPI_SUM);
-}
-
-void parallel_allreduce_max_f64(double *buf, size_t n)
-{
-    if (world_size > 1)
-        allreduce_chunked(buf, n, sizeof *buf, MPI_DOUBLE, MPI_MAX);
-}
-
-void parallel_allreduce_sum_i64(long long *buf, size_t n)
-{
-    if (world_size > 1)
-        allreduce_chunked(buf, n, sizeof *buf, MPI_LONG_LONG, MPI_SUM);
-}
-
-void parallel_bcast(void *buf, size_t bytes, int root)
-{
-    char *p = buf;
-    while (bytes > 0) {
-        int count = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
-        CHECK_MPI(MPI_Bcast(p, count, MPI_BYTE, root, MPI_COMM_WORLD));
-        p += count;
-        bytes -= (size_t)count;
-    }
-}
 
 const char *parallel_library_version(void)
 {

@@ -17,10 +17,8 @@
  * backend everywhere, or the collectives of ZeRO would not line up. */
 static int min_devices_over_ranks(int mine)
 {
-    comm_t *w = comm_create_world();
     int n = mine;
-    comm_allreduce(w, &n, 1, COMM_I32, COMM_MIN);
-    comm_free(&w);
+    comm_allreduce(comm_world(), &n, 1, COMM_I32, COMM_MIN);
     return n;
 }
 
@@ -51,8 +49,8 @@ void backend_open(backend_t *b, const config_t *cfg)
     if (everywhere == 0)
         fb_fatal_all(FB_EXIT_USAGE, "run.backend is \"cuda\" but %s sees no CUDA device",
                      ndev == 0 ? "this rank" : "some rank");
-    b->device = world_local_rank() % ndev;
-    b->shared_device = world_local_size() > ndev;
+    b->device = parallel_local_rank() % ndev;
+    b->shared_device = parallel_local_size() > ndev;
     char err[256];
     if (cuda_backend_init(b->device, err, sizeof err) != 0)
         fb_fatal(FB_EXIT_INTERNAL, "CUDA backend: %s", err);

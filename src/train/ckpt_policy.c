@@ -14,6 +14,7 @@
 
 #include "io/atomic_file.h"
 #include "ckpt/ckpt_impl.h"
+#include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
@@ -170,7 +171,7 @@ static void save(ckpt_run_t *r, const ckpt_progress_t *p)
         fflush(stdout);
     }
     /* the save is over for everyone only when `latest` names it */
-    parallel_barrier();
+    comm_barrier(comm_world());
     free(path);
     r->last_saved = p->step;
 }
@@ -199,13 +200,13 @@ void ckpt_run_save(ckpt_run_t *r, const ckpt_progress_t *p)
 static char *bcast_text(char *text)
 {
     long long len = text ? (long long)strlen(text) + 1 : 0;
-    parallel_bcast(&len, sizeof len, 0);
+    comm_bcast(comm_world(), &len, sizeof len, 0);
     if (parallel_rank() != 0) {
         free(text);
         text = fb_calloc((size_t)len + 1, 1);
     }
     if (len > 0)
-        parallel_bcast(text, (size_t)len, 0);
+        comm_bcast(comm_world(), text, (size_t)len, 0);
     return text;
 }
 
@@ -345,7 +346,7 @@ void ckpt_run_resume(ckpt_run_t *r, ckpt_progress_t *p)
     }
     if (strcmp(mode, "auto") != 0) {
         int err = rank0 && access(mode, R_OK) != 0 ? errno : 0;
-        parallel_bcast(&err, sizeof err, 0);
+        comm_bcast(comm_world(), &err, sizeof err, 0);
         if (err)
             ckpt_fail_all(FB_EXIT_IO, "run.resume = '%s': cannot open: %s", mode, strerror(err));
         if (try_load(r, mode, p, why, sizeof why) != 0)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
@@ -74,14 +75,14 @@ void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep)
     }
     if (mm->E == 0 || parallel_size() == 1)
         return;
-    parallel_allreduce_sum_i64((long long *)mm->dropped, (size_t)mm->L);
+    comm_allreduce(comm_world(), mm->dropped, (size_t)mm->L, COMM_I64, COMM_SUM);
     double *buf = fb_malloc(2 * (size_t)mm->L * sizeof *buf);
     memcpy(buf, mm->aux, (size_t)mm->L * sizeof *buf);
     memcpy(buf + mm->L, mm->z, (size_t)mm->L * sizeof *buf);
-    parallel_allreduce_sum_f64(buf, 2 * (size_t)mm->L);
+    comm_allreduce(comm_world(), buf, 2 * (size_t)mm->L, COMM_F64, COMM_SUM);
     memcpy(mm->aux, buf, (size_t)mm->L * sizeof *buf);
     memcpy(mm->z, buf + mm->L, (size_t)mm->L * sizeof *buf);
     free(buf);
     if (mm->ntags > 0)
-        parallel_allreduce_sum_i64((long long *)mm->tag_tokens, (size_t)mm->ntags * mm->L * mm->E);
+        comm_allreduce(comm_world(), mm->tag_tokens, (size_t)mm->ntags * mm->L * mm->E, COMM_I64, COMM_SUM);
 }

@@ -3,7 +3,7 @@
 #include <signal.h>
 #include <string.h>
 
-#include "parallel/mpi_io.h"
+#include "parallel/comm.h"
 #include "util/error.h"
 
 static volatile sig_atomic_t signalled;
@@ -36,6 +36,6 @@ int preempt_pending(void) { return signalled != 0; }
 int preempt_agree(void)
 {
     long long flag = signalled ? 1 : 0;
-    parallel_allreduce_max_i64(&flag, 1);
+    comm_allreduce(comm_world(), &flag, 1, COMM_I64, COMM_MAX);
     return flag != 0;
 }

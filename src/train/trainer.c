@@ -90,9 +90,9 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
             tr->expert_tokens[i] += st.tokens_per_expert[i];
         moe_metrics_add(&tr->moe, &st, sc.mb_weight);
     }
-    parallel_allreduce_sum_f64(sums, 4);
+    comm_allreduce(comm_world(), sums, 4, COMM_F64, COMM_SUM);
     if (tr->world > 1)
-        parallel_allreduce_sum_i64((long long *)tr->expert_tokens, nexp);
+        comm_allreduce(comm_world(), tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
     rec->lm_loss = sums[0] / targets;
     rec->aux_loss = sums[1];
     rec->z_loss = sums[2];

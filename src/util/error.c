@@ -6,25 +6,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/abort.h"
-
-static int mpi_active;
 static int my_rank;
+static void (*abort_hook)(int code);
+static void (*exit_hook)(int code);
+static void (*abort_cleanup)(void);
 
-void fb_error_set_mpi_active(int active, int rank)
-{
-    mpi_active = active;
-    my_rank = rank;
-}
+void fb_set_abort_hook(void (*hook)(int code)) { abort_hook = hook; }
+void fb_set_exit_hook(void (*hook)(int code)) { exit_hook = hook; }
+void fb_set_abort_cleanup(void (*cleanup)(void)) { abort_cleanup = cleanup; }
 
+void fb_error_set_rank(int rank) { my_rank = rank; }
 int fb_error_rank(void) { return my_rank; }
 
-static _Noreturn void terminate(int code)
+void fb_abort(int code)
 {
     fflush(stdout);
     fflush(stderr);
-    if (mpi_active)
-        parallel_abort(code);
+    /* Cleared first: a cleanup that fails itself must not run again. */
+    void (*cleanup)(void) = abort_cleanup;
+    abort_cleanup = NULL;
+    if (cleanup)
+        cleanup();
+    if (abort_hook)
+        abort_hook(code);
     exit(code);
 }
 
@@ -36,7 +40,7 @@ void fb_fatal(int code, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    terminate(code);
+    fb_abort(code);
 }
 
 void fb_fatal_all(int code, const char *fmt, ...)
@@ -51,8 +55,8 @@ void fb_fatal_all(int code, const char *fmt, ...)
     }
     fflush(stdout);
     fflush(stderr);
-    if (mpi_active)
-        parallel_exit(code);
+    if (exit_hook)
+        exit_hook(code);
     exit(code);
 }
 
@@ -61,7 +65,7 @@ void fb_fail_call(int code, const char *file, int line, const char *call, const 
     int err = errno;
     fprintf(stderr, "fabula: rank %d: %s:%d: %s failed: %s\n", my_rank, file, line, call,
             detail ? detail : strerror(err));
-    terminate(code);
+    fb_abort(code);
 }
 
 void fb_warn(const char *fmt, ...)

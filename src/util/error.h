@@ -48,9 +48,28 @@ FB_NORETURN void fb_fail_call(int code, const char *file, int line, const char *
 /* Warnings and information go to stderr / stdout prefixed with "fabula:". */
 void fb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Set by the MPI layer once MPI_Init succeeded, so fatal errors abort the
- * job instead of leaving other ranks hanging in a collective. */
-void fb_error_set_mpi_active(int active, int rank);
+/* How a fatal error ends the process once MPI is up. util calls nothing
+ * above it, so the MPI layer registers these at parallel_init (and clears
+ * them at parallel_finalize):
+ *  - the abort hook: fb_fatal, fb_fail_call and fb_abort end the whole job
+ *    through it (MPI_Abort), so no other rank is left waiting in a
+ *    collective;
+ *  - the exit hook: fb_fatal_all leaves MPI on this rank through it.
+ * Each is called with the exit code and must not return. NULL: plain exit. */
+void fb_set_abort_hook(void (*hook)(int code));
+void fb_set_exit_hook(void (*hook)(int code));
+
+/* Run once on this rank, before the abort hook, when a fatal error ends the
+ * job (e.g. removing a half-written file); NULL clears it. A cleanup that
+ * fails itself is not run again. */
+void fb_set_abort_cleanup(void (*cleanup)(void));
+
+/* Runs the cleanup and ends the job with `code` like fb_fatal, for a caller
+ * that printed its own message. */
+FB_NORETURN void fb_abort(int code);
+
+/* This process's rank in the job, named in messages (0 until set). */
+void fb_error_set_rank(int rank);
 int fb_error_rank(void);
 
 /* malloc/calloc that never return NULL (fail with FB_EXIT_INTERNAL). */

@@ -448,6 +448,87 @@ static void test_bcast(comm_t *c)
             "non-blocking");
 }
 
+/* ---- exscan ------------------------------------------------------------ */
+
+static void exscan_case(comm_t *c, size_t n)
+{
+    int r = comm_rank(c);
+    int64_t *buf = fb_calloc(n + 1, sizeof *buf);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = ar_value(r, i);
+    buf[n] = -7;
+    comm_exscan_sum(c, buf, n, COMM_I64);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t want = 0;
+        for (int q = 0; q < r; q++)
+            want += ar_value(q, i);
+        bad += buf[i] != want;
+    }
+    CHECK(bad == 0 && buf[n] == -7, "exscan_sum %zu i64 (limit %zu): %zu wrong", n, comm_max_count(), bad);
+    free(buf);
+}
+
+static void test_exscan(comm_t *c)
+{
+    exscan_case(c, 0);
+    exscan_case(c, 1);
+    exscan_case(c, 3001);
+    comm_set_max_count(100);
+    exscan_case(c, 3001);
+    comm_set_max_count(0);
+    said(c, "exscan_sum i64 of 0, 1 and 3001 elements", "; split in pieces of 100; rank 0 zeros");
+}
+
+/* ---- gather_bytes --------------------------------------------------------- */
+
+static size_t gb_size(int r) { return (size_t)r * 1237 + 5; }
+static unsigned char gb_byte(int r, size_t k) { return (unsigned char)(r * 13 + k * 7); }
+
+typedef struct {
+    int next, bad;
+} gb_seen_t;
+
+static void gb_sink(void *ctx, int rank, const void *buf, size_t n)
+{
+    gb_seen_t *seen = ctx;
+    const unsigned char *b = buf;
+    int bad = rank != seen->next || n != gb_size(rank);
+    for (size_t k = 0; !bad && k < n; k++)
+        bad = b[k] != gb_byte(rank, k);
+    seen->bad += bad;
+    seen->next++;
+}
+
+static void gather_bytes_case(comm_t *c, int root)
+{
+    int r = comm_rank(c);
+    size_t n = gb_size(r);
+    unsigned char *buf = fb_malloc(n);
+    for (size_t k = 0; k < n; k++)
+        buf[k] = gb_byte(r, k);
+    gb_seen_t seen = {0, 0};
+    comm_gather_bytes(c, buf, n, root, gb_sink, &seen);
+    if (r == root)
+        CHECK(seen.bad == 0 && seen.next == comm_size(c), "gather_bytes to %d (limit %zu): %d of %d buffers wrong",
+              root, comm_max_count(), seen.bad + comm_size(c) - seen.next, comm_size(c));
+    else
+        CHECK(seen.next == 0, "gather_bytes to %d: the sink ran on rank %d", root, r);
+    free(buf);
+}
+
+static void test_gather_bytes(comm_t *c)
+{
+    int last = comm_size(c) - 1;
+    gather_bytes_case(c, 0);
+    gather_bytes_case(c, last);
+    comm_set_max_count(100);
+    gather_bytes_case(c, last);
+    comm_set_max_count(0);
+    said(c, "gather_bytes of 5 + 1237 r bytes to the first and last rank, in rank order", "; split in pieces of "
+            "100");
+}
+
 /* ---- barrier: nobody leaves before everybody entered ------------------- */
 
 static double now(void)
@@ -623,6 +704,8 @@ static void test_collectives(comm_t *c)
     test_alltoallv(c);
     test_alltoall(c);
     test_bcast(c);
+    test_exscan(c);
+    test_gather_bytes(c);
     test_barrier(c);
     test_progress(c);
     test_stats(c);
@@ -778,7 +861,7 @@ int main(int argc, char **argv)
             test_groups(ep, ep == 2);
 
     long long total = fails;
-    parallel_allreduce_sum_i64(&total, 1);
+    comm_allreduce(comm_world(), &total, 1, COMM_I64, COMM_SUM);
     if (wrank == 0)
         printf("%s: %lld failures over %d ranks\n", total ? "FAIL" : "PASS", total, size);
     parallel_finalize();

@@ -549,24 +549,24 @@ static int run(void)
         parallel_finalize();
         return 77;
     }
-    int device = world_local_rank() % ngpu;
+    int device = parallel_local_rank() % ngpu;
     char err[256];
     if (cuda_backend_init(device, err, sizeof err) != 0)
         fb_fatal(FB_EXIT_INTERNAL, "cuda_backend_init(%d): %s", device, err);
     dev_ops = ops_cuda(FB_DTYPE_BF16);
     int size = parallel_size();
     if (wrank == 0)
-        printf("%d rank(s), %d on this node, %d GPU(s) each visible\n", size, world_local_size(), ngpu);
+        printf("%d rank(s), %d on this node, %d GPU(s) each visible\n", size, parallel_local_size(), ngpu);
 
     CHECK(!comm_device_uses_nccl(world), "a host comm reports NCCL");
     run_on(world, "world", 0);
     /* Ranks sharing a GPU rule NCCL out; NCCL must be chosen where it can. */
-    int shared = world_local_size() > ngpu;
+    int shared = parallel_local_size() > ngpu;
     comm_t *probe = comm_device_create(world);
 #ifdef HAVE_NCCL
-    CHECK(size > world_local_size() || comm_device_uses_nccl(probe) == !shared,
+    CHECK(size > parallel_local_size() || comm_device_uses_nccl(probe) == !shared,
           "comm_device_create chose %s for %d ranks on one node with %d GPU(s)",
-          comm_device_uses_nccl(probe) ? "NCCL" : "staging", world_local_size(), ngpu);
+          comm_device_uses_nccl(probe) ? "NCCL" : "staging", parallel_local_size(), ngpu);
 #else
     (void)shared;
 #endif
@@ -581,7 +581,7 @@ static int run(void)
     }
 
     long long total = fails;
-    parallel_allreduce_sum_i64(&total, 1);
+    comm_allreduce(comm_world(), &total, 1, COMM_I64, COMM_SUM);
     if (wrank == 0)
         printf("%s: %lld failures over %d ranks\n", total ? "FAIL" : "PASS", total, size);
     comm_free(&world);

@@ -350,7 +350,7 @@ int main(int argc, char **argv)
             run_scenario(&list[s]);
     }
     double f = (double)fails;
-    parallel_allreduce_sum_f64(&f, 1);
+    comm_allreduce(comm_world(), &f, 1, COMM_F64, COMM_SUM);
     const int total = (int)f;
     if (wrank == 0)
         printf("%s: %d failure(s) over all ranks\n", total ? "FAIL" : "PASS", total);
