@@ -175,7 +175,7 @@ static void lock_run_dir(const config_t *cfg, int rank)
 {
     char holder[256] = "";
     int locked = rank == 0 ? rundir_lock(cfg->run.run_dir, holder, sizeof holder) : 0;
-    parallel_bcast(&locked, sizeof locked, 0);
+    comm_bcast(comm_world(), &locked, sizeof locked, 0);
     if (!locked)
         fb_fatal_all(FB_EXIT_USAGE, "run directory %s is in use by another fabula job (%s; lock file %s/.lock): "
                      "give this job its own --run-dir, or wait for that one to end", cfg->run.run_dir, holder,
