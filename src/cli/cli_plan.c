@@ -10,11 +10,11 @@
 
 #include "cli/cli.h"
 #include "config/config.h"
-#include "loader/balance.h"
 #include "loader/balance_sim.h"
 #include "corpus/chapter_lengths.h"
 #include "corpus/novels.h"
 #include "corpus/windows.h"
+#include "train/train_config.h"
 #include "util/error.h"
 
 #define MAX_RANK_COUNTS 32
@@ -185,7 +185,7 @@ static void print_report(const sampler_args_t *a, const int64_t *lens, int64_t n
         balance_sim_run(lens, n, &o, &st);
         for (int s = 0; s < BALANCE_NSTRATEGIES; s++)
             printf("%8d %8s | %12.3f%% / %10.3f%% | %12.3f%% / %10.3f%% | %8lld\n", a->ranks[i],
-                   balance_strategy_name((loader_sampler_t)s), 100 * st.imb_cost_mean[s], 100 * st.imb_cost_max[s],
+                   config_sampler_name((loader_sampler_t)s), 100 * st.imb_cost_mean[s], 100 * st.imb_cost_max[s],
                    100 * st.imb_tokens_mean[s], 100 * st.imb_tokens_max[s], (long long)st.deferred[s]);
         printf("%8d packing  | sequential %.2f%% (%lld micro-batches, %lld deferred), best_fit %.2f%% (%lld, %lld), "
                "padded to %d: %.2f%%\n",
@@ -253,6 +253,7 @@ static int plan_sampler(int argc, char **argv)
 
     config_t cfg;
     config_load(&cfg, (const char *const *)(argv + optind), argc - optind, (const char *const *)sets, nsets, 1, 1);
+    train_config_resolve(&cfg, 1);
     if (!a.max_seq_len)
         a.max_seq_len = cfg.data.seq_len;
     if (!a.have_c)

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
 #include "util/error.h"
 
 void step_plan_init(step_plan_t *p, const config_t *cfg, const int64_t *lens, int64_t nsamples, int dp_size,
                     int dp_rank)
 {
+    FB_ASSERT(cfg->loader.attention_cost_auto == LOADER_COST_SET);
     memset(p, 0, sizeof *p);
     p->cfg = cfg;
     p->dp_size = dp_size;

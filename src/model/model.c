@@ -506,6 +506,13 @@ long model_active_params(const model_config_t *mc)
     return n;
 }
 
+double model_attention_cost(const model_config_t *mc)
+{
+    double n_active = (double)model_active_params(mc);
+    FB_ASSERT(n_active > 0.0);
+    return (double)mc->num_hidden_layers * (double)mc->hidden_size / n_active;
+}
+
 double model_flops_per_token(const model_config_t *mc, double avg_ctx)
 {
     /* 6 FLOPs per active weight (forward 2, backward 4) plus the attention

@@ -133,5 +133,9 @@ void model_get_logits(const model_t *m, float *host);
  * and throughput reports; avg_ctx is the mean attended length. */
 double model_flops_per_token(const model_config_t *mc, double avg_ctx);
 long model_active_params(const model_config_t *mc);
+/* c of the loader's sample cost len + c len^2 (data.attention_cost "auto"):
+ * from the FLOPs above, a causal sample of length len costs
+ * 6 N_active len + 6 L d len^2, proportional to len + (L d / N_active) len^2. */
+double model_attention_cost(const model_config_t *mc);
 
 #endif

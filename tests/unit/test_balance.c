@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "rng.h"
 #include "testlib.h"
+#include "train/train_config.h"
 
 static const loader_sampler_t strategies[3] = {LOADER_SAMPLER_UNIFORM, LOADER_SAMPLER_GREEDY, LOADER_SAMPLER_LPT};
 
@@ -117,14 +118,14 @@ static void test_epoch_coverage(void)
             for (int i = 0; i < RANKS * PER_RANK; i++)
                 lens[i] = lens_all[ids[i]];
             balance_plan_make(&p, ids, lens, RANKS * PER_RANK, RANKS, strategies[s], 1e-3, 0);
-            check_plan(&p, ids, lens, RANKS * PER_RANK, 1e-3, 0, balance_strategy_name(strategies[s]));
+            check_plan(&p, ids, lens, RANKS * PER_RANK, 1e-3, 0, config_sampler_name(strategies[s]));
             for (int64_t k = 0; k < p.n; k++)
                 used[p.ids[k]]++;
         }
         int once = 1;
         for (int i = 0; i < N; i++)
             once &= used[i] == 1;
-        EXPECT(once, "%s: an epoch does not use every sample exactly once", balance_strategy_name(strategies[s]));
+        EXPECT(once, "%s: an epoch does not use every sample exactly once", config_sampler_name(strategies[s]));
         balance_plan_free(&p);
         sampler_free(&smp);
     }
@@ -155,7 +156,7 @@ static void test_budget_and_deferral(void)
             for (int i = 0; i < COUNT; i++)
                 lens[i] = lens_all[ids[i]];
             balance_plan_make(&p, ids, lens, COUNT, RANKS, strategies[s], 2e-4, budget);
-                        check_plan(&p, ids, lens, COUNT, 2e-4, budget, balance_strategy_name(strategies[s]));
+                        check_plan(&p, ids, lens, COUNT, 2e-4, budget, config_sampler_name(strategies[s]));
             for (int64_t k = 0; k < p.n; k++)
                 assigned[p.ids[k]]++;
             ncarry = p.ndeferred;
@@ -167,9 +168,9 @@ static void test_budget_and_deferral(void)
         int ok = 1;
         for (int i = 0; i < N; i++)
             ok &= handed[i] == assigned[i];
-        EXPECT(ok, "%s: handed-out ids != assigned + pending", balance_strategy_name(strategies[s]));
+        EXPECT(ok, "%s: handed-out ids != assigned + pending", config_sampler_name(strategies[s]));
         EXPECT(ndeferred_total > 0, "%s: the budget never bound; the test needs pressure",
-               balance_strategy_name(strategies[s]));
+               config_sampler_name(strategies[s]));
         balance_plan_free(&p);
         sampler_free(&smp);
     }
@@ -238,7 +239,7 @@ static void test_rules_against_naive(void)
         for (int s = 0; s < 3; s++) {
             balance_plan_t p = {0};
             balance_plan_make(&p, ids, lens, n, nranks, strategies[s], c, budget);
-            check_plan(&p, ids, lens, n, c, budget, balance_strategy_name(strategies[s]));
+            check_plan(&p, ids, lens, n, c, budget, config_sampler_name(strategies[s]));
             int rank_of[256];
             naive_assign(ids, lens, n, nranks, strategies[s], c, budget, rank_of);
             /* The plan, expanded back to a rank per input position. */
@@ -257,7 +258,7 @@ static void test_rules_against_naive(void)
             }
             free(cursor);
             EXPECT(match, "trial %d %s: assignment differs from the naive rule", trial,
-                   balance_strategy_name(strategies[s]));
+                   config_sampler_name(strategies[s]));
             balance_plan_free(&p);
         }
     }
@@ -324,9 +325,9 @@ static void test_determinism(void)
 {
     for (int s = 0; s < 3; s++) {
         uint64_t a = run_digest(42, strategies[s]), b = run_digest(42, strategies[s]);
-        EXPECT(a == b, "%s: same seed, different assignment", balance_strategy_name(strategies[s]));
+        EXPECT(a == b, "%s: same seed, different assignment", config_sampler_name(strategies[s]));
         EXPECT(a != run_digest(43, strategies[s]), "%s: another seed, same assignment",
-               balance_strategy_name(strategies[s]));
+               config_sampler_name(strategies[s]));
     }
 }
 
@@ -336,7 +337,8 @@ static void test_attention_cost(void)
 {
     config_t cfg;
     config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
-    double c = balance_attention_cost(&cfg.model);
+    train_config_resolve(&cfg, 0);
+    double c = model_attention_cost(&cfg.model);
     double n_active = (double)model_active_params(&cfg.model);
     for (int64_t len = 1; len <= 65536; len *= 4) {
         double flops = model_flops_per_token(&cfg.model, (double)len / 2.0) * (double)len;
@@ -377,6 +379,7 @@ static void test_bundled_corpus_order(void)
     novels_free(&novels);
     config_t cfg;
     config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
+    train_config_resolve(&cfg, 0);
     double c = cfg.loader.attention_cost;
     config_free(&cfg);
 
