@@ -1,9 +1,10 @@
-/* Load-balanced sampling over data-parallel ranks (src/data/balance.h):
+/* Load-balanced sampling over data-parallel ranks (src/loader/balance.h):
  * the step loop covers an epoch exactly once, the assignment depends only on
  * its input, budgets hold and deferral happens only when no rank has room,
  * each strategy matches a naive re-implementation of its rule, the imbalance
  * is recomputed from the lists, c agrees with the model's FLOP count, and on
- * the bundled corpus split by chapters lpt <= greedy <= uniform.
+ * the bundled corpus split by chapters lpt <= greedy <= uniform; the step
+ * plan run on simulated ranks (step_plan_stats.h) adds up consistently.
  * Expected values come from naive loops written here. */
 #include <math.h>
 #include <stdio.h>
@@ -11,11 +12,12 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "loader/balance.h"
-#include "loader/balance_sim.h"
 #include "corpus/chapter_lengths.h"
 #include "corpus/novels.h"
+#include "loader/balance.h"
+#include "loader/pack.h"
 #include "loader/sampler.h"
+#include "loader/step_plan_stats.h"
 #include "model/model.h"
 #include "rng.h"
 #include "testlib.h"
@@ -417,28 +419,52 @@ static void test_bundled_corpus_order(void)
     free(lens_all);
 }
 
-/* The simulator carries deferrals: tokens seen by the packers never exceed
- * what the balancer assigned, and its efficiency is tokens / slots. */
+/* The step plan on simulated ranks carries deferrals: the micro-batches
+ * used stay within ranks x accumulation per step, every sample offered is
+ * trained on or carried, and the efficiencies are tokens / slots. */
 static void test_sim(void)
 {
-    enum { N = 400 };
+    enum { N = 400, RANKS = 8, PER_RANK = 6, STEPS = 12, ACCUM = 2, CAPACITY = 1024, MAX_LEN = 512 };
     int64_t lens[N];
-    random_lengths(lens, N, 2, 512, 21);
-    balance_sim_opts_t o = {.nranks = 8, .per_rank = 6, .steps = 12, .capacity = 1024, .accum = 2,
-                            .max_seq_len = 512, .c = 1e-3, .seed = 9};
-    balance_sim_stats_t st;
-    balance_sim_run(lens, N, &o, &st);
-    for (int k = 0; k < 2; k++) {
-        double want = (double)st.pack_tokens[k] / ((double)st.pack_bins[k] * (double)o.capacity);
-        EXPECT(fabs(st.pack_efficiency[k] - want) < 1e-12, "packer %d efficiency %g, recount %g", k,
-               st.pack_efficiency[k], want);
-        EXPECT(st.pack_bins[k] <= (int64_t)o.steps * o.nranks * o.accum, "packer %d: %lld micro-batches", k,
-               (long long)st.pack_bins[k]);
-    }
-    EXPECT(st.imb_cost_mean[2] <= st.imb_cost_mean[0], "lpt %g vs uniform %g", st.imb_cost_mean[2],
-           st.imb_cost_mean[0]);
-    EXPECT(fabs(st.padded_efficiency - (double)st.tokens / ((double)st.samples * 512.0)) < 1e-12, "padded %g",
-           st.padded_efficiency);
+    random_lengths(lens, N, 2, MAX_LEN, 21);
+    config_t cfg;
+    config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
+    train_config_resolve(&cfg, 0);
+    cfg.train_batch_size = RANKS * PER_RANK;
+    cfg.grad_accum = ACCUM;
+    cfg.data.seq_len = MAX_LEN;
+    cfg.loader.max_tokens_per_batch = CAPACITY;
+    cfg.loader.attention_cost = 1e-3;
+    cfg.run.seed = 9;
+    step_plan_stats_t st[3][2];
+    for (int s = 0; s < 3; s++)
+        for (int k = 0; k < 2; k++) {
+            cfg.loader.sampler = strategies[s];
+            cfg.loader.packing = (loader_packing_t)k;
+            step_plan_stats_t *t = &st[s][k];
+            step_plan_stats_run(&cfg, lens, N, RANKS, STEPS, t);
+            double want = (double)t->tokens / ((double)t->bins * (double)CAPACITY);
+            EXPECT(fabs(t->packing - want) < 1e-12, "%s/%s efficiency %g, recount %g",
+                   config_sampler_name(strategies[s]), config_packing_name((loader_packing_t)k), t->packing, want);
+            EXPECT(t->bins <= (int64_t)STEPS * RANKS * ACCUM, "%s/%s: %lld micro-batches",
+                   config_sampler_name(strategies[s]), config_packing_name((loader_packing_t)k),
+                   (long long)t->bins);
+            /* each step offers RANKS x PER_RANK: trained on, or carried into the next offer */
+            EXPECT(t->samples + t->deferred == (int64_t)STEPS * RANKS * PER_RANK,
+                   "%s/%s: %lld samples trained + %lld deferred != %d offered", config_sampler_name(strategies[s]),
+                   config_packing_name((loader_packing_t)k), (long long)t->samples, (long long)t->deferred,
+                   STEPS * RANKS * PER_RANK);
+            EXPECT(t->pack_deferred <= t->deferred, "packer deferrals %lld of %lld", (long long)t->pack_deferred,
+                   (long long)t->deferred);
+        }
+    EXPECT(st[2][LOADER_PACK_BEST_FIT].imb_cost_mean <= st[0][LOADER_PACK_BEST_FIT].imb_cost_mean,
+           "lpt %g vs uniform %g", st[2][LOADER_PACK_BEST_FIT].imb_cost_mean,
+           st[0][LOADER_PACK_BEST_FIT].imb_cost_mean);
+    const step_plan_stats_t *bf = &st[2][LOADER_PACK_BEST_FIT];
+    EXPECT(fabs(pack_padded_efficiency(bf->tokens, bf->samples, MAX_LEN) -
+                (double)bf->tokens / ((double)bf->samples * (double)MAX_LEN)) < 1e-12,
+           "padded %g", pack_padded_efficiency(bf->tokens, bf->samples, MAX_LEN));
+    config_free(&cfg);
 }
 
 int main(void)
@@ -453,7 +479,7 @@ int main(void)
     test_bundled_corpus_order();
     test_sim();
     printf("test_balance: %d checks, %d failures (epoch coverage, budgets and deferral, rules vs naive, "
-           "determinism, c vs FLOPs, chapters, bundled corpus order, simulator)\n",
+           "determinism, c vs FLOPs, chapters, bundled corpus order, step plan on simulated ranks)\n",
            checks, failures);
     return failures ? 1 : 0;
 }
