@@ -1,6 +1,7 @@
 /* fabula plan: answers about a run without running it. `plan sampler`
- * simulates the data-parallel sampler and packer on a corpus's real sample
- * lengths for any number of ranks (no MPI, no model). */
+ * runs the training step plan (sampler or curriculum, balancer, packer,
+ * deferrals) on a corpus's real sample lengths for any number of simulated
+ * ranks (no MPI, no model). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -10,11 +11,12 @@
 
 #include "cli/cli.h"
 #include "config/config.h"
-#include "loader/balance.h"
-#include "loader/balance_sim.h"
 #include "corpus/chapter_lengths.h"
 #include "corpus/novels.h"
 #include "corpus/windows.h"
+#include "loader/pack.h"
+#include "loader/step_plan_stats.h"
+#include "train/train_config.h"
 #include "util/error.h"
 
 #define MAX_RANK_COUNTS 32
@@ -32,11 +34,12 @@ static void sampler_usage(FILE *f)
             "usage: fabula plan sampler (--jsonl FILE | --corpus-lengths FILE) --simulate-ranks N[,N...]\n"
             "                           [options] [CONFIG.json ...]\n"
             "\n"
-            "Runs only the sampler: for each rank count, S steps of nranks x B samples\n"
-            "are spread over the ranks by uniform, greedy and lpt (docs/loader.md), and\n"
-            "lpt's per-rank lists are packed by sequential and best_fit. Prints the\n"
-            "mean and max imbalance (max/mean - 1 of cost and of tokens) and the packing\n"
-            "efficiency against padding every sample to the max length.\n"
+            "Runs the training step plan: for each rank count, S steps offering\n"
+            "nranks x B samples, spread over the ranks by uniform, greedy and lpt with\n"
+            "data.packing, and by data.sampler with sequential and best_fit (docs/loader.md;\n"
+            "the config's curriculum and warm-up apply). Prints the mean and max\n"
+            "imbalance (max/mean - 1 of cost and of tokens) and the packing efficiency\n"
+            "against padding every sample to the max length.\n"
             "\n"
             "  --jsonl FILE           novels (.jsonl/.json), byte tokenizer\n"
             "  --split windows|chapters  with --jsonl: windows of --max-seq-len (the\n"
@@ -160,7 +163,28 @@ static int64_t load_lengths(const sampler_args_t *a, int64_t **lens, int64_t *cu
     return n;
 }
 
-static void print_report(const sampler_args_t *a, const int64_t *lens, int64_t n, int64_t cut)
+/* The run `cfg` describes, with the simulation's batch, micro-batches,
+ * sequence length, cost and seed in place of the config's: the step plan
+ * reads train_batch_size and gradient_accumulation_steps, not the micro
+ * batch, so B need not be a multiple of G. */
+static config_t simulated_config(const config_t *cfg, const sampler_args_t *a, int nranks, long long C, int G)
+{
+    config_t sim = *cfg;
+    sim.train_batch_size = a->batch * nranks;
+    sim.grad_accum = G;
+    sim.data.seq_len = a->max_seq_len;
+    sim.loader.max_tokens_per_batch = (int)C;
+    sim.loader.attention_cost = a->c;
+    sim.loader.attention_cost_auto = LOADER_COST_SET;
+    sim.run.seed = a->seed;
+    sim.effective_json = NULL;
+    return sim;
+}
+
+#define NSAMPLERS 3 /* indexed by loader_sampler_t */
+#define NPACKINGS 2 /* indexed by loader_packing_t */
+
+static void print_report(const sampler_args_t *a, const config_t *cfg, const int64_t *lens, int64_t n, int64_t cut)
 {
     int64_t tok = 0, lmin = lens[0], lmax = lens[0];
     for (int64_t i = 0; i < n; i++) {
@@ -170,29 +194,45 @@ static void print_report(const sampler_args_t *a, const int64_t *lens, int64_t n
     }
     long long C = a->max_tokens > 0 ? a->max_tokens : a->max_seq_len;
     int G = a->accum > 0 ? a->accum : (int)(((long long)a->batch * a->max_seq_len + C - 1) / C);
+    const loader_sampler_t sampler = cfg->loader.sampler;
+    const loader_packing_t packing = cfg->loader.packing;
     printf("corpus: %lld samples (%s), lengths %lld..%lld, mean %.1f, %lld cut to max_seq_len %d\n", (long long)n,
            a->lengths_file ? a->lengths_file : a->split, (long long)lmin, (long long)lmax, (double)tok / (double)n,
            (long long)cut, a->max_seq_len);
     printf("plan: %ld steps, %d samples per rank per step, micro-batch capacity %lld tokens, %d micro-batches per "
            "rank, budget %lld tokens per rank, attention cost c = %.6g, seed %llu\n",
            a->steps, a->batch, C, G, C * G, a->c, a->seed);
+    printf("step plan: the strategies packed by %s, the packers fed by %s%s%s\n", config_packing_name(packing),
+           config_sampler_name(sampler), cfg->loader.curriculum ? "; length curriculum" : "",
+           cfg->loader.warmup ? "; sequence-length warm-up" : "");
     printf("%8s %8s | %-28s | %-28s | %8s\n", "ranks", "strategy", "cost imbalance mean / max", "token imbalance mean / max",
            "deferred");
     for (int i = 0; i < a->nranks_list; i++) {
-        balance_sim_opts_t o = {.nranks = a->ranks[i], .per_rank = a->batch, .steps = a->steps, .capacity = C,
-                                .accum = G, .max_seq_len = a->max_seq_len, .c = a->c, .seed = a->seed};
-        balance_sim_stats_t st;
-        balance_sim_run(lens, n, &o, &st);
-        for (int s = 0; s < BALANCE_NSTRATEGIES; s++)
+        config_t sim = simulated_config(cfg, a, a->ranks[i], C, G);
+        step_plan_stats_t st[NSAMPLERS][NPACKINGS];
+        int done[NSAMPLERS][NPACKINGS] = {{0}};
+        for (int s = 0; s < NSAMPLERS; s++)
+            for (int k = 0; k < NPACKINGS; k++) {
+                if (s != (int)sampler && k != (int)packing)
+                    continue;
+                sim.loader.sampler = (loader_sampler_t)s;
+                sim.loader.packing = (loader_packing_t)k;
+                step_plan_stats_run(&sim, lens, n, a->ranks[i], a->steps, &st[s][k]);
+                done[s][k] = 1;
+            }
+        for (int s = 0; s < NSAMPLERS; s++) {
+            const step_plan_stats_t *t = &st[s][packing];
+            FB_ASSERT(done[s][packing]);
             printf("%8d %8s | %12.3f%% / %10.3f%% | %12.3f%% / %10.3f%% | %8lld\n", a->ranks[i],
-                   balance_strategy_name((loader_sampler_t)s), 100 * st.imb_cost_mean[s], 100 * st.imb_cost_max[s],
-                   100 * st.imb_tokens_mean[s], 100 * st.imb_tokens_max[s], (long long)st.deferred[s]);
+                   config_sampler_name((loader_sampler_t)s), 100 * t->imb_cost_mean, 100 * t->imb_cost_max,
+                   100 * t->imb_tokens_mean, 100 * t->imb_tokens_max, (long long)t->deferred);
+        }
+        const step_plan_stats_t *seq = &st[sampler][LOADER_PACK_SEQUENTIAL], *bf = &st[sampler][LOADER_PACK_BEST_FIT];
         printf("%8d packing  | sequential %.2f%% (%lld micro-batches, %lld deferred), best_fit %.2f%% (%lld, %lld), "
                "padded to %d: %.2f%%\n",
-               a->ranks[i], 100 * st.pack_efficiency[LOADER_PACK_SEQUENTIAL],
-               (long long)st.pack_bins[LOADER_PACK_SEQUENTIAL], (long long)st.pack_deferred[LOADER_PACK_SEQUENTIAL],
-               100 * st.pack_efficiency[LOADER_PACK_BEST_FIT], (long long)st.pack_bins[LOADER_PACK_BEST_FIT],
-               (long long)st.pack_deferred[LOADER_PACK_BEST_FIT], a->max_seq_len, 100 * st.padded_efficiency);
+               a->ranks[i], 100 * seq->packing, (long long)seq->bins, (long long)seq->pack_deferred,
+               100 * bf->packing, (long long)bf->bins, (long long)bf->pack_deferred, a->max_seq_len,
+               100 * pack_padded_efficiency(bf->tokens, bf->samples, a->max_seq_len));
     }
 }
 
@@ -253,25 +293,29 @@ static int plan_sampler(int argc, char **argv)
 
     config_t cfg;
     config_load(&cfg, (const char *const *)(argv + optind), argc - optind, (const char *const *)sets, nsets, 1, 1);
+    train_config_resolve(&cfg, 1);
     if (!a.max_seq_len)
         a.max_seq_len = cfg.data.seq_len;
     if (!a.have_c)
         a.c = cfg.loader.attention_cost;
     if (!a.have_seed)
         a.seed = cfg.run.seed;
-    config_free(&cfg);
     free(sets);
     if (a.max_tokens > 0 && a.max_tokens < a.max_seq_len)
         fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --max-tokens (%lld) must be at least --max-seq-len (%d)",
                  a.max_tokens, a.max_seq_len);
+    /* data.max_tokens_per_batch, which the step plan reads, is an int */
+    if (a.max_tokens > INT_MAX)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --max-tokens (%lld) must be at most %d", a.max_tokens, INT_MAX);
     for (int i = 0; i < a.nranks_list; i++)
         if ((long long)a.batch * a.ranks[i] > INT_MAX)
             fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --batch x %d ranks is too large", a.ranks[i]);
 
     int64_t *lens, cut;
     int64_t n = load_lengths(&a, &lens, &cut);
-    print_report(&a, lens, n, cut);
+    print_report(&a, &cfg, lens, n, cut);
     free(lens);
+    config_free(&cfg);
     return FB_EXIT_OK;
 }
 

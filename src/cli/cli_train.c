@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "config/config.h"
 #include "parallel/world.h"
+#include "train/train_config.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -81,6 +82,7 @@ int cli_train(int argc, char **argv)
     config_t cfg;
     config_load(&cfg, (const char *const *)(argv + optind), argc - optind, (const char *const *)sets,
                 nsets, parallel_size(), rank == 0);
+    train_config_resolve(&cfg, rank == 0);
     if (rank == 0) {
         printf("fabula: effective config:\n%s\n", cfg.effective_json);
         fflush(stdout);

@@ -16,6 +16,7 @@
  */
 #include "config/config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,17 @@ static json_t *reading_order(json_t *root)
             FB_ASSERT(json_object_set(out, key, v) == 0);
     }
     return out;
+}
+
+/* The effective config as config.json shows it. */
+static char *effective_text(const json_t *root)
+{
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(16));
+    if (!text)
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "json_dumps", "out of memory");
+    char *copy = fb_strdup(text);
+    free(text);
+    return copy;
 }
 
 static void note_list(const cj_ctx_t *c, const char *what, const cj_strs_t *s)
@@ -159,13 +171,33 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     note_list(&c, "accepted without effect in fabula", &c.inert);
 
     json_t *ordered = reading_order(c.root);
-    char *text = json_dumps(ordered, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(16));
+    cfg->effective_json = effective_text(ordered);
     json_decref(ordered);
-    if (!text)
-        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "json_dumps", "out of memory");
-    cfg->effective_json = fb_strdup(text);
-    free(text);
     cj_ctx_free(&c);
+}
+
+void config_resolve_attention_cost(config_t *cfg, double c, int verbose)
+{
+    const char *path = "data.attention_cost";
+    FB_ASSERT(cfg->loader.attention_cost_auto != LOADER_COST_SET && c >= 0.0 && isfinite(c));
+    cj_ctx_t ctx;
+    cj_ctx_init(&ctx, verbose);
+    json_error_t err;
+    ctx.root = json_loads(cfg->effective_json, 0, &err);
+    if (!ctx.root)
+        fb_fatal(FB_EXIT_INTERNAL, "effective config:%d:%d: %s", err.line, err.column, err.text);
+    /* the placeholder read_attention_cost left: replaced in place, so the
+     * effective config reads as if config_load had known the value */
+    if (cfg->loader.attention_cost_auto == LOADER_COST_AUTO)
+        cj_resolve_auto(&ctx, path, json_real(c));
+    else
+        FB_ASSERT(cj_store(ctx.root, path, json_real(c), NULL) == 0);
+    note_list(&ctx, "resolved from \"auto\"", &ctx.autos);
+    free(cfg->effective_json);
+    cfg->effective_json = effective_text(ctx.root);
+    cj_ctx_free(&ctx);
+    cfg->loader.attention_cost = c;
+    cfg->loader.attention_cost_auto = LOADER_COST_SET;
 }
 
 void config_free(config_t *cfg)

@@ -56,6 +56,12 @@ typedef enum { LOADER_PACK_SEQUENTIAL = 0, LOADER_PACK_BEST_FIT } loader_packing
 enum { LOADER_SHORT = 0, LOADER_MEDIUM = 1, LOADER_LONG = 2, LOADER_NCLASSES = 3 };
 #define LOADER_MAX_PHASES 16
 
+/* data.attention_cost absent or "auto" means the model's L d / N_active,
+ * which only src/model computes (model_attention_cost): config leaves it
+ * pending, and the caller that has both resolves it with
+ * config_resolve_attention_cost before anything reads the value. */
+typedef enum { LOADER_COST_SET = 0, LOADER_COST_ABSENT, LOADER_COST_AUTO } loader_cost_source_t;
+
 typedef struct loader_phase {
     double until;               /* the phase covers training fractions [previous until, until) */
     double mix[LOADER_NCLASSES]; /* share of short, medium, long samples; sums to 1 */
@@ -65,7 +71,8 @@ typedef struct loader_config {
     loader_sampler_t sampler;
     loader_packing_t packing;
     int max_tokens_per_batch;   /* token capacity of one micro-batch (>= data.seq_len) */
-    double attention_cost;      /* c of cost(len) = len + c len^2; "auto": L d / N_active */
+    double attention_cost;      /* c of cost(len) = len + c len^2 (once attention_cost_auto is LOADER_COST_SET) */
+    int attention_cost_auto;    /* loader_cost_source_t */
     int curriculum;             /* curriculum.enabled */
     int short_threshold;        /* short < short_threshold <= medium < long_threshold <= long */
     int long_threshold;
@@ -169,6 +176,18 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
                  int world_size, int verbose);
 
 void config_free(config_t *cfg);
+
+/* Sets a pending data.attention_cost (cfg->loader.attention_cost_auto not
+ * LOADER_COST_SET) to c, in cfg->loader and in the effective config; a
+ * written "auto" is noted (when `verbose`) as config_load notes the others. */
+void config_resolve_attention_cost(config_t *cfg, double c, int verbose);
+
+/* The names of data.sampler ("uniform", "greedy", "lpt") and data.packing
+ * ("sequential", "best_fit") values. parse: 1, or 0 when the name is none. */
+int config_sampler_parse(const char *name, loader_sampler_t *out);
+const char *config_sampler_name(loader_sampler_t s);
+int config_packing_parse(const char *name, loader_packing_t *out);
+const char *config_packing_name(loader_packing_t s);
 
 /* The built-in default run (tiny MoE on the bundled sample), as JSON text. */
 const char *config_default_json(void);

@@ -8,25 +8,81 @@
 #include <string.h>
 
 #include "config/config_internal.h"
-#include "loader/balance.h"
 #include "util/error.h"
 
 #define RATIO_TOL 1e-6
 
 static const char *const class_keys[LOADER_NCLASSES] = {"short", "medium", "long"};
 
+static const char *const sampler_names[] = {[LOADER_SAMPLER_UNIFORM] = "uniform", [LOADER_SAMPLER_GREEDY] = "greedy",
+                                            [LOADER_SAMPLER_LPT] = "lpt"};
+static const char *const packing_names[] = {[LOADER_PACK_SEQUENTIAL] = "sequential",
+                                            [LOADER_PACK_BEST_FIT] = "best_fit"};
+
+static int name_index(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int config_sampler_parse(const char *name, loader_sampler_t *out)
+{
+    int i = name_index(sampler_names, (int)(sizeof sampler_names / sizeof *sampler_names), name);
+    if (i < 0)
+        return 0;
+    *out = (loader_sampler_t)i;
+    return 1;
+}
+
+const char *config_sampler_name(loader_sampler_t s)
+{
+    return (unsigned)s < sizeof sampler_names / sizeof *sampler_names ? sampler_names[s] : "?";
+}
+
+int config_packing_parse(const char *name, loader_packing_t *out)
+{
+    int i = name_index(packing_names, (int)(sizeof packing_names / sizeof *packing_names), name);
+    if (i < 0)
+        return 0;
+    *out = (loader_packing_t)i;
+    return 1;
+}
+
+const char *config_packing_name(loader_packing_t s)
+{
+    return (unsigned)s < sizeof packing_names / sizeof *packing_names ? packing_names[s] : "?";
+}
+
 static void read_strategies(cj_ctx_t *c, loader_config_t *l)
 {
     const char *s = cj_string(c, "data.sampler", cj_default_string(c, "data.sampler"));
-    if (!balance_strategy_parse(s, &l->sampler))
+    if (!config_sampler_parse(s, &l->sampler))
         cj_invalid(c, "data.sampler", "\"lpt\", \"greedy\" or \"uniform\"");
     const char *p = cj_string(c, "data.packing", cj_default_string(c, "data.packing"));
-    if (strcmp(p, "best_fit") == 0)
-        l->packing = LOADER_PACK_BEST_FIT;
-    else if (strcmp(p, "sequential") == 0)
-        l->packing = LOADER_PACK_SEQUENTIAL;
-    else
+    if (!config_packing_parse(p, &l->packing))
         cj_invalid(c, "data.packing", "\"best_fit\" or \"sequential\"");
+}
+
+/* Absent, null or "auto": pending, an "auto" kept in the tree where the
+ * value will go, for config_resolve_attention_cost to replace. */
+static void read_attention_cost(cj_ctx_t *c, loader_config_t *l)
+{
+    const char *path = "data.attention_cost";
+    json_t *v = cj_lookup(c, c->root, path);
+    if (!v || json_is_null(v) || cj_is_auto(v)) {
+        if (!cj_strs_has(&c->known, path))
+            cj_strs_push(&c->known, path);
+        l->attention_cost_auto = cj_is_auto(v) ? LOADER_COST_AUTO : LOADER_COST_ABSENT;
+        l->attention_cost = 0.0;
+        FB_ASSERT(cj_store(c->root, path, json_string("auto"), NULL) == 0);
+        return;
+    }
+    l->attention_cost_auto = LOADER_COST_SET;
+    l->attention_cost = cj_real(c, path, 0.0);
+    if (!(l->attention_cost >= 0.0) || !isfinite(l->attention_cost))
+        cj_invalid(c, path, "a number >= 0 or \"auto\" (L d / N_active of the model)");
 }
 
 /* "auto" is the padded batch's memory: micro_batch samples of seq_len. The
@@ -40,10 +96,7 @@ static void read_budget(cj_ctx_t *c, const config_t *cfg, loader_config_t *l)
     if (l->max_tokens_per_batch < cfg->data.seq_len)
         cj_invalid(c, "data.max_tokens_per_batch",
                    "an integer >= data.seq_len (%d): a micro-batch must hold the longest sample", cfg->data.seq_len);
-    double c_auto = balance_attention_cost(&cfg->model);
-    l->attention_cost = cj_real(c, "data.attention_cost", c_auto);
-    if (!(l->attention_cost >= 0.0) || !isfinite(l->attention_cost))
-        cj_invalid(c, "data.attention_cost", "a number >= 0 or \"auto\" (model-derived: %.6g)", c_auto);
+    read_attention_cost(c, l);
 }
 
 static void phase_invalid(const cj_ctx_t *c, int i, const char *key, const char *expected)

@@ -4,42 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h" /* model_active_params: N_active of the cost model */
 #include "util/error.h"
-
-double balance_attention_cost(const model_config_t *mc)
-{
-    double n_active = (double)model_active_params(mc);
-    FB_ASSERT(n_active > 0.0);
-    return (double)mc->num_hidden_layers * (double)mc->hidden_size / n_active;
-}
-
-int balance_strategy_parse(const char *name, loader_sampler_t *out)
-{
-    static const struct {
-        const char *name;
-        loader_sampler_t s;
-    } table[] = {{"uniform", LOADER_SAMPLER_UNIFORM}, {"greedy", LOADER_SAMPLER_GREEDY}, {"lpt", LOADER_SAMPLER_LPT}};
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (strcmp(name, table[i].name) == 0) {
-            *out = table[i].s;
-            return 1;
-        }
-    return 0;
-}
-
-const char *balance_strategy_name(loader_sampler_t s)
-{
-    switch (s) {
-    case LOADER_SAMPLER_UNIFORM:
-        return "uniform";
-    case LOADER_SAMPLER_GREEDY:
-        return "greedy";
-    case LOADER_SAMPLER_LPT:
-        return "lpt";
-    }
-    return "?";
-}
 
 /* ------------------------------------------------------------ scratch */
 

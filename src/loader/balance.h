@@ -12,7 +12,8 @@
  *            the rank with the least cost, where
  *                cost(len) = len + c * len^2
  *            counts the linear layers (per token) and causal attention (per
- *            token pair); c = L d / N_active (balance_attention_cost).
+ *            token pair); c = data.attention_cost (by default the model's
+ *            L d / N_active, model_attention_cost).
  * Ties: equal keys sort by sample id, then by position in the input; equal
  * loads go to the lower rank index.
  *
@@ -51,17 +52,7 @@ typedef struct balance_plan {
     int64_t *cursor;
 } balance_plan_t;
 
-/* c of the cost model for this model: linear FLOPs per token are 6 N_active,
- * causal attention over a sample of length len costs 12 L d (len/2) per
- * token, so a sample costs 6 N_active len + 6 L d len^2, proportional to
- * len + (L d / N_active) len^2. */
-double balance_attention_cost(const model_config_t *mc);
-
 static inline double balance_cost(int64_t len, double c) { return (double)len + c * (double)len * (double)len; }
-
-/* "uniform", "greedy", "lpt" -> strategy; 0 when the name is none of them. */
-int balance_strategy_parse(const char *name, loader_sampler_t *out);
-const char *balance_strategy_name(loader_sampler_t s);
 
 /* Assigns ids[0..n) (lens[i] the length of ids[i], >= 1) to `nranks` ranks.
  * budget <= 0: no budget. A length above a positive budget is an internal

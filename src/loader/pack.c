@@ -6,22 +6,6 @@
 #include "loader/balance.h" /* balance_order_by_length: the same order as lpt */
 #include "util/error.h"
 
-int pack_strategy_parse(const char *name, loader_packing_t *out)
-{
-    if (strcmp(name, "best_fit") == 0)
-        *out = LOADER_PACK_BEST_FIT;
-    else if (strcmp(name, "sequential") == 0)
-        *out = LOADER_PACK_SEQUENTIAL;
-    else
-        return 0;
-    return 1;
-}
-
-const char *pack_strategy_name(loader_packing_t s)
-{
-    return s == LOADER_PACK_BEST_FIT ? "best_fit" : s == LOADER_PACK_SEQUENTIAL ? "sequential" : "?";
-}
-
 static void reserve(pack_plan_t *p, int64_t n)
 {
     if (n > p->cap_n || !p->ids) {

@@ -42,10 +42,6 @@ typedef struct pack_plan {
     int64_t *cursor;
 } pack_plan_t;
 
-/* "best_fit", "sequential" -> strategy; 0 when the name is neither. */
-int pack_strategy_parse(const char *name, loader_packing_t *out);
-const char *pack_strategy_name(loader_packing_t s);
-
 /* Packs ids[0..n) (lens[i] the length of ids[i], in [1, capacity]). `p`
  * starts zeroed and may be reused. */
 void pack_plan_make(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int64_t capacity, int max_bins,

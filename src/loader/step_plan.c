@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
 #include "util/error.h"
 
 void step_plan_init(step_plan_t *p, const config_t *cfg, const int64_t *lens, int64_t nsamples, int dp_size,
                     int dp_rank)
 {
+    FB_ASSERT(cfg->loader.attention_cost_auto == LOADER_COST_SET);
     memset(p, 0, sizeof *p);
     p->cfg = cfg;
     p->dp_size = dp_size;
@@ -95,6 +95,8 @@ void step_plan_next(step_plan_t *p, long step)
             p->deferred[p->ndeferred++] = pk->deferred[i];
     }
     p->imbalance = p->bal.imbalance_cost;
+    p->imbalance_tokens = p->bal.imbalance_tokens;
+    p->bins = bins;
     p->packing = bins ? p->tokens / ((double)bins * (double)p->capacity) : 0.0;
     if (p->used == 0)
         fb_fatal(FB_EXIT_DATA, "step %ld: no sample fits a micro-batch of data.max_tokens_per_batch = %lld tokens",

@@ -4,7 +4,9 @@
  * (uniform / greedy / lpt within a token budget); each rank's share is packed
  * into gradient_accumulation_steps micro-batches of max_tokens_per_batch
  * tokens. Everything is a pure function of the seed and the step, so every
- * rank computes the same global plan without communicating (docs/loader.md). */
+ * rank computes the same global plan without communicating (docs/loader.md),
+ * and a plan needs no MPI world: `fabula plan sampler` runs it for simulated
+ * rank counts (step_plan_stats.h). */
 #ifndef FABULA_TRAIN_STEP_PLAN_H
 #define FABULA_TRAIN_STEP_PLAN_H
 
@@ -34,10 +36,17 @@ typedef struct step_plan {
     int max_len;                /* sequence-length warm-up cap */
     double tokens, targets;     /* over all ranks, after the cap */
     double imbalance;           /* max/mean - 1 of the balancer's cost */
+    double imbalance_tokens;    /* the same of its tokens */
+    int64_t bins;               /* micro-batches used, all ranks */
     double packing;             /* real tokens / (micro-batches used x capacity), all ranks */
     long used;                  /* samples trained on this step, all ranks */
 } step_plan_t;
 
+/* The plan of rank dp_rank of dp_size data-parallel ranks over a corpus
+ * whose sample i is lens[i] tokens long (kept by pointer). Reads cfg (kept
+ * by pointer): train_batch_size, gradient_accumulation_steps, run.seed and
+ * run.steps, data.seq_len and the loader keys, data.attention_cost resolved
+ * (config_resolve_attention_cost). */
 void step_plan_init(step_plan_t *p, const config_t *cfg, const int64_t *lens, int64_t nsamples, int dp_size,
                     int dp_rank);
 void step_plan_free(step_plan_t *p);

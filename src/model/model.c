@@ -506,6 +506,13 @@ long model_active_params(const model_config_t *mc)
     return n;
 }
 
+double model_attention_cost(const model_config_t *mc)
+{
+    double n_active = (double)model_active_params(mc);
+    FB_ASSERT(n_active > 0.0);
+    return (double)mc->num_hidden_layers * (double)mc->hidden_size / n_active;
+}
+
 long model_norm_params(const model_config_t *mc)
 {
     return (2L * mc->num_hidden_layers + 1L) * mc->hidden_size;

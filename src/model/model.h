@@ -145,5 +145,9 @@ long model_norm_params(const model_config_t *mc);
  * sequence for bench/README.md's MFU convention, which also counts the
  * RMSNorm weights (count_norms). */
 double model_flops_per_token(const model_config_t *mc, double ctx, int count_norms);
+/* c of the loader's sample cost len + c len^2 (data.attention_cost "auto"):
+ * from the FLOPs above, a causal sample of length len costs
+ * 6 N_active len + 6 L d len^2, proportional to len + (L d / N_active) len^2. */
+double model_attention_cost(const model_config_t *mc);
 
 #endif

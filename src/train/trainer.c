@@ -137,8 +137,8 @@ static void print_setup(const trainer_t *tr)
            "micro-batch x %d accumulation x %d rank(s)), micro-batches of <= %d tokens, sampler %s, packing %s%s, "
            "%ld steps, run dir %s\n",
            tr->world, tr->threads, model_ops(tr->model)->name, cfg->train_batch_size, cfg->micro_batch, cfg->grad_accum,
-           tr->dp_size, cfg->loader.max_tokens_per_batch, balance_strategy_name(cfg->loader.sampler),
-           pack_strategy_name(cfg->loader.packing), cfg->loader.curriculum ? ", length curriculum" : "",
+           tr->dp_size, cfg->loader.max_tokens_per_batch, config_sampler_name(cfg->loader.sampler),
+           config_packing_name(cfg->loader.packing), cfg->loader.curriculum ? ", length curriculum" : "",
            cfg->run.steps, cfg->run.run_dir);
     zero_memory_t mem = zero_memory(tr->zero);
     printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "

@@ -5,7 +5,8 @@
 
 #include "config/config.h"
 
-/* Returns the process exit code (FB_EXIT_OK, or FB_EXIT_DIVERGED). */
+/* Runs the job cfg describes (after train_config_resolve). Returns the
+ * process exit code (FB_EXIT_OK, or FB_EXIT_DIVERGED). */
 int trainer_run(const config_t *cfg);
 
 #endif

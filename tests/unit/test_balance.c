@@ -3,7 +3,8 @@
  * its input, budgets hold and deferral happens only when no rank has room,
  * each strategy matches a naive re-implementation of its rule, the imbalance
  * is recomputed from the lists, c agrees with the model's FLOP count, and on
- * the bundled corpus split by chapters lpt <= greedy <= uniform.
+ * the bundled corpus split by chapters lpt <= greedy <= uniform; the step
+ * plan run on simulated ranks (step_plan_stats.h) adds up consistently.
  * Expected values come from naive loops written here. */
 #include <math.h>
 #include <stdio.h>
@@ -11,14 +12,16 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "loader/balance.h"
-#include "loader/balance_sim.h"
 #include "corpus/chapter_lengths.h"
 #include "corpus/novels.h"
+#include "loader/balance.h"
+#include "loader/pack.h"
 #include "loader/sampler.h"
+#include "loader/step_plan_stats.h"
 #include "model/model.h"
 #include "rng.h"
 #include "testlib.h"
+#include "train/train_config.h"
 
 static const loader_sampler_t strategies[3] = {LOADER_SAMPLER_UNIFORM, LOADER_SAMPLER_GREEDY, LOADER_SAMPLER_LPT};
 
@@ -117,14 +120,14 @@ static void test_epoch_coverage(void)
             for (int i = 0; i < RANKS * PER_RANK; i++)
                 lens[i] = lens_all[ids[i]];
             balance_plan_make(&p, ids, lens, RANKS * PER_RANK, RANKS, strategies[s], 1e-3, 0);
-            check_plan(&p, ids, lens, RANKS * PER_RANK, 1e-3, 0, balance_strategy_name(strategies[s]));
+            check_plan(&p, ids, lens, RANKS * PER_RANK, 1e-3, 0, config_sampler_name(strategies[s]));
             for (int64_t k = 0; k < p.n; k++)
                 used[p.ids[k]]++;
         }
         int once = 1;
         for (int i = 0; i < N; i++)
             once &= used[i] == 1;
-        EXPECT(once, "%s: an epoch does not use every sample exactly once", balance_strategy_name(strategies[s]));
+        EXPECT(once, "%s: an epoch does not use every sample exactly once", config_sampler_name(strategies[s]));
         balance_plan_free(&p);
         sampler_free(&smp);
     }
@@ -155,7 +158,7 @@ static void test_budget_and_deferral(void)
             for (int i = 0; i < COUNT; i++)
                 lens[i] = lens_all[ids[i]];
             balance_plan_make(&p, ids, lens, COUNT, RANKS, strategies[s], 2e-4, budget);
-                        check_plan(&p, ids, lens, COUNT, 2e-4, budget, balance_strategy_name(strategies[s]));
+                        check_plan(&p, ids, lens, COUNT, 2e-4, budget, config_sampler_name(strategies[s]));
             for (int64_t k = 0; k < p.n; k++)
                 assigned[p.ids[k]]++;
             ncarry = p.ndeferred;
@@ -167,9 +170,9 @@ static void test_budget_and_deferral(void)
         int ok = 1;
         for (int i = 0; i < N; i++)
             ok &= handed[i] == assigned[i];
-        EXPECT(ok, "%s: handed-out ids != assigned + pending", balance_strategy_name(strategies[s]));
+        EXPECT(ok, "%s: handed-out ids != assigned + pending", config_sampler_name(strategies[s]));
         EXPECT(ndeferred_total > 0, "%s: the budget never bound; the test needs pressure",
-               balance_strategy_name(strategies[s]));
+               config_sampler_name(strategies[s]));
         balance_plan_free(&p);
         sampler_free(&smp);
     }
@@ -238,7 +241,7 @@ static void test_rules_against_naive(void)
         for (int s = 0; s < 3; s++) {
             balance_plan_t p = {0};
             balance_plan_make(&p, ids, lens, n, nranks, strategies[s], c, budget);
-            check_plan(&p, ids, lens, n, c, budget, balance_strategy_name(strategies[s]));
+            check_plan(&p, ids, lens, n, c, budget, config_sampler_name(strategies[s]));
             int rank_of[256];
             naive_assign(ids, lens, n, nranks, strategies[s], c, budget, rank_of);
             /* The plan, expanded back to a rank per input position. */
@@ -257,7 +260,7 @@ static void test_rules_against_naive(void)
             }
             free(cursor);
             EXPECT(match, "trial %d %s: assignment differs from the naive rule", trial,
-                   balance_strategy_name(strategies[s]));
+                   config_sampler_name(strategies[s]));
             balance_plan_free(&p);
         }
     }
@@ -324,9 +327,9 @@ static void test_determinism(void)
 {
     for (int s = 0; s < 3; s++) {
         uint64_t a = run_digest(42, strategies[s]), b = run_digest(42, strategies[s]);
-        EXPECT(a == b, "%s: same seed, different assignment", balance_strategy_name(strategies[s]));
+        EXPECT(a == b, "%s: same seed, different assignment", config_sampler_name(strategies[s]));
         EXPECT(a != run_digest(43, strategies[s]), "%s: another seed, same assignment",
-               balance_strategy_name(strategies[s]));
+               config_sampler_name(strategies[s]));
     }
 }
 
@@ -336,7 +339,8 @@ static void test_attention_cost(void)
 {
     config_t cfg;
     config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
-    double c = balance_attention_cost(&cfg.model);
+    train_config_resolve(&cfg, 0);
+    double c = model_attention_cost(&cfg.model);
     double n_active = (double)model_active_params(&cfg.model);
     for (int64_t len = 1; len <= 65536; len *= 4) {
         double flops = model_flops_per_token(&cfg.model, (double)len / 2.0, 0) * (double)len;
@@ -377,6 +381,7 @@ static void test_bundled_corpus_order(void)
     novels_free(&novels);
     config_t cfg;
     config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
+    train_config_resolve(&cfg, 0);
     double c = cfg.loader.attention_cost;
     config_free(&cfg);
 
@@ -414,28 +419,52 @@ static void test_bundled_corpus_order(void)
     free(lens_all);
 }
 
-/* The simulator carries deferrals: tokens seen by the packers never exceed
- * what the balancer assigned, and its efficiency is tokens / slots. */
+/* The step plan on simulated ranks carries deferrals: the micro-batches
+ * used stay within ranks x accumulation per step, every sample offered is
+ * trained on or carried, and the efficiencies are tokens / slots. */
 static void test_sim(void)
 {
-    enum { N = 400 };
+    enum { N = 400, RANKS = 8, PER_RANK = 6, STEPS = 12, ACCUM = 2, CAPACITY = 1024, MAX_LEN = 512 };
     int64_t lens[N];
-    random_lengths(lens, N, 2, 512, 21);
-    balance_sim_opts_t o = {.nranks = 8, .per_rank = 6, .steps = 12, .capacity = 1024, .accum = 2,
-                            .max_seq_len = 512, .c = 1e-3, .seed = 9};
-    balance_sim_stats_t st;
-    balance_sim_run(lens, N, &o, &st);
-    for (int k = 0; k < 2; k++) {
-        double want = (double)st.pack_tokens[k] / ((double)st.pack_bins[k] * (double)o.capacity);
-        EXPECT(fabs(st.pack_efficiency[k] - want) < 1e-12, "packer %d efficiency %g, recount %g", k,
-               st.pack_efficiency[k], want);
-        EXPECT(st.pack_bins[k] <= (int64_t)o.steps * o.nranks * o.accum, "packer %d: %lld micro-batches", k,
-               (long long)st.pack_bins[k]);
-    }
-    EXPECT(st.imb_cost_mean[2] <= st.imb_cost_mean[0], "lpt %g vs uniform %g", st.imb_cost_mean[2],
-           st.imb_cost_mean[0]);
-    EXPECT(fabs(st.padded_efficiency - (double)st.tokens / ((double)st.samples * 512.0)) < 1e-12, "padded %g",
-           st.padded_efficiency);
+    random_lengths(lens, N, 2, MAX_LEN, 21);
+    config_t cfg;
+    config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
+    train_config_resolve(&cfg, 0);
+    cfg.train_batch_size = RANKS * PER_RANK;
+    cfg.grad_accum = ACCUM;
+    cfg.data.seq_len = MAX_LEN;
+    cfg.loader.max_tokens_per_batch = CAPACITY;
+    cfg.loader.attention_cost = 1e-3;
+    cfg.run.seed = 9;
+    step_plan_stats_t st[3][2];
+    for (int s = 0; s < 3; s++)
+        for (int k = 0; k < 2; k++) {
+            cfg.loader.sampler = strategies[s];
+            cfg.loader.packing = (loader_packing_t)k;
+            step_plan_stats_t *t = &st[s][k];
+            step_plan_stats_run(&cfg, lens, N, RANKS, STEPS, t);
+            double want = (double)t->tokens / ((double)t->bins * (double)CAPACITY);
+            EXPECT(fabs(t->packing - want) < 1e-12, "%s/%s efficiency %g, recount %g",
+                   config_sampler_name(strategies[s]), config_packing_name((loader_packing_t)k), t->packing, want);
+            EXPECT(t->bins <= (int64_t)STEPS * RANKS * ACCUM, "%s/%s: %lld micro-batches",
+                   config_sampler_name(strategies[s]), config_packing_name((loader_packing_t)k),
+                   (long long)t->bins);
+            /* each step offers RANKS x PER_RANK: trained on, or carried into the next offer */
+            EXPECT(t->samples + t->deferred == (int64_t)STEPS * RANKS * PER_RANK,
+                   "%s/%s: %lld samples trained + %lld deferred != %d offered", config_sampler_name(strategies[s]),
+                   config_packing_name((loader_packing_t)k), (long long)t->samples, (long long)t->deferred,
+                   STEPS * RANKS * PER_RANK);
+            EXPECT(t->pack_deferred <= t->deferred, "packer deferrals %lld of %lld", (long long)t->pack_deferred,
+                   (long long)t->deferred);
+        }
+    EXPECT(st[2][LOADER_PACK_BEST_FIT].imb_cost_mean <= st[0][LOADER_PACK_BEST_FIT].imb_cost_mean,
+           "lpt %g vs uniform %g", st[2][LOADER_PACK_BEST_FIT].imb_cost_mean,
+           st[0][LOADER_PACK_BEST_FIT].imb_cost_mean);
+    const step_plan_stats_t *bf = &st[2][LOADER_PACK_BEST_FIT];
+    EXPECT(fabs(pack_padded_efficiency(bf->tokens, bf->samples, MAX_LEN) -
+                (double)bf->tokens / ((double)bf->samples * (double)MAX_LEN)) < 1e-12,
+           "padded %g", pack_padded_efficiency(bf->tokens, bf->samples, MAX_LEN));
+    config_free(&cfg);
 }
 
 int main(void)
@@ -450,7 +479,7 @@ int main(void)
     test_bundled_corpus_order();
     test_sim();
     printf("test_balance: %d checks, %d failures (epoch coverage, budgets and deferral, rules vs naive, "
-           "determinism, c vs FLOPs, chapters, bundled corpus order, simulator)\n",
+           "determinism, c vs FLOPs, chapters, bundled corpus order, step plan on simulated ranks)\n",
            checks, failures);
     return failures ? 1 : 0;
 }

@@ -14,10 +14,11 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "loader/balance.h"
 #include "loader/curriculum.h"
+#include "model/model.h"
 #include "rng.h"
 #include "testlib.h"
+#include "train/train_config.h"
 
 /* The defaults, spelled out here as the specification. */
 static loader_config_t spec_config(void)
@@ -337,12 +338,13 @@ static void test_config_defaults(void)
     json_t *phases = json_object_get(json_object_get(data, "curriculum"), "phases");
     config_t cfg;
     config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
+    train_config_resolve(&cfg, 0);
     const loader_config_t *l = &cfg.loader;
     EXPECT(l->sampler == LOADER_SAMPLER_LPT && l->packing == LOADER_PACK_BEST_FIT, "sampler %d packing %d",
            l->sampler, l->packing);
     EXPECT(l->max_tokens_per_batch == cfg.micro_batch * cfg.data.seq_len, "max_tokens_per_batch %d, micro %d x %d",
            l->max_tokens_per_batch, cfg.micro_batch, cfg.data.seq_len);
-    EXPECT(fabs(l->attention_cost - balance_attention_cost(&cfg.model)) < 1e-18, "attention_cost %g",
+    EXPECT(fabs(l->attention_cost - model_attention_cost(&cfg.model)) < 1e-18, "attention_cost %g",
            l->attention_cost);
     EXPECT(!l->curriculum && !l->warmup && l->warmup_start == 256 && l->warmup_steps == 1000, "flags");
     EXPECT(l->short_threshold == 1024 && l->long_threshold == 2048, "thresholds %d %d", l->short_threshold,

@@ -76,7 +76,7 @@ static void test_random_plans(void)
             pack_plan_t p = {0};
             pack_plan_make(&p, ids, lens, n, cap, max_bins, packers[s]);
             char what[64];
-            snprintf(what, sizeof what, "trial %d %s", trial, pack_strategy_name(packers[s]));
+            snprintf(what, sizeof what, "trial %d %s", trial, config_packing_name(packers[s]));
             check_plan(&p, lens, n, cap, max_bins, what);
             /* A deferred sample found no room: best_fit looks at every
              * micro-batch, sequential only at the last one it opened (rooms
