@@ -1,6 +1,7 @@
 #include "train/preempt.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "parallel/comm.h"
@@ -10,8 +11,8 @@ static volatile sig_atomic_t signalled;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    signalled = 1;
+    if (!signalled)
+        signalled = sig;
 }
 
 void preempt_install(void)
@@ -24,6 +25,10 @@ void preempt_install(void)
     sa.sa_flags = SA_RESTART;
     CHECK_SYS(sigaction(SIGUSR1, &sa, NULL));
     CHECK_SYS(sigaction(SIGTERM, &sa, NULL));
+    /* after the first Ctrl-C the default action is back: the second ends
+     * the process at once */
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    CHECK_SYS(sigaction(SIGINT, &sa, NULL));
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
@@ -31,11 +36,27 @@ void preempt_install(void)
     CHECK_SYS(sigaction(SIGXFSZ, &ign, NULL));
 }
 
-int preempt_pending(void) { return signalled != 0; }
+int preempt_pending(void) { return signalled; }
 
 int preempt_agree(void)
 {
-    long long flag = signalled ? 1 : 0;
-    comm_allreduce(comm_world(), &flag, 1, COMM_I64, COMM_MAX);
-    return flag != 0;
+    long long sig = signalled;
+    comm_allreduce(comm_world(), &sig, 1, COMM_I64, COMM_MAX);
+    return (int)sig;
+}
+
+const char *preempt_signal_name(int sig)
+{
+    static char other[32];
+    switch (sig) {
+    case SIGUSR1:
+        return "SIGUSR1";
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGINT:
+        return "SIGINT";
+    default:
+        snprintf(other, sizeof other, "signal %d", sig);
+        return other;
+    }
 }

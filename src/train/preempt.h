@@ -1,6 +1,9 @@
 /* Preemption: a batch system's warning signal (SIGUSR1, or SIGTERM before
- * the kill) becomes a checkpoint at the next step boundary and the exit code
- * FB_EXIT_PREEMPTED (75), so that the job script can requeue the run.
+ * the kill) or Ctrl-C (SIGINT) becomes a checkpoint at the next step
+ * boundary and the exit code FB_EXIT_PREEMPTED (75), so that the job script
+ * can requeue the run. A second SIGINT ends the process at once (the default
+ * action), leaving the checkpoints as they are: a save in progress writes a
+ * temporary name only.
  *
  * The handler only sets a flag (async-signal-safe); the ranks agree on it
  * once per step with one small allreduce, because the signal may reach only
@@ -10,13 +13,19 @@
 #ifndef FABULA_TRAIN_PREEMPT_H
 #define FABULA_TRAIN_PREEMPT_H
 
-/* Installs the handlers of SIGUSR1 and SIGTERM, and ignores SIGXFSZ so that
- * a write over a file-size limit fails with EFBIG (reported, exit 4)
- * instead of killing the rank. */
+/* Installs the handlers of SIGUSR1, SIGTERM and SIGINT, and ignores SIGXFSZ
+ * so that a write over a file-size limit fails with EFBIG (reported, exit
+ * 4) instead of killing the rank. Called before the run loads its data and
+ * checkpoint (which can take long), so that a signal then is remembered and
+ * honoured at the first step boundary; it also replaces the SIGUSR1 handler
+ * MPICH installs in MPI_Init. */
 void preempt_install(void);
-/* This process received SIGUSR1 or SIGTERM (not collective). */
+/* The signal this process received first, or 0 (not collective). */
 int preempt_pending(void);
-/* Collective over the world: 1 on every rank when any rank received one. */
+/* Collective over the world: on every rank, the highest signal number any
+ * rank received (0: none). */
 int preempt_agree(void);
+/* "SIGUSR1", "SIGTERM", "SIGINT" or "signal N". */
+const char *preempt_signal_name(int sig);
 
 #endif

@@ -190,6 +190,7 @@ int trainer_run(const config_t *cfg)
     tr.rank = parallel_rank();
     tr.world = parallel_size();
     tr.threads = choose_threads();
+    preempt_install();
     lock_run_dir(cfg, tr.rank);
     counters_init(tr.rank == 0);
     data_source_open(&tr.data, cfg, tr.rank == 0);
@@ -217,7 +218,6 @@ int trainer_run(const config_t *cfg)
     ckpt_run_init(&tr.ckpt, &target);
     ckpt_progress_t prog;
     ckpt_run_resume(&tr.ckpt, &prog);
-    preempt_install();
     train_log_open(&tr.log, cfg, tr.rank == 0);
 
     int code = FB_EXIT_OK;
@@ -253,11 +253,12 @@ int trainer_run(const config_t *cfg)
         train_log_step(&tr.log, &rec);
         prog.step = step + 1;
         prog.tokens_seen += rec.tokens;
-        if (preempt_agree()) {
+        const int sig = preempt_agree();
+        if (sig) {
             ckpt_run_save(&tr.ckpt, &prog);
             if (tr.rank == 0)
-                printf("fabula: preempted (SIGUSR1/SIGTERM): checkpoint of step %ld written, exit %d\n", prog.step,
-                       FB_EXIT_PREEMPTED);
+                printf("fabula: preempted (%s): checkpoint of step %ld written, exit %d\n", preempt_signal_name(sig),
+                       prog.step, FB_EXIT_PREEMPTED);
             code = FB_EXIT_PREEMPTED;
             break;
         }

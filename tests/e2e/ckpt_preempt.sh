@@ -31,7 +31,7 @@ finished() { wait_for 120 "[ -s '$SCRATCH/$1.rc' ]" && RC=$(cat "$SCRATCH/$1.rc"
 preempted() {
     s=$(clatest "$1")
     [ "$RC" = 75 ] && [ -n "$s" ] &&
-    grep -q "preempted (SIGUSR1/SIGTERM): checkpoint of step $s written, exit 75" "$SCRATCH/$1.out" &&
+    grep -q "preempted (SIG[A-Z0-9]*): checkpoint of step $s written, exit 75" "$SCRATCH/$1.out" &&
     [ "$(closses "$1" | tail -n 1 | cut -d' ' -f1)" = "$s" ] &&
     "$FABULA" ckpt verify -q "$SCRATCH/$1/checkpoints/step-$(printf %08d "$s").h5" >/dev/null
 }
