@@ -300,6 +300,30 @@ static void trim_metrics(const char *run_dir, long step)
     free(path);
 }
 
+/* Rank 0: the last step RUN_DIR/metrics.jsonl records (0: none, or no file). */
+static long last_logged_step(const char *run_dir)
+{
+    char *path = join(run_dir, "metrics.jsonl");
+    FILE *f = fopen(path, "re");
+    free(path);
+    if (!f)
+        return 0;
+    long last = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_error_t err;
+        json_t *j = json_loads(line, 0, &err);
+        json_t *s = j ? json_object_get(j, "step") : NULL;
+        if (json_is_integer(s) && json_integer_value(s) > last)
+            last = (long)json_integer_value(s);
+        json_decref(j);
+    }
+    free(line);
+    fclose(f);
+    return last;
+}
+
 /* Rank 0: a damaged checkpoint is renamed "<name>.damaged", out of the way
  * of later resumes and of keep_last, and kept for inspection. */
 static void quarantine(const char *path)
@@ -381,8 +405,22 @@ void ckpt_run_resume(ckpt_run_t *r, ckpt_progress_t *p)
     if (tried > 0)
         ckpt_fail_all(FB_EXIT_DATA, "no usable checkpoint in %s: all %d are damaged (see above); set run.resume = "
                       "\"none\" to start from step 0, or run.resume to a checkpoint from elsewhere", r->dir, tried);
+    /* No checkpoint, but a log: a run that finished without checkpoints is
+     * refused rather than silently started over over its metrics; a run cut
+     * before its first checkpoint (requeued) starts over, saying so. */
+    long logged = rank0 ? last_logged_step(cfg->run.run_dir) : 0;
+    comm_bcast(comm_world(), &logged, sizeof logged, 0);
+    if (logged >= cfg->run.steps)
+        ckpt_fail_all(FB_EXIT_USAGE, "%s/metrics.jsonl records a finished run (%ld steps; run.steps = %ld) and %s "
+                      "holds no checkpoint to resume from: set run.resume = \"none\" to start over (its metrics are "
+                      "then replaced), or give this run its own --run-dir", cfg->run.run_dir, logged, cfg->run.steps,
+                      r->dir);
     if (rank0) {
-        printf("fabula: checkpoint: none in %s: starting from step 0\n", r->dir);
+        if (logged > 0)
+            printf("fabula: checkpoint: none in %s: starting from step 0; the %ld step(s) %s/metrics.jsonl logged "
+                   "without a checkpoint are discarded\n", r->dir, logged, cfg->run.run_dir);
+        else
+            printf("fabula: checkpoint: none in %s: starting from step 0\n", r->dir);
         trim_metrics(cfg->run.run_dir, 0);
     }
 }
