@@ -1,5 +1,5 @@
 /* Causal attention over packed variable-length samples with GQA, forward
- * and backward. Reference: kernels/cpu/cpu_attention.c.
+ * and backward. Reference: kernels/cpu/attention.c.
  *
  * Layout: q, out [T, H*hd]; k, v [T, KV*hd]; lse fp32 at t*H + h (natural
  * log of the sum of exp of the scaled scores). Query head h reads kv head
