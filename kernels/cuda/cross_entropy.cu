@@ -123,7 +123,7 @@ void cu_cross_entropy(float *loss, S *dlogits, const S *logits, const int32_t *t
     if (T <= 0 || V <= 0)
         return;
     k_cross_entropy<<<T, CE_THREADS, 0, cuda_stream()>>>(loss, dlogits, logits, targets, V, grad_scale);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* The two storage types of fb_act on CUDA. */

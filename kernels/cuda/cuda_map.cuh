@@ -71,7 +71,7 @@ template <typename Op> void launch_map(const Op &op, size_t n, bool vec)
         return;
     const size_t work = vec ? n / Op::W : n; /* 0 when only a tail: one block does it */
     k_map<<<cuda_blocks_for(work, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(op, n, vec ? 1 : 0);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 } // namespace

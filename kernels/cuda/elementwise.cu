@@ -296,12 +296,12 @@ double cu_sumsq(const float *x, size_t n)
     double *part = (double *)cuda_scratch((nb + 1) * sizeof(double));
     double *out = part + nb;
     k_sumsq_part<<<(unsigned)nb, SUMSQ_THREADS, 0, st>>>(part, x, n, aligned(x, 16) ? 1 : 0);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
     k_sumsq_final<<<1, SUMSQ_FINAL_THREADS, 0, st>>>(out, part, (int)nb);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
     double h = 0.0;
-    CUDA_CHECK(cudaMemcpyAsync(&h, out, sizeof h, cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemcpyAsync(&h, out, sizeof h, cudaMemcpyDeviceToHost, st));
+    CHECK_CUDA(cudaStreamSynchronize(st));
     return h;
 }
 

@@ -101,7 +101,7 @@ template <typename S> void cu_embedding_fwd(S *out, const int32_t *tokens, const
     const bool vec = D % W == 0 && aligned16(out) && aligned16(table);
     const int threads = row_threads(vec ? D / W : D, 256);
     k_embedding_fwd<<<T, threads, 0, cuda_stream()>>>(out, tokens, table, D, vec ? 1 : 0);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* Scratch (one cuda_scratch call): rows_in[T] (0..T-1), keys_out[T],
@@ -112,7 +112,7 @@ template <typename S> void cu_embedding_bwd(float *dtable, const S *dout, const 
         return;
     cudaStream_t st = cuda_stream();
     size_t temp_bytes = 0;
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, (const int32_t *)nullptr, (int32_t *)nullptr,
+    CHECK_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, (const int32_t *)nullptr, (int32_t *)nullptr,
                                                (const int32_t *)nullptr, (int32_t *)nullptr, T, 0, 32, st));
     const size_t arr = align_up((size_t)T * sizeof(int32_t), 256);
     char *base = (char *)cuda_scratch(3 * arr + temp_bytes);
@@ -120,15 +120,15 @@ template <typename S> void cu_embedding_bwd(float *dtable, const S *dout, const 
     void *temp = base + 3 * arr;
 
     k_iota<<<cuda_blocks_for((size_t)T, 256), 256, 0, st>>>(rows_in, T);
-    CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, rows_in, rows_out, T, 0, 32, st));
+    CHECK_CUDA_LAUNCH();
+    CHECK_CUDA(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, rows_in, rows_out, T, 0, 32, st));
 
     const int gy = (D + EMB_BWD_THREADS - 1) / EMB_BWD_THREADS;
     int gx = (EMB_BWD_TARGET_BLOCKS + gy - 1) / gy;
     gx = gx > T ? T : gx;
     k_embedding_bwd<<<dim3((unsigned)gx, (unsigned)gy), EMB_BWD_THREADS, 0, st>>>(dtable, dout, keys_out, rows_out,
                                                                                      T, D);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* The two storage types of fb_act on CUDA. */

@@ -98,7 +98,7 @@ template <typename S> void cu_permute_fwd(S *xp, const S *x, const int32_t *row_
         permute_fwd_kernel<S, 8><<<(unsigned)R, row_threads(D / 8), 0, st>>>(xp, x, row_token, D);
     else
         permute_fwd_kernel<S, 1><<<(unsigned)R, row_threads(D), 0, st>>>(xp, x, row_token, D);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* Block t: dx[t] += sum over kept k of dxp[token_rows[t,k]]. */
@@ -134,7 +134,7 @@ template <typename S> void cu_permute_bwd(S *dx, const S *dxp, const int32_t *to
         permute_bwd_kernel<S, 8><<<(unsigned)T, row_threads(D / 8), 0, st>>>(dx, dxp, token_rows, K, D);
     else
         permute_bwd_kernel<S, 1><<<(unsigned)T, row_threads(D), 0, st>>>(dx, dxp, token_rows, K, D);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* ---- combine ---- */
@@ -176,7 +176,7 @@ void cu_combine_fwd(S *y, const S *eo, const int32_t *token_rows, const float *w
         combine_fwd_kernel<S, 8><<<(unsigned)T, row_threads(D / 8), 0, st>>>(y, eo, token_rows, w, K, D);
     else
         combine_fwd_kernel<S, 1><<<(unsigned)T, row_threads(D), 0, st>>>(y, eo, token_rows, w, K, D);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* Warp per (t, k): deo[r] = w[t,k] * dy[t], dw[t,k] = dot(dy[t], eo[r]);
@@ -232,7 +232,7 @@ void cu_combine_bwd(S *deo, float *dw, const S *dy, const S *eo, const int32_t *
         combine_bwd_kernel<S, 8><<<blocks, threads, 0, st>>>(deo, dw, dy, eo, token_rows, w, TK, K, D);
     else
         combine_bwd_kernel<S, 1><<<blocks, threads, 0, st>>>(deo, dw, dy, eo, token_rows, w, TK, K, D);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* ---- instantiations ---- */

@@ -173,8 +173,8 @@ size_t smem_optin_max(void)
     static int max_optin = -1;
     if (max_optin < 0) {
         int dev = 0;
-        CUDA_CHECK(cudaGetDevice(&dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        CHECK_CUDA(cudaGetDevice(&dev));
+        CHECK_CUDA(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     }
     return (size_t)max_optin;
 }
@@ -192,7 +192,7 @@ template <typename S> void cu_rmsnorm_fwd(S *out, float *rstd, const S *x, const
     const bool vec = packed && aligned16(out) && aligned16(x) && aligned16(w);
     const int threads = row_threads(packed ? D / W : D, RMS_FWD_THREADS);
     k_rmsnorm_fwd<<<T, threads, 0, cuda_stream()>>>(out, rstd, x, w, D, eps, packed ? 1 : 0, vec ? 1 : 0);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* Scratch: partial[nblocks][D] doubles. */
@@ -216,13 +216,13 @@ void cu_rmsnorm_bwd(S *dx, float *dw, const S *dout, const S *x, const S *w, con
     const size_t dyn = acc_smem ? acc_bytes : 0;
     /* without the opt-in, static + dynamic must fit the default 48 KiB */
     if (dyn + 32 * sizeof(double) > 48 * 1024)
-        CUDA_CHECK(
+        CHECK_CUDA(
             cudaFuncSetAttribute(k_rmsnorm_bwd_rows<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn));
     k_rmsnorm_bwd_rows<S>
         <<<nblocks, threads, dyn, st>>>(dx, partial, dout, x, w, rstd, T, D, rpb, packed, vec, acc_smem);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
     k_rmsnorm_bwd_dw<<<(D + 255) / 256, 256, 0, st>>>(dw, partial, nblocks, D, packed ? W : 1);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* The two storage types of fb_act on CUDA. */

@@ -65,7 +65,7 @@ template <typename S> void rope_launch(S *x, const int32_t *pos, int T, int nhea
     const unsigned threads = 256;
     k_rope<<<cuda_blocks_for((size_t)T * half, threads), threads, 0, cuda_stream()>>>(x, pos, T, nheads, hd, theta,
                                                                                        dir, freq);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 } // namespace

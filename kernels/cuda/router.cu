@@ -153,7 +153,7 @@ void cu_router_fwd(float *probs, float *lse, int32_t *topk_idx, float *topk_w, c
         router_fwd_kernel<4><<<blocks, threads, 0, st>>>(probs, lse, topk_idx, topk_w, logits, T, E, K);
     else
         router_fwd_kernel<8><<<blocks, threads, 0, st>>>(probs, lse, topk_idx, topk_w, logits, T, E, K);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* ---- router backward ----
@@ -238,7 +238,7 @@ void cu_router_bwd(S *dlogits, const float *probs, const float *lse, const int32
     else
         router_bwd_kernel<S, 8><<<blocks, threads, 0, st>>>(dlogits, probs, lse, topk_idx, topk_w, dtopk_w,
                                                             aux_dprob, z_scale, T, E, K);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 /* The two storage types of fb_act on CUDA (the forward reads fp32 logits). */
