@@ -34,11 +34,11 @@ void *cuda_scratch(size_t bytes)
     if (bytes > g_scratch_bytes) {
         /* the old buffer may still be read by queued kernels */
         if (g_scratch) {
-            CUDA_CHECK(cudaStreamSynchronize(g_compute));
-            CUDA_CHECK(cudaFree(g_scratch));
+            CHECK_CUDA(cudaStreamSynchronize(g_compute));
+            CHECK_CUDA(cudaFree(g_scratch));
         }
         size_t want = bytes + bytes / 4;
-        CUDA_CHECK(cudaMalloc(&g_scratch, want));
+        CHECK_CUDA(cudaMalloc(&g_scratch, want));
         g_scratch_bytes = want;
     }
     return g_scratch;
@@ -72,9 +72,9 @@ extern "C" int cuda_backend_init(int device, char *err, size_t errlen)
         snprintf(err, errlen, "cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
         return -1;
     }
-    CUDA_CHECK(cudaStreamCreateWithFlags(&g_compute, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&g_comm, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&g_order_event, cudaEventDisableTiming));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&g_compute, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&g_comm, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaEventCreateWithFlags(&g_order_event, cudaEventDisableTiming));
     g_device = device;
     cu_blas_init();
     return 0;
@@ -84,19 +84,19 @@ extern "C" void cuda_backend_shutdown(void)
 {
     if (g_device < 0)
         return;
-    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaDeviceSynchronize());
     cu_blas_shutdown();
     free_cached();
     free(g_free);
     g_free = NULL;
     g_free_cap = 0;
     if (g_scratch)
-        CUDA_CHECK(cudaFree(g_scratch));
+        CHECK_CUDA(cudaFree(g_scratch));
     g_scratch = NULL;
     g_scratch_bytes = 0;
-    CUDA_CHECK(cudaEventDestroy(g_order_event));
-    CUDA_CHECK(cudaStreamDestroy(g_comm));
-    CUDA_CHECK(cudaStreamDestroy(g_compute));
+    CHECK_CUDA(cudaEventDestroy(g_order_event));
+    CHECK_CUDA(cudaStreamDestroy(g_comm));
+    CHECK_CUDA(cudaStreamDestroy(g_compute));
     g_device = -1;
 }
 
@@ -105,7 +105,7 @@ extern "C" int cuda_backend_device(void) { return g_device; }
 extern "C" void *cuda_host_alloc(size_t bytes)
 {
     void *p = NULL;
-    CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+    CHECK_CUDA(cudaMallocHost(&p, bytes ? bytes : 1));
     memset(p, 0, bytes);
     return p;
 }
@@ -113,7 +113,7 @@ extern "C" void *cuda_host_alloc(size_t bytes)
 extern "C" void cuda_host_free(void *p)
 {
     if (p)
-        CUDA_CHECK(cudaFreeHost(p));
+        CHECK_CUDA(cudaFreeHost(p));
 }
 
 extern "C" void *cuda_compute_stream(void) { return (void *)g_compute; }
@@ -121,14 +121,14 @@ extern "C" void *cuda_comm_stream(void) { return (void *)g_comm; }
 
 extern "C" void cuda_comm_wait_compute(void)
 {
-    CUDA_CHECK(cudaEventRecord(g_order_event, g_compute));
-    CUDA_CHECK(cudaStreamWaitEvent(g_comm, g_order_event, 0));
+    CHECK_CUDA(cudaEventRecord(g_order_event, g_compute));
+    CHECK_CUDA(cudaStreamWaitEvent(g_comm, g_order_event, 0));
 }
 
 extern "C" void cuda_compute_wait_comm(void)
 {
-    CUDA_CHECK(cudaEventRecord(g_order_event, g_comm));
-    CUDA_CHECK(cudaStreamWaitEvent(g_compute, g_order_event, 0));
+    CHECK_CUDA(cudaEventRecord(g_order_event, g_comm));
+    CHECK_CUDA(cudaStreamWaitEvent(g_compute, g_order_event, 0));
 }
 
 extern "C" size_t cuda_bytes_in_use(void) { return g_in_use; }
@@ -229,9 +229,9 @@ static void free_cached(void)
 {
     if (!g_nfree)
         return;
-    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaDeviceSynchronize());
     for (size_t i = 0; i < g_nfree; i++)
-        CUDA_CHECK(cudaFree(g_free[i].p));
+        CHECK_CUDA(cudaFree(g_free[i].p));
     g_nfree = 0;
 }
 
@@ -262,7 +262,7 @@ static void *cu_alloc(size_t bytes)
         }
     }
     if (bytes)
-        CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g_compute));
+        CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, g_compute));
     live_insert(p, size);
     g_in_use += size;
     if (g_in_use > g_peak)
@@ -292,13 +292,13 @@ static void cu_release(void *p)
 static void cu_zero(void *p, size_t bytes)
 {
     if (bytes)
-        CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g_compute));
+        CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, g_compute));
 }
 
 static void cu_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_compute));
+        CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_compute));
 }
 
 /* From page-locked memory the copy stays queued (the caller keeps the source
@@ -310,28 +310,28 @@ static void cu_to_backend(void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_compute));
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_compute));
     cudaPointerAttributes attr;
-    CUDA_CHECK(cudaPointerGetAttributes(&attr, src));
+    CHECK_CUDA(cudaPointerGetAttributes(&attr, src));
     if (attr.type == cudaMemoryTypeUnregistered)
-        CUDA_CHECK(cudaStreamSynchronize(g_compute));
+        CHECK_CUDA(cudaStreamSynchronize(g_compute));
 }
 
 static void cu_to_host(void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_compute));
-    CUDA_CHECK(cudaStreamSynchronize(g_compute));
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_compute));
+    CHECK_CUDA(cudaStreamSynchronize(g_compute));
 }
 
 static void cu_to_host_async(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_compute));
+        CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_compute));
 }
 
-static void cu_synchronize(void) { CUDA_CHECK(cudaStreamSynchronize(g_compute)); }
+static void cu_synchronize(void) { CHECK_CUDA(cudaStreamSynchronize(g_compute)); }
 
 /* ---- the tables ---- */
 

@@ -8,17 +8,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "util/error.h"
-
-#define CUDA_CHECK(call)                                                                          \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, #call, cudaGetErrorString(e_));    \
-    } while (0)
-
-/* After a kernel launch: launch-configuration errors surface here. */
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+#include "cuda_check.h"
 
 /* The stream every op is issued on (cuda_backend.cu). */
 cudaStream_t cuda_stream(void);

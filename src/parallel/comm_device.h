@@ -13,18 +13,12 @@
 #endif
 
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_check.h"
 #include "parallel/comm_internal.h"
 #include "util/error.h"
 
-/* On failure: file, line, the call's text and the library's message, then
- * the job ends with FB_EXIT_INTERNAL. */
-#define CHECK_CUDA(call)                                                                          \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, #call, cudaGetErrorString(e_));    \
-    } while (0)
-
+/* CHECK_NCCL: on failure, file, line, the call's text and NCCL's message,
+ * then the job ends with FB_EXIT_INTERNAL (as CHECK_CUDA does). */
 #ifdef HAVE_NCCL
 #define CHECK_NCCL(call)                                                                          \
     do {                                                                                          \

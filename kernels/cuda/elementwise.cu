@@ -1,17 +1,17 @@
 /* Elementwise ops on the GPU: conversions, axpy, scale, sum of squares,
- * SwiGLU, dropout, AdamW. The CPU twins are kernels/cpu/cpu_elementwise.c
- * and cpu_adamw.c.
+ * SwiGLU, dropout. The CPU twin is kernels/cpu/elementwise.c (AdamW, also a
+ * map, is adamw.cu).
  *
  * Parallel decomposition. Every op except sumsq is a map: element i depends
  * only on element i of its inputs, so any assignment of elements to threads
- * gives the same bits. Each map runs as one grid-stride kernel (k_map) over
- * chunks of W consecutive elements moved with 16-byte loads/stores when every
- * pointer allows it (8-byte for the dropout mask), followed by a scalar
- * grid-stride loop over the n % W tail; when some pointer is misaligned the
- * whole range takes the scalar loop. fp32 outputs are formed with
- * __fmul_rn/__fadd_rn so nvcc cannot contract them into FMAs: axpy, scale and
- * adamw then round exactly like the CPU twin (which is compiled without
- * contraction), bit for bit.
+ * gives the same bits. Each map runs as one grid-stride kernel (k_map in
+ * cuda_map.cuh) over chunks of W consecutive elements moved with 16-byte
+ * loads/stores when every pointer allows it (8-byte for the dropout mask),
+ * followed by a scalar grid-stride loop over the n % W tail; when some
+ * pointer is misaligned the whole range takes the scalar loop. fp32 outputs
+ * are formed with __fmul_rn/__fadd_rn so nvcc cannot contract them into
+ * FMAs: axpy and scale then round exactly like the CPU twin (which is
+ * compiled without contraction), bit for bit.
  *
  * sumsq is the one reduction. Its tree has a fixed shape that depends only on
  * n: thread g of a grid of nblocks(n) x SUMSQ_THREADS sums, in double and in
@@ -23,72 +23,13 @@
  * alignment or the device. */
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_map.cuh"
 
 #include <math.h>
 
 #include "rng.h"
 
 namespace {
-
-constexpr int EW_THREADS = 256;
-
-/* W consecutive elements of T, moved as whole 16-byte (or one 8-byte)
- * transactions. The alignment lets the payload be punned to int4/uint2. */
-template <typename T, int W> struct alignas(sizeof(T) * W >= 16 ? 16 : sizeof(T) * W) Pack {
-    T e[W];
-};
-
-template <typename T, int W> __device__ __forceinline__ Pack<T, W> pack_load(const T *p)
-{
-    constexpr int B = (int)sizeof(T) * W;
-    static_assert(B % 16 == 0 || B == 8, "a pack is whole 16-byte words or one 8-byte word");
-    Pack<T, W> r;
-    if constexpr (B % 16 == 0) {
-#pragma unroll
-        for (int k = 0; k < B / 16; k++)
-            reinterpret_cast<int4 *>(&r)[k] = reinterpret_cast<const int4 *>(p)[k];
-    } else {
-        *reinterpret_cast<uint2 *>(&r) = *reinterpret_cast<const uint2 *>(p);
-    }
-    return r;
-}
-
-template <typename T, int W> __device__ __forceinline__ void pack_store(T *p, const Pack<T, W> &v)
-{
-    constexpr int B = (int)sizeof(T) * W;
-    static_assert(B % 16 == 0 || B == 8, "a pack is whole 16-byte words or one 8-byte word");
-    if constexpr (B % 16 == 0) {
-#pragma unroll
-        for (int k = 0; k < B / 16; k++)
-            reinterpret_cast<int4 *>(p)[k] = reinterpret_cast<const int4 *>(&v)[k];
-    } else {
-        *reinterpret_cast<uint2 *>(p) = *reinterpret_cast<const uint2 *>(&v);
-    }
-}
-
-inline bool aligned(const void *p, uintptr_t bytes) { return ((uintptr_t)p & (bytes - 1)) == 0; }
-
-/* The map driver: Op provides W, chunk(i0) for elements i0..i0+W-1 (packed
- * access, i0 a multiple of W) and one(i) for a single element. */
-template <typename Op> __global__ void k_map(Op op, size_t n, int vec)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t nchunks = vec ? n / Op::W : 0;
-    for (size_t c = tid; c < nchunks; c += stride)
-        op.chunk(c * Op::W);
-    for (size_t i = nchunks * Op::W + tid; i < n; i += stride)
-        op.one(i);
-}
-
-template <typename Op> void launch_map(const Op &op, size_t n, bool vec)
-{
-    if (n == 0)
-        return;
-    const size_t work = vec ? n / Op::W : n; /* 0 when only a tail: one block does it */
-    k_map<<<cuda_blocks_for(work, EW_THREADS), EW_THREADS, 0, cuda_stream()>>>(op, n, vec ? 1 : 0);
-    CUDA_CHECK_LAUNCH();
-}
 
 /* ---- conversions ---- */
 
@@ -272,46 +213,11 @@ template <typename S> struct DropoutBwd {
     }
 };
 
-/* ---- AdamW: cpu_adamw.c's operations in its order, each rounded alone ---- */
-
-struct AdamW {
-    static constexpr int W = 4;
-    float *p;
-    const float *g;
-    float *m, *v;
-    float step_size, bc2_sqrt, decay, l2, one_m_b1, one_m_b2, beta2, eps;
-    int adam_w_mode;
-    __device__ void f(float &pi, float gi, float &mi, float &vi) const
-    {
-        if (adam_w_mode)
-            pi = __fmul_rn(pi, decay);
-        else
-            gi = __fadd_rn(gi, __fmul_rn(l2, pi));
-        mi = __fadd_rn(mi, __fmul_rn(one_m_b1, __fsub_rn(gi, mi)));
-        vi = __fadd_rn(__fmul_rn(vi, beta2), __fmul_rn(one_m_b2, __fmul_rn(gi, gi)));
-        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
-        pi = __fadd_rn(pi, __fmul_rn(-step_size, __fdiv_rn(mi, denom)));
-    }
-    __device__ void one(size_t i) const { f(p[i], g[i], m[i], v[i]); }
-    __device__ void chunk(size_t i) const
-    {
-        Pack<float, W> pp = pack_load<float, W>(p + i), gg = pack_load<float, W>(g + i);
-        Pack<float, W> mm = pack_load<float, W>(m + i), vv = pack_load<float, W>(v + i);
-#pragma unroll
-        for (int k = 0; k < W; k++)
-            f(pp.e[k], gg.e[k], mm.e[k], vv.e[k]);
-        pack_store(p + i, pp);
-        pack_store(m + i, mm);
-        pack_store(v + i, vv);
-    }
-};
-
 /* ---- sum of squares ---- */
 
 constexpr int SUMSQ_THREADS = 256;
 constexpr unsigned SUMSQ_MAX_BLOCKS = 1024;
 constexpr int SUMSQ_FINAL_THREADS = 1024;
-
 
 __device__ __forceinline__ double sq(float a) { return (double)a * (double)a; }
 
@@ -390,12 +296,12 @@ double cu_sumsq(const float *x, size_t n)
     double *part = (double *)cuda_scratch((nb + 1) * sizeof(double));
     double *out = part + nb;
     k_sumsq_part<<<(unsigned)nb, SUMSQ_THREADS, 0, st>>>(part, x, n, aligned(x, 16) ? 1 : 0);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
     k_sumsq_final<<<1, SUMSQ_FINAL_THREADS, 0, st>>>(out, part, (int)nb);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
     double h = 0.0;
-    CUDA_CHECK(cudaMemcpyAsync(&h, out, sizeof h, cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemcpyAsync(&h, out, sizeof h, cudaMemcpyDeviceToHost, st));
+    CHECK_CUDA(cudaStreamSynchronize(st));
     return h;
 }
 
@@ -421,30 +327,6 @@ template <typename S> void cu_dropout_bwd(S *dx, const uint8_t *mask, size_t n, 
 {
     const float keep_scale = 1.0f / (1.0f - p);
     launch_map(DropoutBwd<S>{dx, mask, keep_scale}, n, aligned(dx, 16) && aligned(mask, 8));
-}
-
-/* The per-step scalars are formed on the host exactly as cpu_adamw.c forms
- * them (double, rounded once), so both backends use the same fp32 values. */
-void cu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
-              float weight_decay, int adam_w_mode, long step)
-{
-    const double bc1 = 1.0 - pow((double)beta1, (double)step);
-    const double bc2 = 1.0 - pow((double)beta2, (double)step);
-    AdamW op;
-    op.p = p;
-    op.g = g;
-    op.m = m;
-    op.v = v;
-    op.step_size = (float)((double)lr / bc1);
-    op.bc2_sqrt = (float)sqrt(bc2);
-    op.decay = (float)(1.0 - (double)lr * (double)weight_decay);
-    op.l2 = adam_w_mode ? 0.0f : weight_decay;
-    op.one_m_b1 = (float)(1.0 - (double)beta1);
-    op.one_m_b2 = (float)(1.0 - (double)beta2);
-    op.beta2 = beta2;
-    op.eps = eps;
-    op.adam_w_mode = adam_w_mode;
-    launch_map(op, n, aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16));
 }
 
 /* The two storage types of fb_act on CUDA. */

@@ -1,5 +1,5 @@
 /* Causal attention over packed variable-length samples with GQA, forward
- * and backward. Reference: kernels/cpu/cpu_attention.c.
+ * and backward. Reference: kernels/cpu/attention.c.
  *
  * Layout: q, out [T, H*hd]; k, v [T, KV*hd]; lse fp32 at t*H + h (natural
  * log of the sum of exp of the scaled scores). Query head h reads kv head
@@ -852,7 +852,7 @@ void check_shape(int nseq, int T, int H, int KV, int hd)
 
 template <typename K> void allow_smem(K kernel, size_t bytes)
 {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
 unsigned gen_blocks(long long warps) { return (unsigned)((warps + GEN_WARPS - 1) / GEN_WARPS); }
@@ -865,7 +865,7 @@ void fwd_tc(S *out, float *lse, const S *q, const S *k, const S *v, const int32_
     allow_smem(attn_fwd_tc<S, HD>, smem);
     const dim3 grid((unsigned)((T + BM - 1) / BM), (unsigned)H);
     attn_fwd_tc<S, HD><<<grid, FWD_THREADS, smem, cuda_stream()>>>(out, lse, q, k, v, cu, nseq, T, H, G, scale_log2);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 template <typename S, int HD>
@@ -879,11 +879,11 @@ void bwd_tc(S *dq, S *dk, S *dv, const S *dout, const S *q, const S *k, const S 
     const dim3 gkv((unsigned)((T + BN - 1) / BN), (unsigned)KV);
     attn_bwd_dkdv_tc<S, HD><<<gkv, BWD_THREADS, smem, cuda_stream()>>>(dk, dv, q, k, v, dout, lse, dsum, cu, nseq, T,
                                                                        H, G, scale, scale_log2);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
     const dim3 gq((unsigned)((T + BM - 1) / BM), (unsigned)H);
     attn_bwd_dq_tc<S, HD><<<gq, BWD_THREADS, smem, cuda_stream()>>>(dq, q, k, v, dout, lse, dsum, cu, nseq, T, H, G,
                                                                     scale, scale_log2);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 } // namespace
@@ -907,7 +907,7 @@ void cu_attention_fwd(S *out, float *lse, const S *q, const S *k, const S *v, co
     }
     attn_fwd_generic<S><<<gen_blocks((long long)T * H), GEN_WARPS * 32, 0, cuda_stream()>>>(
         out, lse, q, k, v, cu_seqlens, nseq, T, H, G, hd, scale_log2);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 template <typename S>
@@ -924,7 +924,7 @@ void cu_attention_bwd(S *dq, S *dk, S *dv, const S *dout, const S *q, const S *k
     const long long rows = (long long)T * H;
     float *dsum = static_cast<float *>(cuda_scratch((size_t)rows * sizeof(float)));
     attn_bwd_dsum<S><<<gen_blocks(rows), GEN_WARPS * 32, 0, cuda_stream()>>>(dsum, dout, out, rows, hd);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 
     const void *ptrs[] = {dq, dk, dv, dout, q, k, v};
     if (use_tc(hd, ptrs, 7)) {
@@ -936,10 +936,10 @@ void cu_attention_bwd(S *dq, S *dk, S *dv, const S *dout, const S *q, const S *k
     }
     attn_bwd_dkdv_generic<S><<<gen_blocks((long long)T * KV), GEN_WARPS * 32, 0, cuda_stream()>>>(
         dk, dv, q, k, v, dout, lse, dsum, cu_seqlens, nseq, T, H, G, hd, scale, scale_log2);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
     attn_bwd_dq_generic<S><<<gen_blocks(rows), GEN_WARPS * 32, 0, cuda_stream()>>>(
         dq, q, k, v, dout, lse, dsum, cu_seqlens, nseq, T, H, G, hd, scale, scale_log2);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 template void cu_attention_fwd<__nv_bfloat16>(__nv_bfloat16 *, float *, const __nv_bfloat16 *,

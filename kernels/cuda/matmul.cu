@@ -31,13 +31,6 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 
-#define CUBLASLT_CHECK(call)                                                                      \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
-            fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, #call, cublasLtGetStatusString(s_)); \
-    } while (0)
-
 static const size_t WORKSPACE_BYTES = (size_t)32 << 20;
 
 static cublasLtHandle_t g_lt;
@@ -101,10 +94,10 @@ static void plan_destroy(plan_t *p)
 {
     if (!p->used)
         return;
-    CUBLASLT_CHECK(cublasLtMatrixLayoutDestroy(p->lay_c));
-    CUBLASLT_CHECK(cublasLtMatrixLayoutDestroy(p->lay_b));
-    CUBLASLT_CHECK(cublasLtMatrixLayoutDestroy(p->lay_a));
-    CUBLASLT_CHECK(cublasLtMatmulDescDestroy(p->op));
+    CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(p->lay_c));
+    CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(p->lay_b));
+    CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(p->lay_a));
+    CHECK_CUBLASLT(cublasLtMatmulDescDestroy(p->op));
     p->used = 0;
 }
 
@@ -112,9 +105,9 @@ static void plan_build(plan_t *p, const plan_key_t *k)
 {
     const int32_t op_a = k->transB ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLAS's A is our B */
     const int32_t op_b = k->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLASLT_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-    CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    CHECK_CUBLASLT(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CHECK_CUBLASLT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+    CHECK_CUBLASLT(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
 
     /* Column-major views of the stored matrices (rows, cols, ld):
      * our B stored [K,N] row-major is [N,K] col-major (ld N), used as is;
@@ -123,31 +116,31 @@ static void plan_build(plan_t *p, const plan_key_t *k)
      * stored [K,M] (transA) is [M,K] col-major (ld M), transposed.
      * C [M,N] row-major is [N,M] col-major (ld N). */
     const uint64_t M = (uint64_t)k->M, N = (uint64_t)k->N, K = (uint64_t)k->K;
-    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&p->lay_a, k->ab_type, k->transB ? K : N, k->transB ? N : K,
+    CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&p->lay_a, k->ab_type, k->transB ? K : N, k->transB ? N : K,
                                               (int64_t)(k->transB ? K : N)));
-    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&p->lay_b, k->ab_type, k->transA ? M : K, k->transA ? K : M,
+    CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&p->lay_b, k->ab_type, k->transA ? M : K, k->transA ? K : M,
                                               (int64_t)(k->transA ? M : K)));
-    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&p->lay_c, k->c_type, N, M, (int64_t)N));
+    CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&p->lay_c, k->c_type, N, M, (int64_t)N));
 
     cublasLtMatmulPreference_t pref;
     const uint64_t ws = WORKSPACE_BYTES;
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+    CHECK_CUBLASLT(cublasLtMatmulPreferenceCreate(&pref));
+    CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                         sizeof ws));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+    CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                                         &k->align_b, sizeof k->align_b));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+    CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                                         &k->align_a, sizeof k->align_a));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+    CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
                                                         &k->align_c, sizeof k->align_c));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+    CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                         &k->align_c, sizeof k->align_c));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     memset(&res, 0, sizeof res);
-    CUBLASLT_CHECK(cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->lay_a, p->lay_b, p->lay_c, p->lay_c, pref, 1,
+    CHECK_CUBLASLT(cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->lay_a, p->lay_b, p->lay_c, p->lay_c, pref, 1,
                                                   &res, &found));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CHECK_CUBLASLT(cublasLtMatmulPreferenceDestroy(pref));
     if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
         fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic",
                      "no cuBLASLt algorithm for this matmul shape, dtype and alignment");
@@ -183,8 +176,8 @@ void cu_blas_init(void)
 {
     if (g_lt)
         return;
-    CUBLASLT_CHECK(cublasLtCreate(&g_lt));
-    CUDA_CHECK(cudaMalloc(&g_workspace, WORKSPACE_BYTES));
+    CHECK_CUBLASLT(cublasLtCreate(&g_lt));
+    CHECK_CUDA(cudaMalloc(&g_workspace, WORKSPACE_BYTES));
 }
 
 void cu_blas_shutdown(void)
@@ -192,13 +185,13 @@ void cu_blas_shutdown(void)
     if (!g_lt)
         return;
     /* matmuls in flight may still use the workspace */
-    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaDeviceSynchronize());
     for (int s = 0; s < PLAN_SETS; s++)
         for (int w = 0; w < PLAN_WAYS; w++)
             plan_destroy(&g_plans[s][w]);
-    CUDA_CHECK(cudaFree(g_workspace));
+    CHECK_CUDA(cudaFree(g_workspace));
     g_workspace = NULL;
-    CUBLASLT_CHECK(cublasLtDestroy(g_lt));
+    CHECK_CUBLASLT(cublasLtDestroy(g_lt));
     g_lt = NULL;
 }
 
@@ -218,7 +211,7 @@ template <typename T> static void scale_c(T *C, size_t n, float beta)
         return;
     const unsigned threads = 256;
     scale_kernel<T><<<cuda_blocks_for(n, threads), threads, 0, cuda_stream()>>>(C, n, beta);
-    CUDA_CHECK_LAUNCH();
+    CHECK_CUDA_LAUNCH();
 }
 
 template <typename S> static cudaDataType dtype_of(void);
@@ -247,7 +240,7 @@ static void lt_matmul(T *C, const S *A, const S *B, int M, int N, int K, int tra
     key.align_c = ptr_align(C);
     const plan_t *p = plan_get(&key);
     const float alpha = 1.0f;
-    CUBLASLT_CHECK(cublasLtMatmul(g_lt, p->op, &alpha, B, p->lay_a, A, p->lay_b, &beta, C, p->lay_c, C, p->lay_c,
+    CHECK_CUBLASLT(cublasLtMatmul(g_lt, p->op, &alpha, B, p->lay_a, A, p->lay_b, &beta, C, p->lay_c, C, p->lay_c,
                                   &p->algo, g_workspace, WORKSPACE_BYTES, cuda_stream()));
 }
 
