@@ -111,9 +111,11 @@ int cli_args_next(cli_args_t *a)
         } else {
             if (w[1] == 'h' && w[2] == 0)
                 help(a);
-            o = w[2] == 0 ? find_letter(a, w[1]) : NULL;
-            if (!o)
+            o = find_letter(a, w[1]);
+            if (!o || (w[2] != 0 && !o->takes_value))
                 cli_args_fail(a, 1, "unknown option '%s'", w);
+            if (w[2] != 0)
+                inline_value = w + 2; /* -oFILE */
         }
         a->option = o->name;
         a->value = NULL;

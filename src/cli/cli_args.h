@@ -1,7 +1,7 @@
 /* The one option parser of the subcommands (private to src/cli).
  *
  * Rules, the same for every subcommand:
- *  - options are --name VALUE, --name=VALUE, or a letter: -x VALUE;
+ *  - options are --name VALUE, --name=VALUE, or a letter: -x VALUE, -xVALUE;
  *  - options and positional words may come in any order; "--" ends the
  *    options (every later word is positional);
  *  - -h and --help print the command's usage on stdout and exit 0;
