@@ -1,9 +1,9 @@
 /* `fabula ckpt info|verify FILE`: inspect a checkpoint without MPI. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "ckpt/ckpt.h"
 #include "util/error.h"
 
@@ -38,38 +38,24 @@ int cli_ckpt(int argc, char **argv)
         ckpt_usage(stderr);
         return FB_EXIT_USAGE;
     }
-    static const struct option longopts[] = {
-        {"config", no_argument, 0, 'c'},
-        {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    int print_config = 0, quiet = 0, opt;
+    enum { OPT_CONFIG = 1, OPT_QUIET };
+    static const cli_option_t info_options[] = {{"config", 0, 0, OPT_CONFIG}, {0, 0, 0, 0}};
+    static const cli_option_t verify_options[] = {{"quiet", 'q', 0, OPT_QUIET}, {0, 0, 0, 0}};
+    int print_config = 0, quiet = 0, id;
     argc--;
     argv++;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+qh", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
+    cli_args_t a;
+    cli_args_init(&a, is_info ? "ckpt info" : "ckpt verify", ckpt_usage, is_info ? info_options : verify_options, 0,
+                  &argc, &argv);
+    while ((id = cli_args_next(&a)) != 0) {
+        if (id == OPT_CONFIG)
             print_config = 1;
-            break;
-        case 'q':
+        else
             quiet = 1;
-            break;
-        case 'h':
-            ckpt_usage(stdout);
-            return FB_EXIT_OK;
-        default:
-            fprintf(stderr, "fabula ckpt %s: unknown option '%s'\n\n", what, argv[optind - 1]);
-            ckpt_usage(stderr);
-            return FB_EXIT_USAGE;
-        }
     }
-    if ((print_config && !is_info) || (quiet && !is_verify) || optind != argc - 1) {
-        ckpt_usage(stderr);
-        return FB_EXIT_USAGE;
-    }
-    const char *path = argv[optind];
+    if (a.npositional != 1)
+        cli_args_fail(&a, 1, "expected one checkpoint FILE, not %d arguments", a.npositional);
+    const char *path = a.positional[0];
+    cli_args_free(&a);
     return is_info ? ckpt_info(path, print_config) : ckpt_verify(path, quiet);
 }

@@ -3,13 +3,14 @@
  * deferrals) on a corpus's real sample lengths for any number of simulated
  * ranks (no MPI, no model). */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "config/config.h"
 #include "corpus/chapter_lengths.h"
 #include "corpus/novels.h"
@@ -73,28 +74,18 @@ typedef struct sampler_args {
     unsigned long long seed;
 } sampler_args_t;
 
-static long long parse_int(const char *opt, const char *s, long long lo, long long hi)
+static void parse_ranks(sampler_args_t *a, const cli_args_t *args)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: %s '%s': expected an integer in [%lld, %lld]", opt, s, lo, hi);
-    return v;
-}
-
-static void parse_ranks(sampler_args_t *a, const char *s)
-{
-    char *copy = fb_strdup(s), *save = NULL;
+    char *copy = fb_strdup(args->value), *save = NULL;
     a->nranks_list = 0;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (a->nranks_list == MAX_RANK_COUNTS)
-            fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --simulate-ranks: at most %d rank counts", MAX_RANK_COUNTS);
-        a->ranks[a->nranks_list++] = (int)parse_int("--simulate-ranks", tok, 1, 1 << 20);
+            cli_args_fail(args, 0, "--simulate-ranks expects at most %d rank counts", MAX_RANK_COUNTS);
+        a->ranks[a->nranks_list++] = (int)cli_args_int_of(args, tok, 1, 1 << 20);
     }
     free(copy);
     if (a->nranks_list == 0)
-        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --simulate-ranks needs at least one rank count");
+        cli_args_fail(args, 0, "--simulate-ranks expects at least one rank count");
 }
 
 /* One length a line; blank lines and '#' comments skipped. */
@@ -238,50 +229,36 @@ static void print_report(const sampler_args_t *a, const config_t *cfg, const int
 
 static int plan_sampler(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"jsonl", required_argument, 0, 'j'},         {"corpus-lengths", required_argument, 0, 'l'},
-        {"split", required_argument, 0, 'p'},         {"simulate-ranks", required_argument, 0, 'r'},
-        {"steps", required_argument, 0, 'n'},         {"batch", required_argument, 0, 'b'},
-        {"max-seq-len", required_argument, 0, 'L'},   {"max-tokens", required_argument, 0, 'C'},
-        {"accum", required_argument, 0, 'G'},         {"attention-cost", required_argument, 0, 'c'},
-        {"seed", required_argument, 0, 'S'},          {"set", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
+    enum { OPT_JSONL = 1, OPT_LENGTHS, OPT_SPLIT, OPT_RANKS, OPT_STEPS, OPT_BATCH, OPT_MAX_SEQ, OPT_MAX_TOKENS,
+           OPT_ACCUM, OPT_COST, OPT_SEED, OPT_SET };
+    static const cli_option_t options[] = {
+        {"jsonl", 0, 1, OPT_JSONL},           {"corpus-lengths", 0, 1, OPT_LENGTHS},
+        {"split", 0, 1, OPT_SPLIT},           {"simulate-ranks", 0, 1, OPT_RANKS},
+        {"steps", 0, 1, OPT_STEPS},           {"batch", 0, 1, OPT_BATCH},
+        {"max-seq-len", 0, 1, OPT_MAX_SEQ},   {"max-tokens", 0, 1, OPT_MAX_TOKENS},
+        {"accum", 0, 1, OPT_ACCUM},           {"attention-cost", 0, 1, OPT_COST},
+        {"seed", 0, 1, OPT_SEED},             {"set", 0, 1, OPT_SET},
+        {0, 0, 0, 0},
     };
     sampler_args_t a = {.split = "windows", .steps = 50, .batch = 16};
-    char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
+    const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
     int nsets = 0, opt;
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    cli_args_t args;
+    cli_args_init(&args, "plan sampler", sampler_usage, options, 0, &argc, &argv);
+    while ((opt = cli_args_next(&args)) != 0) {
         switch (opt) {
-        case 'j': a.jsonl = optarg; break;
-        case 'l': a.lengths_file = optarg; break;
-        case 'p': a.split = optarg; break;
-        case 'r': parse_ranks(&a, optarg); break;
-        case 'n': a.steps = (long)parse_int("--steps", optarg, 1, 1000000); break;
-        case 'b': a.batch = (int)parse_int("--batch", optarg, 1, 1 << 20); break;
-        case 'L': a.max_seq_len = (int)parse_int("--max-seq-len", optarg, 2, 1 << 30); break;
-        case 'C': a.max_tokens = parse_int("--max-tokens", optarg, 2, INT64_MAX / 4); break;
-        case 'G': a.accum = (int)parse_int("--accum", optarg, 1, 1 << 20); break;
-        case 'S': a.seed = (unsigned long long)parse_int("--seed", optarg, 0, LLONG_MAX); a.have_seed = 1; break;
-        case 's': sets[nsets++] = optarg; break;
-        case 'c': {
-            char *end;
-            a.c = strtod(optarg, &end);
-            if (end == optarg || *end || !(a.c >= 0.0))
-                fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --attention-cost '%s': expected a number >= 0", optarg);
-            a.have_c = 1;
-            break;
-        }
-        case 'h':
-            sampler_usage(stdout);
-            free(sets);
-            return FB_EXIT_OK;
-        default:
-            fprintf(stderr, "fabula plan sampler: unknown or incomplete option '%s'\n\n", argv[optind - 1]);
-            sampler_usage(stderr);
-            free(sets);
-            return FB_EXIT_USAGE;
+        case OPT_JSONL: a.jsonl = args.value; break;
+        case OPT_LENGTHS: a.lengths_file = args.value; break;
+        case OPT_SPLIT: a.split = args.value; break;
+        case OPT_RANKS: parse_ranks(&a, &args); break;
+        case OPT_STEPS: a.steps = (long)cli_args_int(&args, 1, 1000000); break;
+        case OPT_BATCH: a.batch = (int)cli_args_int(&args, 1, 1 << 20); break;
+        case OPT_MAX_SEQ: a.max_seq_len = (int)cli_args_int(&args, 2, 1 << 30); break;
+        case OPT_MAX_TOKENS: a.max_tokens = cli_args_int(&args, 2, INT64_MAX / 4); break;
+        case OPT_ACCUM: a.accum = (int)cli_args_int(&args, 1, 1 << 20); break;
+        case OPT_SEED: a.seed = (unsigned long long)cli_args_int(&args, 0, LLONG_MAX); a.have_seed = 1; break;
+        case OPT_SET: sets[nsets++] = args.value; break;
+        case OPT_COST: a.c = cli_args_real(&args, 0.0, INFINITY, 0); a.have_c = 1; break;
         }
     }
     if (!a.jsonl == !a.lengths_file)
@@ -292,7 +269,7 @@ static int plan_sampler(int argc, char **argv)
         fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --split '%s': expected windows or chapters", a.split);
 
     config_t cfg;
-    config_load(&cfg, (const char *const *)(argv + optind), argc - optind, (const char *const *)sets, nsets, 1, 1);
+    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 1);
     train_config_resolve(&cfg, 1);
     if (!a.max_seq_len)
         a.max_seq_len = cfg.data.seq_len;
@@ -301,6 +278,7 @@ static int plan_sampler(int argc, char **argv)
     if (!a.have_seed)
         a.seed = cfg.run.seed;
     free(sets);
+    cli_args_free(&args);
     if (a.max_tokens > 0 && a.max_tokens < a.max_seq_len)
         fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --max-tokens (%lld) must be at least --max-seq-len (%d)",
                  a.max_tokens, a.max_seq_len);

@@ -1,10 +1,9 @@
-#include <errno.h>
-#include <getopt.h>
+/* `fabula prep`: the options, then the job (corpus/prep.c). */
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "corpus/prep.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -40,34 +39,21 @@ static void prep_usage(FILE *f)
             "exit codes: 0 ok, 1 internal, 2 usage (or output exists), 3 input data, 4 I/O\n");
 }
 
-/* A whole-string integer in [lo, hi], else usage error naming the option. */
-static long long parse_int(const char *opt, const char *s, long long lo, long long hi)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "fabula prep: %s expects an integer in [%lld, %lld], got '%s'\n", opt, lo, hi, s);
-        exit(FB_EXIT_USAGE);
-    }
-    return v;
-}
-
 int cli_prep(int argc, char **argv)
 {
-    enum { OPT_MAX = 256, OPT_OVERLAP, OPT_MIN, OPT_VALID, OPT_SEED, OPT_STRICT, OPT_FORCE };
-    static const struct option longopts[] = {
-        {"output", required_argument, 0, 'o'},
-        {"tokenizer", required_argument, 0, 't'},
-        {"max-seq-len", required_argument, 0, OPT_MAX},
-        {"overlap", required_argument, 0, OPT_OVERLAP},
-        {"min-seq-len", required_argument, 0, OPT_MIN},
-        {"valid-fraction", required_argument, 0, OPT_VALID},
-        {"seed", required_argument, 0, OPT_SEED},
-        {"strict", no_argument, 0, OPT_STRICT},
-        {"force", no_argument, 0, OPT_FORCE},
-        {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
+    enum { OPT_OUTPUT = 1, OPT_TOKENIZER, OPT_MAX, OPT_OVERLAP, OPT_MIN, OPT_VALID, OPT_SEED, OPT_STRICT, OPT_FORCE,
+           OPT_QUIET };
+    static const cli_option_t options[] = {
+        {"output", 'o', 1, OPT_OUTPUT},
+        {"tokenizer", 't', 1, OPT_TOKENIZER},
+        {"max-seq-len", 0, 1, OPT_MAX},
+        {"overlap", 0, 1, OPT_OVERLAP},
+        {"min-seq-len", 0, 1, OPT_MIN},
+        {"valid-fraction", 0, 1, OPT_VALID},
+        {"seed", 0, 1, OPT_SEED},
+        {"strict", 0, 0, OPT_STRICT},
+        {"force", 0, 0, OPT_FORCE},
+        {"quiet", 'q', 0, OPT_QUIET},
         {0, 0, 0, 0},
     };
     prep_options_t opt = {
@@ -78,37 +64,31 @@ int cli_prep(int argc, char **argv)
         .valid_fraction = 0.0,
         .seed = 1234,
     };
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+o:t:qh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            opt.output = optarg;
+    cli_args_t a;
+    cli_args_init(&a, "prep", prep_usage, options, 1, &argc, &argv);
+    int id;
+    while ((id = cli_args_next(&a)) != 0) {
+        switch (id) {
+        case OPT_OUTPUT:
+            opt.output = a.value;
             break;
-        case 't':
-            opt.tokenizer = optarg;
+        case OPT_TOKENIZER:
+            opt.tokenizer = a.value;
             break;
         case OPT_MAX:
-            opt.max_seq_len = (int)parse_int("--max-seq-len", optarg, 2, 1 << 24);
+            opt.max_seq_len = (int)cli_args_int(&a, 2, 1 << 24);
             break;
         case OPT_OVERLAP:
-            opt.overlap = (int)parse_int("--overlap", optarg, 0, 1 << 24);
+            opt.overlap = (int)cli_args_int(&a, 0, 1 << 24);
             break;
         case OPT_MIN:
-            opt.min_seq_len = (int)parse_int("--min-seq-len", optarg, 0, 1 << 24);
+            opt.min_seq_len = (int)cli_args_int(&a, 0, 1 << 24);
             break;
-        case OPT_VALID: {
-            char *end;
-            errno = 0;
-            opt.valid_fraction = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(opt.valid_fraction >= 0 && opt.valid_fraction < 1)) {
-                fprintf(stderr, "fabula prep: --valid-fraction expects a number in [0, 1), got '%s'\n", optarg);
-                return FB_EXIT_USAGE;
-            }
+        case OPT_VALID:
+            opt.valid_fraction = cli_args_real(&a, 0.0, 1.0, 1);
             break;
-        }
         case OPT_SEED:
-            opt.seed = (uint64_t)parse_int("--seed", optarg, 0, INT64_MAX);
+            opt.seed = (uint64_t)cli_args_int(&a, 0, INT64_MAX);
             break;
         case OPT_STRICT:
             opt.strict = 1;
@@ -116,33 +96,21 @@ int cli_prep(int argc, char **argv)
         case OPT_FORCE:
             opt.force = 1;
             break;
-        case 'q':
+        case OPT_QUIET:
             opt.quiet = 1;
             break;
-        case 'h':
-            prep_usage(stdout);
-            return FB_EXIT_OK;
-        default:
-            fprintf(stderr, "fabula prep: unknown or incomplete option '%s'\n\n", argv[optind - 1]);
-            prep_usage(stderr);
-            return FB_EXIT_USAGE;
         }
     }
-    if (!opt.output) {
-        fprintf(stderr, "fabula prep: --output is required\n\n");
-        prep_usage(stderr);
-        return FB_EXIT_USAGE;
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "fabula prep: no input given\n\n");
-        prep_usage(stderr);
-        return FB_EXIT_USAGE;
-    }
-    opt.inputs = argv + optind;
-    opt.ninputs = argc - optind;
+    if (!opt.output)
+        cli_args_fail(&a, 1, "--output is required");
+    if (a.npositional == 0)
+        cli_args_fail(&a, 1, "no input given");
+    opt.inputs = (const char *const *)a.positional;
+    opt.ninputs = a.npositional;
 
     parallel_init(&argc, &argv);
     int code = prep_run(&opt);
+    cli_args_free(&a);
     parallel_finalize();
     return code;
 }

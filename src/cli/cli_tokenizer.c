@@ -1,6 +1,4 @@
 /* `fabula tokenizer`: train (cli_tokenizer_train.c), encode, info. */
-#include <errno.h>
-#include <getopt.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_tokenizer.h"
 #include "corpus/novels.h"
 #include "tokenizer/tokenizer.h"
@@ -53,16 +52,6 @@ static void encode_usage(FILE *f)
             "            or tokenizer (digest mismatch), 4 I/O\n");
 }
 
-long long cli_parse_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        fb_fatal(FB_EXIT_USAGE, "%s: %s must be an integer in [%lld, %lld], not '%s'", cmd, opt, lo, hi, s);
-    return v;
-}
-
 static void put_u32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;
@@ -73,47 +62,39 @@ static void put_u32(uint8_t *p, uint32_t v)
 
 static int cli_tokenizer_encode(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"tokenizer", required_argument, 0, 't'}, {"input", required_argument, 0, 'i'},
-        {"output", required_argument, 0, 'o'},    {"force", no_argument, 0, 'f'},
-        {"verify", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+    enum { OPT_TOKENIZER = 1, OPT_INPUT, OPT_OUTPUT, OPT_FORCE, OPT_VERIFY };
+    static const cli_option_t options[] = {
+        {"tokenizer", 0, 1, OPT_TOKENIZER}, {"input", 0, 1, OPT_INPUT},   {"output", 0, 1, OPT_OUTPUT},
+        {"force", 0, 0, OPT_FORCE},         {"verify", 0, 0, OPT_VERIFY}, {0, 0, 0, 0},
     };
     const char *tok = NULL, *input = NULL, *output = NULL;
-    int force = 0, verify = 0, opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 't':
-            tok = optarg;
+    int force = 0, verify = 0, id;
+    cli_args_t a;
+    cli_args_init(&a, "tokenizer encode", encode_usage, options, 1, &argc, &argv);
+    while ((id = cli_args_next(&a)) != 0) {
+        switch (id) {
+        case OPT_TOKENIZER:
+            tok = a.value;
             break;
-        case 'i':
-            input = optarg;
+        case OPT_INPUT:
+            input = a.value;
             break;
-        case 'o':
-            output = optarg;
+        case OPT_OUTPUT:
+            output = a.value;
             break;
-        case 'f':
+        case OPT_FORCE:
             force = 1;
             break;
-        case 'v':
+        case OPT_VERIFY:
             verify = 1;
             break;
-        case 'h':
-            encode_usage(stdout);
-            return FB_EXIT_OK;
-        default:
-            fprintf(stderr, "fabula tokenizer encode: unknown or incomplete option '%s'\n\n", argv[optind - 1]);
-            encode_usage(stderr);
-            return FB_EXIT_USAGE;
         }
     }
-    if (!tok || !input || !output || optind != argc) {
-        fprintf(stderr, "fabula tokenizer encode: %s\n\n",
-                optind != argc ? "unexpected argument" : "--tokenizer, --input and --output are required");
-        encode_usage(stderr);
-        return FB_EXIT_USAGE;
-    }
+    if (a.npositional)
+        cli_args_fail(&a, 1, "unexpected argument '%s'", a.positional[0]);
+    if (!tok || !input || !output)
+        cli_args_fail(&a, 1, "--tokenizer, --input and --output are required");
+    cli_args_free(&a);
     struct stat st;
     if (!force && stat(output, &st) == 0)
         fb_fatal(FB_EXIT_USAGE, "tokenizer encode: output %s exists (use --force to replace it)", output);
@@ -180,17 +161,26 @@ static int cli_tokenizer_encode(int argc, char **argv)
     return bad ? FB_EXIT_INTERNAL : FB_EXIT_OK;
 }
 
+static void info_usage(FILE *f)
+{
+    fprintf(f, "usage: fabula tokenizer info TOKENIZER\n\n"
+               "Loads TOKENIZER (\"bytes\", a fabula tokenizer file or a tokenizer.json;\n"
+               "a fabula file's digest is verified) and prints its kind, vocabulary size,\n"
+               "digest and special tokens.\n");
+}
+
 static int cli_tokenizer_info(int argc, char **argv)
 {
-    if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        FILE *f = argc == 2 ? stdout : stderr;
-        fprintf(f, "usage: fabula tokenizer info TOKENIZER\n\n"
-                   "Loads TOKENIZER (\"bytes\", a fabula tokenizer file or a tokenizer.json;\n"
-                   "a fabula file's digest is verified) and prints its kind, vocabulary size,\n"
-                   "digest and special tokens.\n");
-        return argc == 2 ? FB_EXIT_OK : FB_EXIT_USAGE;
-    }
-    tokenizer_t *t = tokenizer_load(argv[1]);
+    static const cli_option_t options[] = {{0, 0, 0, 0}};
+    cli_args_t a;
+    cli_args_init(&a, "tokenizer info", info_usage, options, 0, &argc, &argv);
+    while (cli_args_next(&a) != 0)
+        ;
+    if (a.npositional != 1)
+        cli_args_fail(&a, 1, "expected one TOKENIZER, not %d arguments", a.npositional);
+    const char *spec = a.positional[0];
+    cli_args_free(&a);
+    tokenizer_t *t = tokenizer_load(spec);
     printf("source: %s\nkind: %s\nvocab_size: %d\ndigest: %s\nspecial_tokens: %d\n", tokenizer_source(t),
            tokenizer_kind(t), tokenizer_vocab_size(t), tokenizer_digest(t), tokenizer_nspecial(t));
     for (int i = 0; i < tokenizer_nspecial(t); i++) {

@@ -1,9 +1,10 @@
-#include <getopt.h>
+/* `fabula train`: the options, then the trainer (train/trainer.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "config/config.h"
 #include "parallel/world.h"
 #include "train/train_config.h"
@@ -36,51 +37,44 @@ static void train_usage(FILE *f)
 
 int cli_train(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"set", required_argument, 0, 's'},
-        {"run-dir", required_argument, 0, 'r'},
-        {"steps", required_argument, 0, 'n'},
-        {"dry-run", no_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},
+    enum { OPT_SET = 1, OPT_RUN_DIR, OPT_STEPS, OPT_DRY_RUN };
+    static const cli_option_t options[] = {
+        {"set", 0, 1, OPT_SET},     {"run-dir", 0, 1, OPT_RUN_DIR},
+        {"steps", 0, 1, OPT_STEPS}, {"dry-run", 0, 0, OPT_DRY_RUN},
         {0, 0, 0, 0},
     };
-    char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
+    /* --run-dir and --steps are --set overrides, applied in command-line
+     * order with the others. */
+    const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
     char **owned = fb_calloc((size_t)argc + 1, sizeof *owned);
-    int nsets = 0, nowned = 0, dry_run = 0;
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 's':
-            sets[nsets++] = optarg;
+    int nsets = 0, nowned = 0, dry_run = 0, id;
+    cli_args_t a;
+    cli_args_init(&a, "train", train_usage, options, 1, &argc, &argv);
+    while ((id = cli_args_next(&a)) != 0) {
+        switch (id) {
+        case OPT_SET:
+            sets[nsets++] = a.value;
             break;
-        case 'r':
-        case 'n': {
-            const char *key = opt == 'r' ? "run.run_dir=" : "run.steps=";
-            char *s = fb_malloc(strlen(key) + strlen(optarg) + 1);
+        case OPT_RUN_DIR:
+        case OPT_STEPS: {
+            const char *key = id == OPT_RUN_DIR ? "run.run_dir=" : "run.steps=";
+            char *s = fb_malloc(strlen(key) + strlen(a.value) + 1);
             strcpy(s, key);
-            strcat(s, optarg);
+            strcat(s, a.value);
             owned[nowned++] = s;
             sets[nsets++] = s;
             break;
         }
-        case 'd':
+        case OPT_DRY_RUN:
             dry_run = 1;
             break;
-        case 'h':
-            train_usage(stdout);
-            return FB_EXIT_OK;
-        default:
-            fprintf(stderr, "fabula train: unknown or incomplete option '%s'\n\n", argv[optind - 1]);
-            train_usage(stderr);
-            return FB_EXIT_USAGE;
         }
     }
 
     parallel_init(&argc, &argv);
     int rank = parallel_rank();
     config_t cfg;
-    config_load(&cfg, (const char *const *)(argv + optind), argc - optind, (const char *const *)sets,
+    config_load(&cfg, (const char *const *)a.positional, a.npositional, (const char *const *)sets,
                 nsets, parallel_size(), rank == 0);
     train_config_resolve(&cfg, rank == 0);
     if (rank == 0) {
@@ -95,6 +89,7 @@ int cli_train(int argc, char **argv)
         free(owned[i]);
     free(owned);
     free(sets);
+    cli_args_free(&a);
     parallel_finalize();
     return code;
 }

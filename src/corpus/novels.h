@@ -36,7 +36,7 @@ void novels_load(novel_set_t *set, const char *path);
 
 void novels_free(novel_set_t *set);
 
-/* ---- the record rules, shared with fabula prep's reader (prep_input.c) ----
+/* ---- the record rules, shared with the input reader (input_reader.c) ----
  * Both read the same records the same way; each words, counts and places
  * the problems its own way (novels_load warns at once, prep collects them
  * per rank), so these return what is wrong rather than printing it. */

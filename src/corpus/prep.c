@@ -14,7 +14,7 @@
 
 #include "tokenizer/bytetok.h"
 #include "corpus/chapters.h"
-#include "corpus/prep_input.h"
+#include "corpus/input_reader.h"
 #include "corpus/prep_shard.h"
 #include "corpus/segment.h"
 #include "tokenizer/tokenizer.h"
@@ -177,7 +177,7 @@ static void encode_push(prep_ctx_t *c, const uint8_t *text, size_t n, prep_novel
     nv->content_tokens += (int64_t)c->piece.n;
 }
 
-static void novel_process(prep_ctx_t *c, const prep_record_t *rec)
+static void novel_process(prep_ctx_t *c, const input_record_t *rec)
 {
     prep_shard_t *s = &c->shard;
     s->novels = grow(s->novels, &s->cap_novels, s->nnovels + 1, sizeof *s->novels);
@@ -346,7 +346,7 @@ static void summary_print(const prep_stats_t *st, const prep_meta_t *meta, int64
                           double t_write, int64_t file_bytes, double t_total, double rss_mb, double rss_prep_mb)
 {
     const prep_options_t *opt = meta->opt;
-    const prep_inputs_t *in = meta->inputs;
+    const corpus_inputs_t *in = meta->inputs;
     printf("fabula prep: %lld novel%s from %d file%s (%.2f MB) -> %s (%.2f MB), %d rank%s\n", st->novels,
            st->novels == 1 ? "" : "s", in->n, in->n == 1 ? "" : "s", (double)in->total / 1e6, opt->output, (double)file_bytes / 1e6, parallel_size(),
            parallel_size() == 1 ? "" : "s");
@@ -392,7 +392,7 @@ static void summary_print(const prep_stats_t *st, const prep_meta_t *meta, int64
 
 /* ------------------------------------------------------------ run */
 
-static void progress_maybe(prep_ctx_t *c, const prep_reader_t *r, int64_t share, double t0, double *last)
+static void progress_maybe(prep_ctx_t *c, const input_reader_t *r, int64_t share, double t0, double *last)
 {
     if (c->opt->quiet || parallel_rank() != 0)
         return;
@@ -400,7 +400,7 @@ static void progress_maybe(prep_ctx_t *c, const prep_reader_t *r, int64_t share,
     if (now - *last < PREP_PROGRESS_SECONDS)
         return;
     *last = now;
-    const prep_read_counts_t *rc = prep_reader_counts(r);
+    const input_read_counts_t *rc = input_reader_counts(r);
     printf("fabula: prep: rank 0: %.1f of %.1f MB read, %lld novels, %.2f M tokens/s\n",
            (double)rc->bytes_read / 1e6, (double)share / 1e6, c->st.novels,
            (double)c->st.content_tokens / 1e6 / (now - t0));
@@ -417,14 +417,15 @@ int prep_run(const prep_options_t *opt)
     options_check(opt);
     output_check(opt);
 
+    /* Every rank lists the inputs alike, and fails alike (reported once). */
+    corpus_inputs_t in;
+    corpus_inputs_list(&in, opt->inputs, opt->ninputs);
     /* Rank 0 goes first through the steps that can fail on bad input, so
-     * that a missing file or a broken tokenizer is reported once. */
-    prep_inputs_t in;
+     * that a broken tokenizer is reported once. */
     prep_ctx_t c = {.opt = opt};
     prep_meta_t meta = {.opt = opt, .inputs = &in};
     for (int turn = 0; turn < 2; turn++) {
         if ((rank == 0) == (turn == 0)) {
-            prep_inputs_list(&in, opt->inputs, opt->ninputs);
             c.tok = tokenizer_load(opt->tokenizer);
             meta.tok = c.tok;
             specials_resolve(&c, &meta);
@@ -440,28 +441,28 @@ int prep_run(const prep_options_t *opt)
 
     /* ---- read, tokenize, window this rank's share */
     int64_t begin, end;
-    prep_inputs_share(&in, rank, nranks, &begin, &end);
+    corpus_inputs_share(&in, rank, nranks, &begin, &end);
     int64_t share = (end < in.total ? end : in.total) - begin;
-    prep_reader_t *reader = prep_reader_open(&in, begin, end, opt->strict);
-    prep_record_t rec;
+    input_reader_t *reader = input_reader_open(&in, begin, end, opt->strict);
+    input_record_t rec;
     double last = t0;
-    while (prep_reader_next(reader, &rec)) {
+    while (input_reader_next(reader, &rec)) {
         novel_process(&c, &rec);
         progress_maybe(&c, reader, share, t0, &last);
     }
-    c.st.read = *prep_reader_counts(reader);
+    c.st.read = *input_reader_counts(reader);
     double t_read = parallel_wtime() - t0;
 
     /* ---- line numbers, messages, --strict */
     long long *lines = fb_calloc((size_t)in.n + 1, sizeof *lines);
     for (int f = 0; f < in.n; f++)
-        lines[f] = prep_reader_lines(reader)[f];
+        lines[f] = input_reader_lines(reader)[f];
     comm_exscan_sum(comm_world(), lines, (size_t)in.n, COMM_I64);
     int64_t *line_base = fb_malloc(((size_t)in.n + 1) * sizeof *line_base);
     for (int f = 0; f < in.n; f++)
         line_base[f] = lines[f];
-    prep_reader_report(reader, line_base);
-    long long failed = prep_reader_failed(reader);
+    input_reader_report(reader, line_base);
+    long long failed = input_reader_failed(reader);
     comm_allreduce(comm_world(), &failed, 1, COMM_I64, COMM_SUM);
     if (failed)
         fatal_from_root(FB_EXIT_DATA, "malformed input with --strict (see the error%s above); nothing written",
@@ -547,8 +548,8 @@ int prep_run(const prep_options_t *opt)
     token_vec_free(&c.piece);
     chapter_finder_free(c.cf);
     window_stream_free(&c.ws);
-    prep_reader_close(reader);
+    input_reader_close(reader);
     tokenizer_free(c.tok);
-    prep_inputs_free(&in);
+    corpus_inputs_free(&in);
     return FB_EXIT_OK;
 }

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 typedef struct prep_options {
-    char *const *inputs;        /* files or directories */
+    const char *const *inputs;  /* files or directories */
     int ninputs;
     const char *tokenizer;      /* tokenizer_load spec ("bytes", a file) */
     const char *output;         /* the .h5 file */

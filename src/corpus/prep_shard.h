@@ -8,7 +8,7 @@
 
 #include "tokenizer/bytetok.h"
 #include "corpus/prep.h"
-#include "corpus/prep_input.h"
+#include "corpus/input_reader.h"
 #include "corpus/segment.h"
 #include "tokenizer/tokenizer.h"
 
@@ -19,7 +19,7 @@
 typedef struct prep_novel {
     char *title, *language;    /* "" when absent */
     int genre;
-    int file;                  /* index in prep_inputs_t */
+    int file;                  /* index in corpus_inputs_t */
     int64_t line;              /* JSONL: 1-based line; .json: 1-based item (local until prep_run globalises it) */
     int64_t item;              /* .json: 1-based item; JSONL: 0 */
     int64_t content_bytes;
@@ -55,7 +55,7 @@ typedef struct prep_stats {
     long long length_hist[PREP_LENGTH_BINS];
     long long split_novels[2], split_samples[2], split_tokens[2];
     long long dropped_windows, chapter_seps, novels_without_samples;
-    prep_read_counts_t read;
+    input_read_counts_t read;
 } prep_stats_t;
 
 /* Largest length of bin b (the upper edge), for max_seq_len m. */
@@ -65,7 +65,7 @@ int64_t prep_length_bin_upper(int b, int m);
 typedef struct prep_meta {
     const prep_options_t *opt;
     const tokenizer_t *tok;
-    const prep_inputs_t *inputs;
+    const corpus_inputs_t *inputs;
     int32_t special[4 + BYTETOK_NGENRES]; /* pad, bos, eos, chapter_sep, genre tokens */
     int64_t valid_novels_requested;
 } prep_meta_t;

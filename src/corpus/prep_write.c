@@ -270,7 +270,7 @@ static void novels_write(const write_ctx_t *w, const prep_shard_t *s)
 }
 
 /* Every rank knows the input list; rank 0 writes it. */
-static void files_write(const write_ctx_t *w, const prep_inputs_t *in)
+static void files_write(const write_ctx_t *w, const corpus_inputs_t *in)
 {
     int64_t count = parallel_rank() == 0 ? in->n : 0;
     const char **str = fb_malloc((size_t)in->n * sizeof *str);

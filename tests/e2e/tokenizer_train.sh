@@ -53,6 +53,23 @@ mkdir -p "$SCRATCH/empty"
 run_fabula 2 tokenizer train --input "$SCRATCH/empty" --output "$SCRATCH/e.json"
 check "empty input directory: exit 3 naming it, no output" \
     '[ $RC -eq 3 ] && grep -q "empty holds no input file" "$SCRATCH/out.txt" && [ ! -e "$SCRATCH/e.json" ]'
+# Every rank finds the directory empty: rank 0 alone reports it and all
+# ranks leave MPI cleanly. With MPI_Abort the launcher could end the job
+# before the message was forwarded, so look for it more than once.
+for try in 1 2 3; do
+    run_fabula 2 tokenizer train --input "$SCRATCH/empty" --output "$SCRATCH/e.json"
+    check "empty input directory, 2 ranks, try $try: exit 3, the message exactly once, no MPI abort" \
+        '[ $RC -eq 3 ] && [ "$(grep -c "empty holds no input file" "$SCRATCH/out.txt")" -eq 1 ] && ! grep -q "Abort(" "$SCRATCH/out.txt"'
+done
+run_fabula 2 tokenizer train --input "$SAMPLE" --output "$SCRATCH/before.json"
+check "existing output, 2 ranks: exit 2, the message exactly once, no MPI abort" \
+    '[ $RC -eq 2 ] && [ "$(grep -c "before.json exists" "$SCRATCH/out.txt")" -eq 1 ] && ! grep -q "Abort(" "$SCRATCH/out.txt"'
+run_fabula 2 tokenizer train --input "$SAMPLE" --output "$SCRATCH/e.json" --vocab-size 100
+check "bad option value, 2 ranks: exit 2, the message exactly once" \
+    '[ $RC -eq 2 ] && [ "$(grep -c -- "--vocab-size expects" "$SCRATCH/out.txt")" -eq 1 ] && ! grep -q "Abort(" "$SCRATCH/out.txt"'
+run_fabula 2 tokenizer train --input "$SCRATCH/nope.jsonl" --output "$SCRATCH/e.json"
+check "missing input, 2 ranks: exit 4, the message exactly once, no MPI abort" \
+    '[ $RC -eq 4 ] && [ "$(grep -c "nope.jsonl" "$SCRATCH/out.txt")" -eq 1 ] && ! grep -q "Abort(" "$SCRATCH/out.txt"'
 run_fabula 1 tokenizer train --input "$SCRATCH/nope.jsonl" --output "$SCRATCH/e.json"
 check "missing input: exit 4 naming it" '[ $RC -eq 4 ] && grep -q "nope.jsonl" "$SCRATCH/out.txt"'
 run_fabula 1 tokenizer train --input "$SAMPLE" --output "$SCRATCH/e.json" --vocab-size 100

@@ -11,7 +11,7 @@
 #include "tokenizer/bytetok.h"
 #include "corpus/chapters.h"
 #include "corpus/novels.h"
-#include "corpus/prep_input.h"
+#include "corpus/input_reader.h"
 #include "corpus/segment.h"
 #include "corpus/window_stream.h"
 #include "corpus/windows.h"
@@ -246,17 +246,17 @@ static void write_file(const char *path, const char *data)
 
 /* Reads the inputs as `nranks` shares, rank by rank, and checks that the
  * records come out once each, in file order, with their true line numbers. */
-static void shares_check(const prep_inputs_t *in, int nranks, const char *const *titles, const int64_t *lines,
+static void shares_check(const corpus_inputs_t *in, int nranks, const char *const *titles, const int64_t *lines,
                          int nrec)
 {
     int next = 0;
     int64_t *base = calloc((size_t)in->n, sizeof *base);
     for (int r = 0; r < nranks; r++) {
         int64_t b, e;
-        prep_inputs_share(in, r, nranks, &b, &e);
-        prep_reader_t *rd = prep_reader_open(in, b, e, 0);
-        prep_record_t rec;
-        while (prep_reader_next(rd, &rec)) {
+        corpus_inputs_share(in, r, nranks, &b, &e);
+        input_reader_t *rd = input_reader_open(in, b, e, 0);
+        input_record_t rec;
+        while (input_reader_next(rd, &rec)) {
             int ok = next < nrec && rec.title && !strcmp(rec.title, titles[next]);
             int64_t line = rec.line >= 0 ? base[rec.file] + rec.line + 1 : rec.item;
             EXPECT(ok && line == lines[next], "%d ranks, rank %d: record '%s' line %lld, expected '%s' line %lld",
@@ -265,8 +265,8 @@ static void shares_check(const prep_inputs_t *in, int nranks, const char *const 
             next++;
         }
         for (int f = 0; f < in->n; f++)
-            base[f] += prep_reader_lines(rd)[f];
-        prep_reader_close(rd);
+            base[f] += input_reader_lines(rd)[f];
+        input_reader_close(rd);
     }
     EXPECT(next == nrec, "%d ranks: %d records, expected %d", nranks, next, nrec);
     free(base);
@@ -275,11 +275,11 @@ static void shares_check(const prep_inputs_t *in, int nranks, const char *const 
 static void test_sharing(void)
 {
     /* Shares partition [0, T] in order. */
-    prep_inputs_t fake = {.total = 1000003};
+    corpus_inputs_t fake = {.total = 1000003};
     for (int P = 1; P <= 9; P++) {
         int64_t prev = 0, b, e;
         for (int r = 0; r < P; r++) {
-            prep_inputs_share(&fake, r, P, &b, &e);
+            corpus_inputs_share(&fake, r, P, &b, &e);
             EXPECT(b == prev && e >= b, "P %d rank %d: [%lld, %lld)", P, r, (long long)b, (long long)e);
             prev = e;
         }
@@ -299,12 +299,12 @@ static void test_sharing(void)
     static const char *const titles[] = {"a1", "a2", "a3", "a4", "b1", "b2"};
     static const int64_t lines[] = {1, 3, 5, 6, 1, 2};
     char *args[] = {"test_prep_parts_a.jsonl", "test_prep_parts_b.json"};
-    prep_inputs_t in;
-    prep_inputs_list(&in, args, 2);
+    corpus_inputs_t in;
+    corpus_inputs_list(&in, (const char *const *)args, 2);
     EXPECT(in.n == 2 && in.files[1].is_document && !in.files[0].is_document, "listing");
     for (int P = 1; P <= 12; P++)
         shares_check(&in, P, titles, lines, 6);
-    prep_inputs_free(&in);
+    corpus_inputs_free(&in);
 }
 
 int main(void)

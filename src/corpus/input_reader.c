@@ -1,131 +1,20 @@
-#include "corpus/prep_input.h"
+#include "corpus/input_reader.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
 
 #include "corpus/novels.h"
 #include "corpus/utf8_guard.h"
 #include "util/error.h"
 
 /* A systematic problem would otherwise print one warning per line. */
-#define PREP_MAX_ISSUES_PER_FILE 20
+#define INPUT_MAX_ISSUES_PER_FILE 20
 /* A line buffer larger than this is released after each use. */
-#define PREP_BIG_LINE ((size_t)16 << 20)
-
-/* ------------------------------------------------------------ listing */
-
-static const char *extension_of(const char *path)
-{
-    const char *dot = strrchr(path, '.');
-    const char *slash = strrchr(path, '/');
-    return dot && (!slash || dot > slash) ? dot : "";
-}
-
-static int is_document_path(const char *path) { return strcasecmp(extension_of(path), ".json") == 0; }
-
-static int is_input_name(const char *name)
-{
-    const char *ext = extension_of(name);
-    return name[0] != '.' && (strcasecmp(ext, ".json") == 0 || strcasecmp(ext, ".jsonl") == 0 ||
-                              strcasecmp(ext, ".ndjson") == 0);
-}
-
-static void files_add(prep_inputs_t *in, int *cap, const char *path, int64_t size)
-{
-    if (in->n == *cap) {
-        *cap = *cap ? 2 * *cap : 16;
-        in->files = fb_realloc(in->files, (size_t)*cap * sizeof *in->files);
-    }
-    prep_file_t *f = &in->files[in->n++];
-    f->path = fb_strdup(path);
-    f->size = size;
-    f->start = in->total;
-    f->is_document = is_document_path(path);
-    in->total += size;
-}
-
-static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static void directory_add(prep_inputs_t *in, int *cap, const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        fb_fatal(FB_EXIT_IO, "cannot open input directory %s: %s", dir, strerror(errno));
-    char **names = NULL;
-    size_t n = 0, ncap = 0;
-    struct dirent *e;
-    errno = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (!is_input_name(e->d_name))
-            continue;
-        if (n == ncap) {
-            ncap = ncap ? 2 * ncap : 16;
-            names = fb_realloc(names, ncap * sizeof *names);
-        }
-        names[n++] = fb_strdup(e->d_name);
-    }
-    if (errno)
-        fb_fatal(FB_EXIT_IO, "cannot read input directory %s: %s", dir, strerror(errno));
-    closedir(d);
-    if (n == 0)
-        fb_fatal(FB_EXIT_DATA, "input directory %s holds no .json, .jsonl or .ndjson file", dir);
-    qsort(names, n, sizeof *names, name_cmp);
-    size_t dlen = strlen(dir);
-    int slash = dlen > 0 && dir[dlen - 1] == '/';
-    for (size_t i = 0; i < n; i++) {
-        char *path = fb_malloc(dlen + strlen(names[i]) + 2);
-        sprintf(path, "%s%s%s", dir, slash ? "" : "/", names[i]);
-        struct stat st;
-        if (stat(path, &st) != 0)
-            fb_fatal(FB_EXIT_IO, "cannot open input %s: %s", path, strerror(errno));
-        if (S_ISREG(st.st_mode))
-            files_add(in, cap, path, (int64_t)st.st_size);
-        free(path);
-        free(names[i]);
-    }
-    free(names);
-}
-
-void prep_inputs_list(prep_inputs_t *in, char *const *args, int nargs)
-{
-    memset(in, 0, sizeof *in);
-    if (nargs == 0)
-        fb_fatal(FB_EXIT_USAGE, "fabula prep: no input given (files or directories of .json/.jsonl novels)");
-    int cap = 0;
-    for (int i = 0; i < nargs; i++) {
-        struct stat st;
-        if (stat(args[i], &st) != 0)
-            fb_fatal(FB_EXIT_IO, "cannot open input %s: %s", args[i], strerror(errno));
-        if (S_ISDIR(st.st_mode))
-            directory_add(in, &cap, args[i]);
-        else
-            files_add(in, &cap, args[i], (int64_t)st.st_size);
-    }
-}
-
-void prep_inputs_free(prep_inputs_t *in)
-{
-    for (int i = 0; i < in->n; i++)
-        free(in->files[i].path);
-    free(in->files);
-    memset(in, 0, sizeof *in);
-}
-
-void prep_inputs_share(const prep_inputs_t *in, int rank, int nranks, int64_t *begin, int64_t *end)
-{
-    /* floor(T * r / P) without overflowing T * r. */
-    int64_t q = in->total / nranks, rem = in->total % nranks;
-    *begin = q * rank + rem * rank / nranks;
-    *end = rank == nranks - 1 ? in->total + 1 : q * (rank + 1) + rem * (rank + 1) / nranks;
-}
-
-/* ------------------------------------------------------------ reader */
+#define INPUT_BIG_LINE ((size_t)16 << 20)
 
 typedef struct issue {
     int file;
@@ -134,8 +23,8 @@ typedef struct issue {
     char *msg;    /* for line == -1: the text after the path (": item 3: ...") */
 } issue_t;
 
-struct prep_reader {
-    const prep_inputs_t *in;
+struct input_reader {
+    const corpus_inputs_t *in;
     int64_t begin, end;
     int strict, failed;
 
@@ -157,15 +46,15 @@ struct prep_reader {
     int *issues_per_file;
     issue_t *issues;
     int nissues, cap_issues;
-    prep_read_counts_t counts;
+    input_read_counts_t counts;
 };
 
-static void reader_issue(prep_reader_t *r, int64_t line, int error, const char *fmt, ...)
+static void reader_issue(input_reader_t *r, int64_t line, int error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static void reader_issue(prep_reader_t *r, int64_t line, int error, const char *fmt, ...)
+static void reader_issue(input_reader_t *r, int64_t line, int error, const char *fmt, ...)
 {
-    if (r->issues_per_file[r->file]++ >= PREP_MAX_ISSUES_PER_FILE && !error)
+    if (r->issues_per_file[r->file]++ >= INPUT_MAX_ISSUES_PER_FILE && !error)
         return;
     if (r->nissues == r->cap_issues) {
         r->cap_issues = r->cap_issues ? 2 * r->cap_issues : 32;
@@ -179,9 +68,9 @@ static void reader_issue(prep_reader_t *r, int64_t line, int error, const char *
     r->issues[r->nissues++] = (issue_t){.file = r->file, .line = line, .error = error, .msg = fb_strdup(buf)};
 }
 
-prep_reader_t *prep_reader_open(const prep_inputs_t *in, int64_t begin, int64_t end, int strict)
+input_reader_t *input_reader_open(const corpus_inputs_t *in, int64_t begin, int64_t end, int strict)
 {
-    prep_reader_t *r = fb_calloc(1, sizeof *r);
+    input_reader_t *r = fb_calloc(1, sizeof *r);
     r->in = in;
     r->begin = begin;
     r->end = end;
@@ -208,7 +97,7 @@ static int64_t invalid_utf8_count(const uint8_t *s, size_t n)
 
 /* Fills *rec from a JSON value, or records why it is skipped (0). `pre`
  * goes between the path (or PATH:LINE) and the message of an issue. */
-static int record_take(prep_reader_t *r, const json_t *obj, int guarded, prep_record_t *rec, const char *pre)
+static int record_take(input_reader_t *r, const json_t *obj, int guarded, input_record_t *rec, const char *pre)
 {
     novel_record_t nr;
     novels_record_read(&nr, obj);
@@ -266,9 +155,9 @@ static int line_is_blank(const char *s, size_t n)
 }
 
 /* Opens file r->file for reading if this share holds any of it; 0 if not. */
-static int reader_enter_file(prep_reader_t *r)
+static int reader_enter_file(input_reader_t *r)
 {
-    const prep_file_t *f = &r->in->files[r->file];
+    const corpus_input_file_t *f = &r->in->files[r->file];
     if (f->is_document) {
         if (f->start < r->begin || f->start >= r->end)
             return 0;
@@ -321,7 +210,7 @@ static int reader_enter_file(prep_reader_t *r)
     return 1;
 }
 
-static void reader_leave_file(prep_reader_t *r)
+static void reader_leave_file(input_reader_t *r)
 {
     if (r->fp) {
         fclose(r->fp);
@@ -338,9 +227,9 @@ static void reader_leave_file(prep_reader_t *r)
 }
 
 /* The next record of the current JSONL file: 1, or 0 when it is done. */
-static int reader_next_line(prep_reader_t *r, prep_record_t *rec)
+static int reader_next_line(input_reader_t *r, input_record_t *rec)
 {
-    const prep_file_t *f = &r->in->files[r->file];
+    const corpus_input_file_t *f = &r->in->files[r->file];
     while (r->pos < r->lend) {
         ssize_t got = getline(&r->line, &r->line_cap, r->fp);
         if (got < 0) {
@@ -366,13 +255,13 @@ static int reader_next_line(prep_reader_t *r, prep_record_t *rec)
         json_error_t err;
         int guarded = 0;
         json_t *obj = novels_json_parse((const uint8_t *)text, n, &guarded, &err);
-        if (r->line_cap > PREP_BIG_LINE) {
+        if (r->line_cap > INPUT_BIG_LINE) {
             /* Parsed: a huge line's buffer goes before its content is copied. */
             free(r->line);
             r->line = NULL;
             r->line_cap = 0;
         }
-        *rec = (prep_record_t){.file = r->file, .line = line, .item = 0};
+        *rec = (input_record_t){.file = r->file, .line = line, .item = 0};
         if (!obj) {
             r->counts.malformed++;
             reader_issue(r, line, r->strict, "%s", err.text);
@@ -388,12 +277,12 @@ static int reader_next_line(prep_reader_t *r, prep_record_t *rec)
     return 0;
 }
 
-static int reader_next_item(prep_reader_t *r, prep_record_t *rec)
+static int reader_next_item(input_reader_t *r, input_record_t *rec)
 {
     while (!r->failed && r->doc_next < r->doc_count) {
         size_t i = r->doc_next++;
         const json_t *obj = json_is_array(r->doc) ? json_array_get(r->doc, i) : r->doc;
-        *rec = (prep_record_t){.file = r->file, .line = -1, .item = (int64_t)i + 1};
+        *rec = (input_record_t){.file = r->file, .line = -1, .item = (int64_t)i + 1};
         char pre[64];
         if (json_is_array(r->doc))
             snprintf(pre, sizeof pre, ": item %zu: ", i + 1);
@@ -405,7 +294,7 @@ static int reader_next_item(prep_reader_t *r, prep_record_t *rec)
     return 0;
 }
 
-int prep_reader_next(prep_reader_t *r, prep_record_t *rec)
+int input_reader_next(input_reader_t *r, input_record_t *rec)
 {
     for (;;) {
         if (r->fp && reader_next_line(r, rec))
@@ -421,11 +310,11 @@ int prep_reader_next(prep_reader_t *r, prep_record_t *rec)
     }
 }
 
-const prep_read_counts_t *prep_reader_counts(const prep_reader_t *r) { return &r->counts; }
-int prep_reader_failed(const prep_reader_t *r) { return r->failed; }
-const int64_t *prep_reader_lines(const prep_reader_t *r) { return r->lines; }
+const input_read_counts_t *input_reader_counts(const input_reader_t *r) { return &r->counts; }
+int input_reader_failed(const input_reader_t *r) { return r->failed; }
+const int64_t *input_reader_lines(const input_reader_t *r) { return r->lines; }
 
-void prep_reader_report(const prep_reader_t *r, const int64_t *line_base)
+void input_reader_report(const input_reader_t *r, const int64_t *line_base)
 {
     for (int i = 0; i < r->nissues; i++) {
         const issue_t *is = &r->issues[i];
@@ -438,13 +327,13 @@ void prep_reader_report(const prep_reader_t *r, const int64_t *line_base)
             fprintf(stderr, "fabula: %s: %s%s%s\n", kind, path, is->msg, is->error ? " (--strict)" : "");
     }
     for (int f = 0; f < r->in->n; f++)
-        if (r->issues_per_file[f] > PREP_MAX_ISSUES_PER_FILE)
+        if (r->issues_per_file[f] > INPUT_MAX_ISSUES_PER_FILE)
             fb_warn("%s: %d further warnings suppressed (the totals below count them)", r->in->files[f].path,
-                    r->issues_per_file[f] - PREP_MAX_ISSUES_PER_FILE);
+                    r->issues_per_file[f] - INPUT_MAX_ISSUES_PER_FILE);
     fflush(stderr);
 }
 
-void prep_reader_close(prep_reader_t *r)
+void input_reader_close(input_reader_t *r)
 {
     if (!r)
         return;
