@@ -191,9 +191,10 @@ int trainer_run(const config_t *cfg)
     tr.world = parallel_size();
     tr.threads = choose_threads();
     preempt_install();
-    lock_run_dir(cfg, tr.rank);
     counters_init(tr.rank == 0);
     data_source_open(&tr.data, cfg, tr.rank == 0);
+    /* after the input checks, so that a refused input leaves no run dir */
+    lock_run_dir(cfg, tr.rank);
 
     groups_create(&tr.groups, cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
     tr.dp_rank = tr.groups.dp_rank;
