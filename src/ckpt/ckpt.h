@@ -2,7 +2,7 @@
  * ranks together through MPI-IO and readable at any layout (any number of
  * ranks, any ZeRO stage, any expert-parallel size). docs/checkpoint.md
  * describes the file; this header is the one-file level (write one, read
- * one); ckpt_run.h is the policy around it (when, where, which, how many).
+ * one); src/train/ckpt_policy.h is the policy around it (when, where, which, how many).
  *
  * Every named parameter is stored whole, under its Hugging Face name and
  * shape, as are the two Adam moments: each rank writes (and reads) by

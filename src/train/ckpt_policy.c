@@ -28,7 +28,7 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
-long ckpt_run_parse_name(const char *name)
+long ckpt_policy_parse_name(const char *name)
 {
     if (strncmp(name, "step-", 5) != 0)
         return -1;
@@ -43,7 +43,7 @@ long ckpt_run_parse_name(const char *name)
     return digits > 0 && strcmp(s, ".h5") == 0 ? step : -1;
 }
 
-void ckpt_run_init(ckpt_run_t *r, const ckpt_target_t *t)
+void ckpt_policy_init(ckpt_policy_t *r, const ckpt_target_t *t)
 {
     memset(r, 0, sizeof *r);
     r->t = *t;
@@ -82,7 +82,7 @@ static entry_t *list_checkpoints(const char *dir, int *count, int clean)
     int n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        long step = ckpt_run_parse_name(de->d_name);
+        long step = ckpt_policy_parse_name(de->d_name);
         if (step >= 0) {
             if (n == cap) {
                 cap = cap ? 2 * cap : 16;
@@ -96,13 +96,13 @@ static entry_t *list_checkpoints(const char *dir, int *count, int clean)
             char *p = join(dir, de->d_name);
             unlink(p);
             free(p);
-        } else if (clean && de->d_name[0] == '.' && ckpt_run_parse_name(de->d_name + 1) < 0) {
+        } else if (clean && de->d_name[0] == '.' && ckpt_policy_parse_name(de->d_name + 1) < 0) {
             /* ".step-N.h5.tmp": the name without its dot and ".tmp" */
             size_t len = strlen(de->d_name);
             if (len > 5 && !strcmp(de->d_name + len - 4, ".tmp")) {
                 char *base = fb_strdup(de->d_name + 1);
                 base[len - 5] = '\0';
-                if (ckpt_run_parse_name(base) >= 0) {
+                if (ckpt_policy_parse_name(base) >= 0) {
                     char *p = join(dir, de->d_name);
                     if (unlink(p) == 0)
                         printf("fabula: checkpoint: removed %s, left by a save that did not finish\n", p);
@@ -127,7 +127,7 @@ static void free_entries(entry_t *e, int n)
 }
 
 /* Rank 0: the checkpoints beyond keep_last, oldest steps, never `keep`. */
-static void prune(const ckpt_run_t *r, const char *keep)
+static void prune(const ckpt_policy_t *r, const char *keep)
 {
     if (r->keep_last <= 0)
         return;
@@ -151,7 +151,7 @@ static void prune(const ckpt_run_t *r, const char *keep)
 
 /* ------------------------------------------------------------ saving */
 
-static void save(ckpt_run_t *r, const ckpt_progress_t *p)
+static void save(ckpt_policy_t *r, const ckpt_progress_t *p)
 {
     char name[64];
     snprintf(name, sizeof name, "step-%08ld.h5", p->step);
@@ -176,19 +176,19 @@ static void save(ckpt_run_t *r, const ckpt_progress_t *p)
     r->last_saved = p->step;
 }
 
-void ckpt_run_step_done(ckpt_run_t *r, const ckpt_progress_t *p)
+void ckpt_policy_step_done(ckpt_policy_t *r, const ckpt_progress_t *p)
 {
     if (r->interval > 0 && p->step % r->interval == 0 && p->step != r->last_saved)
         save(r, p);
 }
 
-void ckpt_run_save_final(ckpt_run_t *r, const ckpt_progress_t *p)
+void ckpt_policy_save_final(ckpt_policy_t *r, const ckpt_progress_t *p)
 {
     if (r->interval >= 0 && p->step != r->last_saved)
         save(r, p);
 }
 
-void ckpt_run_save(ckpt_run_t *r, const ckpt_progress_t *p)
+void ckpt_policy_save(ckpt_policy_t *r, const ckpt_progress_t *p)
 {
     if (p->step != r->last_saved)
         save(r, p);
@@ -222,7 +222,7 @@ static void append_line(char **text, size_t *len, const char *line)
 
 /* Rank 0, run.resume "auto": `latest` first, then every other checkpoint by
  * step, newest first. */
-static char *auto_candidates(const ckpt_run_t *r)
+static char *auto_candidates(const ckpt_policy_t *r)
 {
     char *text = fb_strdup("");
     size_t len = 0;
@@ -339,7 +339,7 @@ static void quarantine(const char *path)
 }
 
 /* Loads one candidate; prints the result on rank 0. */
-static int try_load(ckpt_run_t *r, const char *path, ckpt_progress_t *p, char *why, size_t why_len)
+static int try_load(ckpt_policy_t *r, const char *path, ckpt_progress_t *p, char *why, size_t why_len)
 {
     ckpt_io_stats_t st;
     if (ckpt_read(&r->t, path, p, why, why_len, &st) != 0)
@@ -354,7 +354,7 @@ static int try_load(ckpt_run_t *r, const char *path, ckpt_progress_t *p, char *w
     return 0;
 }
 
-void ckpt_run_resume(ckpt_run_t *r, ckpt_progress_t *p)
+void ckpt_policy_resume(ckpt_policy_t *r, ckpt_progress_t *p)
 {
     const config_t *cfg = r->t.cfg;
     const int rank0 = r->t.groups->world_rank == 0;

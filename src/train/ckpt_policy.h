@@ -10,15 +10,15 @@
 
 #include "ckpt/ckpt.h"
 
-typedef struct ckpt_run {
+typedef struct ckpt_policy {
     ckpt_target_t t;
     const char *dir;
     long interval;
     int keep_last;
     long last_saved;        /* step of the checkpoint last written or loaded; -1: none */
-} ckpt_run_t;
+} ckpt_policy_t;
 
-void ckpt_run_init(ckpt_run_t *r, const ckpt_target_t *t);
+void ckpt_policy_init(ckpt_policy_t *r, const ckpt_target_t *t);
 
 /* Loads the checkpoint run.resume designates, if any, and fills *p (step 0,
  * no tokens: starting fresh). Rank 0 removes temporary files a killed save
@@ -26,18 +26,18 @@ void ckpt_run_init(ckpt_run_t *r, const ckpt_target_t *t);
  * step. Damaged checkpoints under "auto": a warning each, then the previous
  * one; none usable: exit FB_EXIT_DATA. A damaged or unreadable explicit
  * file: exit FB_EXIT_DATA / FB_EXIT_IO. */
-void ckpt_run_resume(ckpt_run_t *r, ckpt_progress_t *p);
+void ckpt_policy_resume(ckpt_policy_t *r, ckpt_progress_t *p);
 
 /* After each step: saves when p->step is a multiple of save_interval. */
-void ckpt_run_step_done(ckpt_run_t *r, const ckpt_progress_t *p);
+void ckpt_policy_step_done(ckpt_policy_t *r, const ckpt_progress_t *p);
 
 /* Saves now (preemption) unless p->step is saved already: the file, then
  * `latest`, then the checkpoints beyond keep_last removed. */
-void ckpt_run_save(ckpt_run_t *r, const ckpt_progress_t *p);
-/* At the end of the run: as ckpt_run_save, unless save_interval is -1. */
-void ckpt_run_save_final(ckpt_run_t *r, const ckpt_progress_t *p);
+void ckpt_policy_save(ckpt_policy_t *r, const ckpt_progress_t *p);
+/* At the end of the run: as ckpt_policy_save, unless save_interval is -1. */
+void ckpt_policy_save_final(ckpt_policy_t *r, const ckpt_progress_t *p);
 
 /* "step-00001000.h5" -> 1000; -1 for any other name. */
-long ckpt_run_parse_name(const char *name);
+long ckpt_policy_parse_name(const char *name);
 
 #endif

@@ -45,7 +45,7 @@ typedef struct trainer {
     moe_metrics_t moe;      /* per-layer and per-genre MoE statistics of the step */
     train_log_t log;
     int threads;
-    ckpt_run_t ckpt;
+    ckpt_policy_t ckpt;
     backend_t be;
     long skipped;           /* steps skipped by the scaler in this process */
 } trainer_t;
@@ -216,9 +216,9 @@ int trainer_run(const config_t *cfg)
      * (docs/checkpoint.md); before the metrics log opens, which it trims */
     ckpt_target_t target = {cfg, tr.zero, model_ops(tr.model), &tr.plan, &tr.groups,
                             cfg->fp16.enabled ? zero_loss_scaler(tr.zero) : NULL};
-    ckpt_run_init(&tr.ckpt, &target);
+    ckpt_policy_init(&tr.ckpt, &target);
     ckpt_progress_t prog;
-    ckpt_run_resume(&tr.ckpt, &prog);
+    ckpt_policy_resume(&tr.ckpt, &prog);
     train_log_open(&tr.log, cfg, tr.rank == 0);
 
     int code = FB_EXIT_OK;
@@ -256,17 +256,17 @@ int trainer_run(const config_t *cfg)
         prog.tokens_seen += rec.tokens;
         const int sig = preempt_agree();
         if (sig) {
-            ckpt_run_save(&tr.ckpt, &prog);
+            ckpt_policy_save(&tr.ckpt, &prog);
             if (tr.rank == 0)
                 printf("fabula: preempted (%s): checkpoint of step %ld written, exit %d\n", preempt_signal_name(sig),
                        prog.step, FB_EXIT_PREEMPTED);
             code = FB_EXIT_PREEMPTED;
             break;
         }
-        ckpt_run_step_done(&tr.ckpt, &prog);
+        ckpt_policy_step_done(&tr.ckpt, &prog);
     }
     if (code == FB_EXIT_OK)
-        ckpt_run_save_final(&tr.ckpt, &prog);
+        ckpt_policy_save_final(&tr.ckpt, &prog);
     train_log_close(&tr.log, code);
 
     free(tr.expert_tokens);

@@ -138,14 +138,14 @@ static void test_select(void)
 
 static void test_names(void)
 {
-    check(ckpt_run_parse_name("step-00001000.h5") == 1000, "step-00001000.h5 -> 1000");
-    check(ckpt_run_parse_name("step-7.h5") == 7, "step-7.h5 -> 7");
-    check(ckpt_run_parse_name("step-.h5") == -1, "step-.h5 refused");
-    check(ckpt_run_parse_name("step-12.h5.tmp") == -1, "a temporary name is not a checkpoint");
-    check(ckpt_run_parse_name(".step-12.h5.tmp") == -1, "a hidden temporary is not a checkpoint");
-    check(ckpt_run_parse_name("step-12x.h5") == -1, "step-12x.h5 refused");
-    check(ckpt_run_parse_name("latest") == -1, "latest is not a checkpoint");
-    check(ckpt_run_parse_name("step-99999999999999999999999.h5") == -1, "an overflowing step refused");
+    check(ckpt_policy_parse_name("step-00001000.h5") == 1000, "step-00001000.h5 -> 1000");
+    check(ckpt_policy_parse_name("step-7.h5") == 7, "step-7.h5 -> 7");
+    check(ckpt_policy_parse_name("step-.h5") == -1, "step-.h5 refused");
+    check(ckpt_policy_parse_name("step-12.h5.tmp") == -1, "a temporary name is not a checkpoint");
+    check(ckpt_policy_parse_name(".step-12.h5.tmp") == -1, "a hidden temporary is not a checkpoint");
+    check(ckpt_policy_parse_name("step-12x.h5") == -1, "step-12x.h5 refused");
+    check(ckpt_policy_parse_name("latest") == -1, "latest is not a checkpoint");
+    check(ckpt_policy_parse_name("step-99999999999999999999999.h5") == -1, "an overflowing step refused");
 }
 
 int main(void)

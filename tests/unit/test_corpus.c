@@ -242,7 +242,7 @@ int main(int argc, char **argv)
 {
     parallel_init(&argc, &argv);
     input_write();
-    char *inputs[] = {INPUT};
+    const char *inputs[] = {INPUT};
     prep_options_t opt = {
         .inputs = inputs, .ninputs = 1, .tokenizer = "bytes", .output = OUTPUT, .max_seq_len = SEQ,
         .overlap = OVERLAP, .min_seq_len = MIN_LEN, .valid_fraction = VALID_FRACTION, .seed = 7,
