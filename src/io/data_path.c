@@ -7,7 +7,7 @@
 #include "util/error.h"
 
 #ifndef FB_PKGDATADIR
-#error "FB_PKGDATADIR must be defined by the build (src/data/Makemodule.am)"
+#error "FB_PKGDATADIR must be defined by the build (Makefile.am, libfabula_a_CPPFLAGS)"
 #endif
 
 char *data_path_resolve(const char *path)

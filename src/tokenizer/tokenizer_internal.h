@@ -1,6 +1,6 @@
 /* The tokenizer object shared by tokenizer.c (encode, decode, the common
  * builder and digest) and the loaders of the three kinds. Private to
- * src/data/tokenizer*.c and the tokenizer tests. */
+ * src/tokenizer/tokenizer*.c and the tokenizer tests. */
 #ifndef FABULA_DATA_TOKENIZER_INTERNAL_H
 #define FABULA_DATA_TOKENIZER_INTERNAL_H
 
