@@ -5,15 +5,7 @@
 # so a collective that hangs fails the test instead of stalling make check.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 TEST_COMM="$FB_BUILDDIR/tests/unit/test_comm"
-[ -x "$TEST_COMM" ] || { echo "no $TEST_COMM (make check builds it)"; exit 99; }
-
-for np in 1 2 4; do
-    timeout 60 $MPIEXEC -n "$np" "$TEST_COMM" >"$SCRATCH/out$np.txt" 2>&1
-    rc=$?
-    check "test_comm on $np ranks passes (exit $rc)" '[ $rc -eq 0 ] && grep -q "^PASS: 0 failures" "$SCRATCH/out$np.txt"'
-    grep -E '^(checked|FAIL)' "$SCRATCH/out$np.txt" | sed 's/^/  /'
-    [ "$rc" -eq 0 ] || tail -n 20 "$SCRATCH/out$np.txt" | sed 's/^/  | /'
-done
+rank_suite "$TEST_COMM" 60
 
 # Counts above the limit (lowered to 100 elements by the test): exit 1 with
 # a message naming the API call and the argument. One rank: the check is

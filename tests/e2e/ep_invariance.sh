@@ -10,40 +10,10 @@
 # each other (genre counts sum to tokens x top-k, per-layer figures to the
 # totals). Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
-PY=${PYTHON:-python3}
+. "$FB_SRCDIR/tests/e2e/ep_lib.sh"
+# what must be equal besides the losses
+SAME="expert_tokens dropped layer_dropped"
 
-STEPS=20
-train() { # NP NAME ARGS...
-    np=$1; name=$2; shift 2
-    (cd "$FB_SRCDIR" && timeout 120 $MPIEXEC -n "$np" "$FABULA" train --steps $STEPS --run-dir "$SCRATCH/$name" \
-        --set checkpoint.save_interval=-1 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=2 \
-        --set data.seq_len=64 --set model.hidden_size=64 --set model.intermediate_size=128 "$@") >"$SCRATCH/$name.out" 2>&1
-    RC=$?
-    [ $RC -eq 0 ] || { echo "--- $name failed ($RC):"; tail -n 20 "$SCRATCH/$name.out"; }
-}
-# compare A B TOL [exact keys...]: every loss of B within TOL relative of A's,
-# and the listed keys equal, step by step
-compare() {
-    "$PY" - "$SCRATCH/$1/metrics.jsonl" "$SCRATCH/$2/metrics.jsonl" "$3" "$STEPS" <<'EOF'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-tol, steps = float(sys.argv[3]), int(sys.argv[4])
-keys = ["expert_tokens", "dropped"]
-if "moe_layers" in a[0]:
-    for r in a + b:
-        r["layer_dropped"] = [x["dropped"] for x in r["moe_layers"]]
-    keys.append("layer_dropped")
-ok = len(a) == steps and len(b) == steps
-for x, y in zip(a, b):
-    if abs(x["loss"] - y["loss"]) > tol * abs(x["loss"]):
-        print("step %d: loss %.9g vs %.9g" % (x["step"], x["loss"], y["loss"])); ok = False
-    for k in keys:
-        if x[k] != y[k]:
-            print("step %d: %s %s vs %s" % (x["step"], k, x[k], y[k])); ok = False
-sys.exit(0 if ok else 1)
-EOF
-}
 # the statistics of one run agree with each other and with the config
 stats_ok() { # NAME TOPK
     "$PY" - "$SCRATCH/$1/metrics.jsonl" "$2" <<'EOF'
@@ -69,7 +39,6 @@ sys.exit(0 if ok else 1)
 EOF
 }
 
-DROPLESS="--set model.capacity_factor=0 --set model.router_aux_loss_coef=0"
 OVERLAP="--set zero_optimization.overlap_comm=true --set zero_optimization.reduce_bucket_size=20000 \
     --set zero_optimization.allgather_bucket_size=30000"
 train 1 ref $DROPLESS
@@ -79,7 +48,7 @@ for ep in 1 2 4; do
         name="ep$ep-z$stage"
         train 4 $name $DROPLESS --set parallel.expert_parallel_size=$ep --set zero_optimization.stage=$stage $OVERLAP
         check "4 ranks, ep $ep, ZeRO $stage: losses within 1e-5 of 1 rank, same tokens per expert" \
-            "[ $RC -eq 0 ] && compare ref $name 1e-5"
+            "[ $RC -eq 0 ] && compare ref $name 1e-5 $SAME"
     done
 done
 
@@ -88,8 +57,8 @@ train 4 cap-ep1 --set zero_optimization.stage=0
 check "capacity: 4 ranks, ep 1" '[ $RC -eq 0 ] && [ "$(grep -c "\"dropped\":[1-9]" "$SCRATCH/cap-ep1/metrics.jsonl")" -gt 0 ]'
 check "capacity: statistics consistent (genres, per-layer figures)" "stats_ok cap-ep1 2"
 train 4 cap-ep2 --set parallel.expert_parallel_size=2 --set zero_optimization.stage=1 $OVERLAP
-check "capacity: ep 2, ZeRO 1: losses, tokens per expert and drops of ep 1" "[ $RC -eq 0 ] && compare cap-ep1 cap-ep2 1e-5"
+check "capacity: ep 2, ZeRO 1: losses, tokens per expert and drops of ep 1" "[ $RC -eq 0 ] && compare cap-ep1 cap-ep2 1e-5 $SAME"
 train 4 cap-ep4 --set parallel.expert_parallel_size=4 --set zero_optimization.stage=3 $OVERLAP
-check "capacity: ep 4, ZeRO 3: losses, tokens per expert and drops of ep 1" "[ $RC -eq 0 ] && compare cap-ep1 cap-ep4 1e-5"
+check "capacity: ep 4, ZeRO 3: losses, tokens per expert and drops of ep 1" "[ $RC -eq 0 ] && compare cap-ep1 cap-ep4 1e-5 $SAME"
 check "capacity: ep 4 statistics consistent, all-to-all recorded" "stats_ok cap-ep4 2"
 finish

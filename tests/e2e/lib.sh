@@ -24,6 +24,29 @@ run_fabula() {
     RC=$?
 }
 
+# rank_suite PROGRAM SECONDS [skippable]: runs PROGRAM, a unit test program
+# of the build tree that ends with "PASS: 0 failures", under mpiexec with 1,
+# 2 and 4 ranks, each launch under a timeout of SECONDS, each run a check;
+# output in $SCRATCH/outNP.txt, its "checked" and "FAIL" lines shown, its tail
+# on failure. With skippable, an exit 77 (nothing to run here: the program
+# decides alike on every rank count) skips the whole test.
+rank_suite() {
+    prog=$1; secs=$2; skippable=${3:-}
+    [ -x "$prog" ] || { echo "no $prog (make check builds it)"; exit 99; }
+    for np in 1 2 4; do
+        timeout "$secs" $MPIEXEC -n "$np" "$prog" >"$SCRATCH/out$np.txt" 2>&1
+        rc=$?
+        if [ -n "$skippable" ] && [ "$rc" -eq 77 ]; then
+            cat "$SCRATCH/out$np.txt"
+            exit 77
+        fi
+        check "$(basename "$prog") on $np ranks passes (exit $rc)" \
+            '[ $rc -eq 0 ] && grep -q "^PASS: 0 failures" "$SCRATCH/out$np.txt"'
+        grep -E '^(checked|FAIL)' "$SCRATCH/out$np.txt" | sed 's/^/  /'
+        [ "$rc" -eq 0 ] || tail -n 20 "$SCRATCH/out$np.txt" | sed 's/^/  | /'
+    done
+}
+
 finish() {
     echo "$CHECKS checks, $FAILS failed"
     [ "$FAILS" -eq 0 ] || exit 1

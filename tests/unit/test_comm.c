@@ -22,21 +22,13 @@
 #include "parallel/comm.h"
 #include "parallel/groups.h"
 #include "parallel/world.h"
+#include "testlib.h"
 #include "util/error.h"
 
-static int fails, wrank;
+static int wrank;
 static const char *label = "";
 
-#define CHECK(cond, ...)                                                                                          \
-    do {                                                                                                          \
-        if (!(cond)) {                                                                                            \
-            fails++;                                                                                              \
-            printf("FAIL rank %d [%s]: ", wrank, label);                                                          \
-            printf(__VA_ARGS__);                                                                                  \
-            printf("\n");                                                                                         \
-            fflush(stdout);                                                                                       \
-        }                                                                                                         \
-    } while (0)
+#define CHECK(cond, ...) EXPECT_RANK(wrank, label, cond, __VA_ARGS__)
 
 /* What rank 0 reports as checked (every rank checks its own part). */
 static void said(comm_t *c, const char *fmt, const char *what)
@@ -860,7 +852,7 @@ int main(int argc, char **argv)
         if (size % ep == 0)
             test_groups(ep, ep == 2);
 
-    long long total = fails;
+    long long total = failures;
     comm_allreduce(comm_world(), &total, 1, COMM_I64, COMM_SUM);
     if (wrank == 0)
         printf("%s: %lld failures over %d ranks\n", total ? "FAIL" : "PASS", total, size);

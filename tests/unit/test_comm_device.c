@@ -32,21 +32,13 @@
 #ifdef HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #include "ops.h"
+#include "testlib.h"
 
-static int fails, wrank;
+static int wrank;
 static char label[96];
 static const ops_t *dev_ops;
 
-#define CHECK(cond, ...)                                                                                          \
-    do {                                                                                                          \
-        if (!(cond)) {                                                                                            \
-            fails++;                                                                                              \
-            printf("FAIL rank %d [%s]: ", wrank, label);                                                          \
-            printf(__VA_ARGS__);                                                                                  \
-            printf("\n");                                                                                         \
-            fflush(stdout);                                                                                       \
-        }                                                                                                         \
-    } while (0)
+#define CHECK(cond, ...) EXPECT_RANK(wrank, label, cond, __VA_ARGS__)
 
 static void said(const char *what)
 {
@@ -458,7 +450,7 @@ static void check_stats(comm_t *hc, comm_t *dc)
         if (d->wait_seconds < 0)
             bad++;
     }
-    fails += bad;
+    failures += bad;
 }
 
 static void suite(comm_t *hc, comm_t *dc)
@@ -580,7 +572,7 @@ static int run(void)
         comm_free(&pairs);
     }
 
-    long long total = fails;
+    long long total = failures;
     comm_allreduce(comm_world(), &total, 1, COMM_I64, COMM_SUM);
     if (wrank == 0)
         printf("%s: %lld failures over %d ranks\n", total ? "FAIL" : "PASS", total, size);

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -256,33 +255,29 @@ static void test_warmup(void)
 
 /* ---------------------------------------------------------------- config */
 
+typedef struct sets {
+    const char *const *set;
+    int n;
+} sets_t;
+
+static void load_in_child(const void *arg)
+{
+    const sets_t *s = arg;
+    if (!freopen("/dev/null", "w", stdout))
+        _exit(98);
+    config_t cfg;
+    config_load(&cfg, NULL, 0, s->set, s->n, 1, 1);
+    config_free(&cfg);
+}
+
+/* config_load with these --set overrides in a child: its exit status, its
+ * stderr in err. */
 static int run_config(const char *const *sets, int nsets, char *err, size_t errcap)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        exit(99);
-    }
-    if (pid == 0) {
-        if (!freopen("test_curriculum.stderr", "w", stderr) || !freopen("/dev/null", "w", stdout))
-            _exit(98);
-        config_t cfg;
-        config_load(&cfg, NULL, 0, sets, nsets, 1, 1);
-        config_free(&cfg);
-        _exit(0);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    err[0] = '\0';
-    FILE *f = fopen("test_curriculum.stderr", "r");
-    if (f) {
-        size_t n = fread(err, 1, errcap - 1, f);
-        err[n] = '\0';
-        fclose(f);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const sets_t s = {sets, nsets};
+    int rc = testlib_child_exit(load_in_child, &s, "test_curriculum.stderr");
+    testlib_read_text("test_curriculum.stderr", err, errcap);
+    return rc;
 }
 
 static void expect_error(const char *set, const char *key)

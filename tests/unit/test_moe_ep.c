@@ -30,6 +30,7 @@
 #include "parallel/groups.h"
 #include "parallel/world.h"
 #include "rng.h"
+#include "testlib.h"
 #include "util/error.h"
 
 /* Forward values agree to rounding; gradients pass through more sums, and
@@ -40,19 +41,10 @@
 #define GRAD_TOL 1e-4
 #define MAXT 64
 
-static int fails, wrank;
+static int wrank;
 static char label[128];
 
-#define CHECK(cond, ...)                                                                                          \
-    do {                                                                                                          \
-        if (!(cond)) {                                                                                            \
-            fails++;                                                                                              \
-            printf("FAIL rank %d [%s]: ", wrank, label);                                                          \
-            printf(__VA_ARGS__);                                                                                  \
-            printf("\n");                                                                                         \
-            fflush(stdout);                                                                                       \
-        }                                                                                                         \
-    } while (0)
+#define CHECK(cond, ...) EXPECT_RANK(wrank, label, cond, __VA_ARGS__)
 
 typedef struct scenario {
     const char *name;
@@ -177,7 +169,7 @@ static double scalar_err(double a, double b) { return fabs(a - b) / (fabs(b) > 1
 static void run_scenario(const scenario_t *sc)
 {
     snprintf(label, sizeof label, "%s, ep %d, %d chunk(s)", sc->name, sc->ep, sc->chunks);
-    const int fails_before = fails;
+    const int failures_before = failures;
     const model_config_t mc = tiny_config(sc->capacity);
     const int L = mc.num_hidden_layers, E = mc.num_local_experts, K = mc.num_experts_per_tok;
     groups_t g;
@@ -269,7 +261,7 @@ static void run_scenario(const scenario_t *sc)
         free(gr);
         free(gd);
     }
-    int counts[2] = {fails - fails_before, nexpert};
+    int counts[2] = {failures - failures_before, nexpert};
     comm_allreduce(g.world, counts, 2, COMM_I32, COMM_SUM);
     double worst[2] = {worst_dense, worst_expert};
     comm_allreduce(g.world, worst, 2, COMM_F64, COMM_MAX);
@@ -349,7 +341,7 @@ int main(int argc, char **argv)
         for (size_t s = 0; s < sizeof list / sizeof *list; s++)
             run_scenario(&list[s]);
     }
-    double f = (double)fails;
+    double f = (double)failures;
     comm_allreduce(comm_world(), &f, 1, COMM_F64, COMM_SUM);
     const int total = (int)f;
     if (wrank == 0)

@@ -20,6 +20,7 @@
 #include "kernels_info.h"
 #include "ops.h"
 #include "rng.h"
+#include "testlib.h"
 #include "util/error.h"
 
 #define NCFG 3
@@ -28,27 +29,7 @@ static const int thread_counts[NCFG] = {1, 2, 3};
 #define TOL_MM 1e-4  /* long dot products: matmul, gmm, attention */
 #define TOL_EW 1e-5  /* elementwise and row-local ops */
 
-static int failures;
-
 /* ---------------------------------------------------------------- helpers */
-
-#define MAX_ALLOCS 1024
-static void *allocs[MAX_ALLOCS];
-static int nallocs;
-
-static void *tmalloc(size_t bytes)
-{
-    FB_ASSERT(nallocs < MAX_ALLOCS);
-    void *p = fb_calloc(bytes ? bytes : 1, 1);
-    allocs[nallocs++] = p;
-    return p;
-}
-
-static void free_all(void)
-{
-    while (nallocs > 0)
-        free(allocs[--nallocs]);
-}
 
 static uint64_t rng_counter;
 
@@ -56,7 +37,7 @@ static float frand1(void) { return fb_uniform_hash(4242, rng_counter++) * 2.0f -
 
 static float *frand(size_t n, float scale)
 {
-    float *p = tmalloc(n * sizeof(float));
+    float *p = testlib_scratch(n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         p[i] = scale * frand1();
     return p;
@@ -64,7 +45,7 @@ static float *frand(size_t n, float scale)
 
 static double *to_d(const float *x, size_t n)
 {
-    double *p = tmalloc(n * sizeof(double));
+    double *p = testlib_scratch(n * sizeof(double));
     for (size_t i = 0; i < n; i++)
         p[i] = x[i];
     return p;
@@ -90,8 +71,8 @@ static obuf_t obuf(const char *name, kind_t kind, size_t n, const void *init)
 {
     obuf_t o = {.name = name, .kind = kind, .n = n, .init = init};
     for (int c = 0; c < NCFG; c++)
-        o.f[c] = tmalloc(n * elem_size(kind));
-    o.ref = tmalloc(n * (kind == K_F32 ? sizeof(double) : elem_size(kind)));
+        o.f[c] = testlib_scratch(n * elem_size(kind));
+    o.ref = testlib_scratch(n * (kind == K_F32 ? sizeof(double) : elem_size(kind)));
     return o;
 }
 
@@ -173,12 +154,7 @@ static void check(const char *op, const obuf_t *o, double tol)
         failures++;
 }
 
-static void check_true(const char *op, const char *what, int cond)
-{
-    printf("  %-16s %-45s %s\n", op, what, cond ? "ok" : "FAIL");
-    if (!cond)
-        failures++;
-}
+static void check_true(const char *op, const char *what, int cond) { testlib_row(op, 45, what, cond); }
 
 /* ---------------------------------------------------------------- memory */
 
@@ -191,7 +167,7 @@ static void test_memory(const ops_t *ops)
         ok &= a[i] == 0;
     check_true("alloc", "64-byte aligned, zero-filled", ok);
 
-    unsigned char *host = tmalloc(n), *back = tmalloc(n);
+    unsigned char *host = testlib_scratch(n), *back = testlib_scratch(n);
     for (size_t i = 0; i < n; i++)
         host[i] = (unsigned char)(i * 7 + 3);
     unsigned char *b = ops->alloc(n);
@@ -287,7 +263,7 @@ static void test_blas1(const ops_t *ops)
 static void test_embedding(const ops_t *ops)
 {
     const int V = 50, D = 80, T = 96; /* D spans two column blocks */
-    int32_t *tok = tmalloc(T * sizeof(int32_t));
+    int32_t *tok = testlib_scratch(T * sizeof(int32_t));
     for (int t = 0; t < T; t++)
         tok[t] = (int32_t)(fb_hash2(5, (uint64_t)t) % 20); /* many repeats */
     float *table = frand((size_t)V * D, 1), *dout = frand((size_t)T * D, 1);
@@ -343,7 +319,7 @@ static void test_rope(const ops_t *ops)
 {
     const int T = 96, nh = 4, hd = 16;
     size_t n = (size_t)T * nh * hd;
-    int32_t *pos = tmalloc(T * sizeof(int32_t));
+    int32_t *pos = testlib_scratch(T * sizeof(int32_t));
     for (int t = 0; t < T; t++)
         pos[t] = t < 40 ? t : t - 40; /* restarts with a new sample */
     obuf_t x = obuf("x", K_F32, n, frand(n, 1)), dx = obuf("dx", K_F32, n, frand(n, 1));
@@ -455,7 +431,7 @@ static void test_cross_entropy(const ops_t *ops)
 {
     const int T = 64, V = 300;
     size_t n = (size_t)T * V;
-    int32_t *tg = tmalloc(T * sizeof(int32_t));
+    int32_t *tg = testlib_scratch(T * sizeof(int32_t));
     for (int t = 0; t < T; t++)
         tg[t] = t % 7 == 3 ? -1 : (int32_t)(fb_hash2(9, (uint64_t)t) % V);
     float *logits = frand(n, 4);
@@ -471,7 +447,7 @@ static void test_cross_entropy(const ops_t *ops)
     check("cross_entropy", &loss, TOL_EW);
     check("cross_entropy", &dl, TOL_EW);
 
-    float *inplace = tmalloc(n * sizeof(float)), *loss2 = tmalloc(T * sizeof(float));
+    float *inplace = testlib_scratch(n * sizeof(float)), *loss2 = testlib_scratch(T * sizeof(float));
     memcpy(inplace, logits, n * sizeof(float));
     set_threads(1);
     ops->cross_entropy(loss2, (fb_act *)inplace, (fb_act *)inplace, tg, T, V, 0.01f);
@@ -523,8 +499,8 @@ static void test_router(const ops_t *ops)
 static void test_permute(const ops_t *ops)
 {
     const int T = 96, K = 2, E = 8, D = 40;
-    int32_t *token_rows = tmalloc((size_t)T * K * sizeof(int32_t));
-    int32_t *row_token = tmalloc((size_t)T * K * sizeof(int32_t));
+    int32_t *token_rows = testlib_scratch((size_t)T * K * sizeof(int32_t));
+    int32_t *row_token = testlib_scratch((size_t)T * K * sizeof(int32_t));
     int R = 0;
     for (int e = 0; e < E; e++)
         for (int t = 0; t < T; t++)
@@ -647,12 +623,12 @@ static void test_adamw(const ops_t *ops)
         float *p0 = frand(n, 0.02f); /* weight-sized: fp32 rounding of p stays far below the update */
         float *p[NCFG], *m[NCFG], *v[NCFG];
         for (int c = 0; c < NCFG; c++) {
-            p[c] = tmalloc(n * sizeof(float));
+            p[c] = testlib_scratch(n * sizeof(float));
             memcpy(p[c], p0, n * sizeof(float));
-            m[c] = tmalloc(n * sizeof(float));
-            v[c] = tmalloc(n * sizeof(float));
+            m[c] = testlib_scratch(n * sizeof(float));
+            v[c] = testlib_scratch(n * sizeof(float));
         }
-        double *pd = to_d(p0, n), *md = tmalloc(n * sizeof(double)), *vd = tmalloc(n * sizeof(double));
+        double *pd = to_d(p0, n), *md = testlib_scratch(n * sizeof(double)), *vd = testlib_scratch(n * sizeof(double));
         for (long step = 1; step <= 3; step++) {
             float *g = adam_grad(n, mode);
             for (int c = 0; c < NCFG; c++) {
@@ -725,7 +701,7 @@ int main(void)
     test_adamw(ops);
     omp_set_num_threads(saved);
     test_info();
-    free_all();
+    testlib_scratch_free_all();
     printf("test_ops_cpu: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

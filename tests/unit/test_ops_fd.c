@@ -15,6 +15,7 @@
 
 #include "cpu/cpu_kernels.h"
 #include "rng.h"
+#include "testlib.h"
 #include "util/error.h"
 
 #define FD_STEP 1e-4
@@ -22,27 +23,9 @@
 #define FWD_TOL 1e-12   /* forward vs naive loop, relative */
 #define FD_MAX_CHECKED 64
 
-static int failures;
-
 /* ---------------------------------------------------------------- helpers */
 
-#define MAX_ALLOCS 512
-static void *allocs[MAX_ALLOCS];
-static int nallocs;
-
-static double *dvec(size_t n)
-{
-    FB_ASSERT(nallocs < MAX_ALLOCS);
-    double *p = fb_calloc(n ? n : 1, sizeof(double));
-    allocs[nallocs++] = p;
-    return p;
-}
-
-static void free_all(void)
-{
-    while (nallocs > 0)
-        free(allocs[--nallocs]);
-}
+static double *dvec(size_t n) { return testlib_scratch((n ? n : 1) * sizeof(double)); }
 
 static uint64_t rng_counter;
 
@@ -102,12 +85,7 @@ static void report(const char *op, const char *what, double err, double tol)
         failures++;
 }
 
-static void check_true(const char *op, const char *what, int cond)
-{
-    printf("  %-16s %-26s %s\n", op, what, cond ? "ok" : "FAIL");
-    if (!cond)
-        failures++;
-}
+static void check_true(const char *op, const char *what, int cond) { testlib_row(op, 26, what, cond); }
 
 typedef double (*loss_fn)(void *ctx);
 
@@ -785,7 +763,7 @@ int main(void)
     test_permute();
     test_gmm();
     test_dropout();
-    free_all();
+    testlib_scratch_free_all();
     printf("test_ops_fd: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }
