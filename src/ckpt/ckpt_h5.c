@@ -1,7 +1,6 @@
 /* The HDF5 plumbing the checkpoint writer, reader and inspector share:
  * file access properties, flat-range selections, the checksum, and the
  * attributes h5tensor does not have. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,11 +148,48 @@ void ckpt_xfer_free(ckpt_xfer_t *x)
     CHECK_H5(H5Pclose(x->indep));
 }
 
-void ckpt_count_sharers(const int *mine, long long *count, int n)
+/* The elements of view lv inside [lo, hi) of its group, as [*a, *b) from
+ * the view's start; left as they are when there are none. */
+static void view_part(const param_view_t *lv, size_t lo, size_t hi, size_t *a, size_t *b)
 {
-    for (int i = 0; i < n; i++)
-        count[i] = mine[i] ? 1 : 0;
+    size_t end = lv->offset + lv->numel;
+    size_t from = lv->offset > lo ? lv->offset : lo, to = end < hi ? end : hi;
+    if (to > from) {
+        *a = from - lv->offset;
+        *b = to - lv->offset;
+    }
+}
+
+static ckpt_piece_t piece_of(const zero_shard_t *shard, const param_view_t *lv, int move)
+{
+    ckpt_piece_t pc = {lv, 0, 0, 0, 0};
+    if (!lv)
+        return pc;
+    const zero_shard_t *sh = &shard[lv->group];
+    view_part(lv, sh->write_lo, sh->write_hi, &pc.wa, &pc.wb);
+    if (move == CKPT_MOVE_WRITE_RANGE) {
+        pc.a = pc.wa;
+        pc.b = pc.wb;
+    } else {
+        view_part(lv, sh->lo, sh->hi, &pc.a, &pc.b);
+        FB_ASSERT(pc.wb <= pc.wa || (pc.wa >= pc.a && pc.wb <= pc.b));
+    }
+    return pc;
+}
+
+ckpt_piece_t *ckpt_pieces_build(const zero_shard_t *shard, const param_table_t *global, const param_table_t *local,
+                                int move, long long **sharers)
+{
+    const int n = global->n;
+    ckpt_piece_t *pieces = fb_calloc((size_t)n, sizeof *pieces);
+    long long *count = fb_calloc((size_t)n, sizeof *count);
+    for (int i = 0; i < n; i++) {
+        pieces[i] = piece_of(shard, ckpt_local_view(local, i, &global->views[i]), move);
+        count[i] = pieces[i].b > pieces[i].a ? 1 : 0;
+    }
     comm_allreduce(comm_world(), count, (size_t)n, COMM_I64, COMM_SUM);
+    *sharers = count;
+    return pieces;
 }
 
 int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, size_t a, size_t b,
@@ -204,16 +240,6 @@ int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, siz
     }
     CHECK_H5(H5Sclose(fspace));
     return rc;
-}
-
-void ckpt_fail_all(int code, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fb_fatal_all(code, "%s", msg);
 }
 
 /* ------------------------------------------------------------ attributes */

@@ -32,6 +32,23 @@ static hid_t open_serial(const char *path)
     return f;
 }
 
+/* Opens `path` and reads its metadata into *m; -1 (having said why, and
+ * left nothing open) when either fails. */
+static int open_with_meta(const char *path, hid_t *f, ckpt_meta_t *m)
+{
+    *f = open_serial(path);
+    if (*f < 0)
+        return -1;
+    char why[512];
+    if (ckpt_meta_read(*f, m, why, sizeof why) < 0) {
+        printf("%s: DAMAGED or not a checkpoint: %s\n", path, why);
+        ckpt_meta_free(m);
+        H5Fclose(*f);
+        return -1;
+    }
+    return 0;
+}
+
 /* Name of link `idx` of `group`: creation order (how the writer tracks it:
  * the model's order), else name order. Caller frees. */
 static char *link_name(hid_t file, const char *group, hsize_t idx)
@@ -104,17 +121,10 @@ static void print_meta(const char *path, const ckpt_meta_t *m, double file_bytes
 
 int ckpt_info(const char *path, int print_config)
 {
-    hid_t f = open_serial(path);
-    if (f < 0)
-        return FB_EXIT_DATA;
+    hid_t f;
     ckpt_meta_t m;
-    char why[512];
-    if (ckpt_meta_read(f, &m, why, sizeof why) < 0) {
-        printf("%s: DAMAGED or not a checkpoint: %s\n", path, why);
-        ckpt_meta_free(&m);
-        H5Fclose(f);
+    if (open_with_meta(path, &f, &m) < 0)
         return FB_EXIT_DATA;
-    }
     if (strcmp(m.format, CKPT_FORMAT_NAME) != 0 || m.version > CKPT_FORMAT_VERSION) {
         printf("%s: format '%s' version %lld: this fabula reads '%s' up to version %d\n", path, m.format, m.version,
                CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION);
@@ -198,17 +208,10 @@ static int checksum_dataset(hid_t d, uint64_t *sum)
 
 int ckpt_verify(const char *path, int quiet)
 {
-    hid_t f = open_serial(path);
-    if (f < 0)
-        return FB_EXIT_DATA;
+    hid_t f;
     ckpt_meta_t m;
-    char why[512];
-    if (ckpt_meta_read(f, &m, why, sizeof why) < 0) {
-        printf("%s: DAMAGED or not a checkpoint: %s\n", path, why);
-        ckpt_meta_free(&m);
-        H5Fclose(f);
+    if (open_with_meta(path, &f, &m) < 0)
         return FB_EXIT_DATA;
-    }
     if (strcmp(m.format, CKPT_FORMAT_NAME) != 0 || m.version > CKPT_FORMAT_VERSION ||
         strcmp(m.checksum_name, CKPT_CHECKSUM_NAME) != 0) {
         printf("%s: format '%s' version %lld, checksum '%s': this fabula verifies '%s' up to version %d with '%s'\n",
