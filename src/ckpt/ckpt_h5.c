@@ -244,34 +244,6 @@ int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, siz
 
 /* ------------------------------------------------------------ attributes */
 
-static void attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, size_t n, int scalar, const void *v)
-{
-    hsize_t dims[1] = {n};
-    hid_t space = scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, NULL);
-    CHECK_H5(space);
-    hid_t a = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_H5(a);
-    CHECK_H5(H5Awrite(a, mtype, v));
-    CHECK_H5(H5Aclose(a));
-    CHECK_H5(H5Sclose(space));
-}
-
-void ckpt_attr_write_u64(hid_t obj, const char *name, uint64_t v)
-{
-    unsigned long long x = v;
-    attr_write(obj, name, H5T_STD_U64LE, H5T_NATIVE_ULLONG, 1, 1, &x);
-}
-
-void ckpt_attr_write_f64(hid_t obj, const char *name, double v)
-{
-    attr_write(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, 1, &v);
-}
-
-void ckpt_attr_write_i64s(hid_t obj, const char *name, const long long *v, size_t n)
-{
-    attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, n, 0, v);
-}
-
 void ckpt_h5_quiet_begin(ckpt_h5_quiet_t *q)
 {
     CHECK_H5(H5Eget_auto2(H5E_DEFAULT, &q->func, &q->client));
@@ -279,6 +251,17 @@ void ckpt_h5_quiet_begin(ckpt_h5_quiet_t *q)
 }
 
 void ckpt_h5_quiet_end(const ckpt_h5_quiet_t *q) { CHECK_H5(H5Eset_auto2(H5E_DEFAULT, q->func, q->client)); }
+
+hid_t ckpt_open_read(const char *path, int parallel)
+{
+    hid_t fapl = ckpt_fapl(parallel);
+    ckpt_h5_quiet_t q;
+    ckpt_h5_quiet_begin(&q);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    ckpt_h5_quiet_end(&q);
+    CHECK_H5(H5Pclose(fapl));
+    return f;
+}
 
 /* Reads a numeric attribute of exactly n elements, converted to mtype. */
 static int attr_read(hid_t obj, const char *name, hid_t mtype, size_t n, void *out)

@@ -95,12 +95,9 @@ ckpt_piece_t *ckpt_pieces_build(const zero_shard_t *shard, const param_table_t *
 int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, size_t a, size_t b,
                   float *buf, int write, long long sharers);
 
-/* Attributes beyond h5tensor's: unsigned 64-bit, double, int64 vectors.
- * The readers return 0, or -1 when the attribute is absent or of another
- * shape (a damaged or foreign file), silently. */
-void ckpt_attr_write_u64(hid_t obj, const char *name, uint64_t v);
-void ckpt_attr_write_f64(hid_t obj, const char *name, double v);
-void ckpt_attr_write_i64s(hid_t obj, const char *name, const long long *v, size_t n);
+/* Attribute readers for a file that may be damaged or foreign (h5tensor
+ * writes them): unsigned 64-bit, int64, double, int64 vectors. They return
+ * 0, or -1 when the attribute is absent or of another shape, silently. */
 int ckpt_attr_read_u64(hid_t obj, const char *name, uint64_t *v);
 int ckpt_attr_read_i64(hid_t obj, const char *name, long long *v);
 int ckpt_attr_read_f64(hid_t obj, const char *name, double *v);
@@ -116,6 +113,10 @@ typedef struct ckpt_h5_quiet {
 } ckpt_h5_quiet_t;
 void ckpt_h5_quiet_begin(ckpt_h5_quiet_t *q);
 void ckpt_h5_quiet_end(const ckpt_h5_quiet_t *q);
+/* Opens an existing file read-only with ckpt_fapl(parallel) and HDF5's
+ * error stack silenced: a negative id when HDF5 cannot open it (truncated,
+ * not HDF5). Collective when parallel. */
+hid_t ckpt_open_read(const char *path, int parallel);
 
 /* Everything a checkpoint holds besides the tensors, as read back. */
 typedef struct ckpt_meta {

@@ -21,12 +21,7 @@ static hid_t open_serial(const char *path)
 {
     if (access(path, R_OK) != 0)
         fb_fatal(FB_EXIT_IO, "%s: cannot open: %s", path, strerror(errno));
-    hid_t fapl = ckpt_fapl(0);
-    ckpt_h5_quiet_t q;
-    ckpt_h5_quiet_begin(&q);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    ckpt_h5_quiet_end(&q);
-    CHECK_H5(H5Pclose(fapl));
+    hid_t f = ckpt_open_read(path, 0);
     if (f < 0)
         printf("%s: DAMAGED: HDF5 cannot open it (truncated, or not an HDF5 file)\n", path);
     return f;

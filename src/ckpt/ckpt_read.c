@@ -174,12 +174,7 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
         snprintf(why, why_len, "cannot open: %s", strerror(err ? err : ENOENT));
         return -1;
     }
-    hid_t fapl = ckpt_fapl(1);
-    ckpt_h5_quiet_t q;
-    ckpt_h5_quiet_begin(&q);
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    ckpt_h5_quiet_end(&q);
-    CHECK_H5(H5Pclose(fapl));
+    hid_t file = ckpt_open_read(path, 1);
     if (any_rank(file < 0)) {
         if (file >= 0)
             H5Fclose(file);

@@ -204,7 +204,7 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
     free(sharers);
     ckpt_allreduce_checksums(sums, n);
     for (size_t j = 0; j < n; j++) {
-        ckpt_attr_write_u64(dsets[j], "checksum", sums[j]);
+        h5_write_attr_u64(dsets[j], "checksum", sums[j]);
         CHECK_H5(H5Dclose(dsets[j]));
     }
     free(dsets);
