@@ -1,7 +1,6 @@
 /* The HDF5 plumbing the checkpoint writer, reader and inspector share:
  * file access properties, flat-range selections, the checksum, and the
  * attributes h5tensor does not have. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,11 +148,48 @@ void ckpt_xfer_free(ckpt_xfer_t *x)
     CHECK_H5(H5Pclose(x->indep));
 }
 
-void ckpt_count_sharers(const int *mine, long long *count, int n)
+/* The elements of view lv inside [lo, hi) of its group, as [*a, *b) from
+ * the view's start; left as they are when there are none. */
+static void view_part(const param_view_t *lv, size_t lo, size_t hi, size_t *a, size_t *b)
 {
-    for (int i = 0; i < n; i++)
-        count[i] = mine[i] ? 1 : 0;
+    size_t end = lv->offset + lv->numel;
+    size_t from = lv->offset > lo ? lv->offset : lo, to = end < hi ? end : hi;
+    if (to > from) {
+        *a = from - lv->offset;
+        *b = to - lv->offset;
+    }
+}
+
+static ckpt_piece_t piece_of(const zero_shard_t *shard, const param_view_t *lv, int move)
+{
+    ckpt_piece_t pc = {lv, 0, 0, 0, 0};
+    if (!lv)
+        return pc;
+    const zero_shard_t *sh = &shard[lv->group];
+    view_part(lv, sh->write_lo, sh->write_hi, &pc.wa, &pc.wb);
+    if (move == CKPT_MOVE_WRITE_RANGE) {
+        pc.a = pc.wa;
+        pc.b = pc.wb;
+    } else {
+        view_part(lv, sh->lo, sh->hi, &pc.a, &pc.b);
+        FB_ASSERT(pc.wb <= pc.wa || (pc.wa >= pc.a && pc.wb <= pc.b));
+    }
+    return pc;
+}
+
+ckpt_piece_t *ckpt_pieces_build(const zero_shard_t *shard, const param_table_t *global, const param_table_t *local,
+                                int move, long long **sharers)
+{
+    const int n = global->n;
+    ckpt_piece_t *pieces = fb_calloc((size_t)n, sizeof *pieces);
+    long long *count = fb_calloc((size_t)n, sizeof *count);
+    for (int i = 0; i < n; i++) {
+        pieces[i] = piece_of(shard, ckpt_local_view(local, i, &global->views[i]), move);
+        count[i] = pieces[i].b > pieces[i].a ? 1 : 0;
+    }
     comm_allreduce(comm_world(), count, (size_t)n, COMM_I64, COMM_SUM);
+    *sharers = count;
+    return pieces;
 }
 
 int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, size_t a, size_t b,
@@ -206,45 +242,7 @@ int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, siz
     return rc;
 }
 
-void ckpt_fail_all(int code, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fb_fatal_all(code, "%s", msg);
-}
-
 /* ------------------------------------------------------------ attributes */
-
-static void attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, size_t n, int scalar, const void *v)
-{
-    hsize_t dims[1] = {n};
-    hid_t space = scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, NULL);
-    CHECK_H5(space);
-    hid_t a = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_H5(a);
-    CHECK_H5(H5Awrite(a, mtype, v));
-    CHECK_H5(H5Aclose(a));
-    CHECK_H5(H5Sclose(space));
-}
-
-void ckpt_attr_write_u64(hid_t obj, const char *name, uint64_t v)
-{
-    unsigned long long x = v;
-    attr_write(obj, name, H5T_STD_U64LE, H5T_NATIVE_ULLONG, 1, 1, &x);
-}
-
-void ckpt_attr_write_f64(hid_t obj, const char *name, double v)
-{
-    attr_write(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, 1, &v);
-}
-
-void ckpt_attr_write_i64s(hid_t obj, const char *name, const long long *v, size_t n)
-{
-    attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, n, 0, v);
-}
 
 void ckpt_h5_quiet_begin(ckpt_h5_quiet_t *q)
 {
@@ -253,6 +251,17 @@ void ckpt_h5_quiet_begin(ckpt_h5_quiet_t *q)
 }
 
 void ckpt_h5_quiet_end(const ckpt_h5_quiet_t *q) { CHECK_H5(H5Eset_auto2(H5E_DEFAULT, q->func, q->client)); }
+
+hid_t ckpt_open_read(const char *path, int parallel)
+{
+    hid_t fapl = ckpt_fapl(parallel);
+    ckpt_h5_quiet_t q;
+    ckpt_h5_quiet_begin(&q);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    ckpt_h5_quiet_end(&q);
+    CHECK_H5(H5Pclose(fapl));
+    return f;
+}
 
 /* Reads a numeric attribute of exactly n elements, converted to mtype. */
 static int attr_read(hid_t obj, const char *name, hid_t mtype, size_t n, void *out)

@@ -71,8 +71,22 @@ typedef struct ckpt_xfer {
 } ckpt_xfer_t;
 void ckpt_xfer_init(ckpt_xfer_t *x, int all_collective);
 void ckpt_xfer_free(ckpt_xfer_t *x);
-/* Collective: count[i] = the number of ranks with mine[i] set. */
-void ckpt_count_sharers(const int *mine, long long *count, int n);
+/* This rank's part of one tensor (the same for its params and moments), in
+ * elements of the tensor: [a, b), the part it moves, and [wa, wb) inside
+ * it, the part inside its write range (the part it checksums). */
+typedef struct ckpt_piece {
+    const param_view_t *lv; /* NULL: not held here */
+    size_t a, b, wa, wb;
+} ckpt_piece_t;
+/* Which part of its shard a rank moves: all of its ZeRO range [lo, hi)
+ * (a load: every holder sets its own copy), or only its write range (a
+ * save: each element is written once). */
+enum { CKPT_MOVE_ZERO_RANGE = 0, CKPT_MOVE_WRITE_RANGE = 1 };
+/* Collective: this rank's piece of every tensor of `global` (its views in
+ * `local`), and in *sharers (caller frees) how many ranks move a non-empty
+ * piece of each. Caller frees the pieces. */
+ckpt_piece_t *ckpt_pieces_build(const zero_shard_t *shard, const param_table_t *global, const param_table_t *local,
+                                int move, long long **sharers);
 /* Moves this rank's elements [a, b) of a dataset of shape dims (ndim 1 or
  * 2, numel elements) from buf (write) or into buf (read), in pieces under
  * the MPI-IO limit. `sharers`: how many ranks move a piece of it. Every
@@ -81,18 +95,9 @@ void ckpt_count_sharers(const int *mine, long long *count, int n);
 int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, size_t a, size_t b,
                   float *buf, int write, long long sharers);
 
-/* An error every rank has found at the same point (the same file, the same
- * decision): rank 0 prints "fabula: error: ..." and every rank leaves MPI
- * and exits with `code` together. Unlike an abort, which can take rank 0's
- * last output down with the job, the message always arrives. */
-_Noreturn void ckpt_fail_all(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Attributes beyond h5tensor's: unsigned 64-bit, double, int64 vectors.
- * The readers return 0, or -1 when the attribute is absent or of another
- * shape (a damaged or foreign file), silently. */
-void ckpt_attr_write_u64(hid_t obj, const char *name, uint64_t v);
-void ckpt_attr_write_f64(hid_t obj, const char *name, double v);
-void ckpt_attr_write_i64s(hid_t obj, const char *name, const long long *v, size_t n);
+/* Attribute readers for a file that may be damaged or foreign (h5tensor
+ * writes them): unsigned 64-bit, int64, double, int64 vectors. They return
+ * 0, or -1 when the attribute is absent or of another shape, silently. */
 int ckpt_attr_read_u64(hid_t obj, const char *name, uint64_t *v);
 int ckpt_attr_read_i64(hid_t obj, const char *name, long long *v);
 int ckpt_attr_read_f64(hid_t obj, const char *name, double *v);
@@ -108,6 +113,10 @@ typedef struct ckpt_h5_quiet {
 } ckpt_h5_quiet_t;
 void ckpt_h5_quiet_begin(ckpt_h5_quiet_t *q);
 void ckpt_h5_quiet_end(const ckpt_h5_quiet_t *q);
+/* Opens an existing file read-only with ckpt_fapl(parallel) and HDF5's
+ * error stack silenced: a negative id when HDF5 cannot open it (truncated,
+ * not HDF5). Collective when parallel. */
+hid_t ckpt_open_read(const char *path, int parallel);
 
 /* Everything a checkpoint holds besides the tensors, as read back. */
 typedef struct ckpt_meta {

@@ -21,15 +21,27 @@ static hid_t open_serial(const char *path)
 {
     if (access(path, R_OK) != 0)
         fb_fatal(FB_EXIT_IO, "%s: cannot open: %s", path, strerror(errno));
-    hid_t fapl = ckpt_fapl(0);
-    ckpt_h5_quiet_t q;
-    ckpt_h5_quiet_begin(&q);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    ckpt_h5_quiet_end(&q);
-    CHECK_H5(H5Pclose(fapl));
+    hid_t f = ckpt_open_read(path, 0);
     if (f < 0)
         printf("%s: DAMAGED: HDF5 cannot open it (truncated, or not an HDF5 file)\n", path);
     return f;
+}
+
+/* Opens `path` and reads its metadata into *m; -1 (having said why, and
+ * left nothing open) when either fails. */
+static int open_with_meta(const char *path, hid_t *f, ckpt_meta_t *m)
+{
+    *f = open_serial(path);
+    if (*f < 0)
+        return -1;
+    char why[512];
+    if (ckpt_meta_read(*f, m, why, sizeof why) < 0) {
+        printf("%s: DAMAGED or not a checkpoint: %s\n", path, why);
+        ckpt_meta_free(m);
+        H5Fclose(*f);
+        return -1;
+    }
+    return 0;
 }
 
 /* Name of link `idx` of `group`: creation order (how the writer tracks it:
@@ -104,17 +116,10 @@ static void print_meta(const char *path, const ckpt_meta_t *m, double file_bytes
 
 int ckpt_info(const char *path, int print_config)
 {
-    hid_t f = open_serial(path);
-    if (f < 0)
-        return FB_EXIT_DATA;
+    hid_t f;
     ckpt_meta_t m;
-    char why[512];
-    if (ckpt_meta_read(f, &m, why, sizeof why) < 0) {
-        printf("%s: DAMAGED or not a checkpoint: %s\n", path, why);
-        ckpt_meta_free(&m);
-        H5Fclose(f);
+    if (open_with_meta(path, &f, &m) < 0)
         return FB_EXIT_DATA;
-    }
     if (strcmp(m.format, CKPT_FORMAT_NAME) != 0 || m.version > CKPT_FORMAT_VERSION) {
         printf("%s: format '%s' version %lld: this fabula reads '%s' up to version %d\n", path, m.format, m.version,
                CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION);
@@ -198,17 +203,10 @@ static int checksum_dataset(hid_t d, uint64_t *sum)
 
 int ckpt_verify(const char *path, int quiet)
 {
-    hid_t f = open_serial(path);
-    if (f < 0)
-        return FB_EXIT_DATA;
+    hid_t f;
     ckpt_meta_t m;
-    char why[512];
-    if (ckpt_meta_read(f, &m, why, sizeof why) < 0) {
-        printf("%s: DAMAGED or not a checkpoint: %s\n", path, why);
-        ckpt_meta_free(&m);
-        H5Fclose(f);
+    if (open_with_meta(path, &f, &m) < 0)
         return FB_EXIT_DATA;
-    }
     if (strcmp(m.format, CKPT_FORMAT_NAME) != 0 || m.version > CKPT_FORMAT_VERSION ||
         strcmp(m.checksum_name, CKPT_CHECKSUM_NAME) != 0) {
         printf("%s: format '%s' version %lld, checksum '%s': this fabula verifies '%s' up to version %d with '%s'\n",

@@ -105,7 +105,7 @@ void ckpt_meta_write(hid_t file, const ckpt_target_t *t, const ckpt_progress_t *
     g = group_create(file, "/scheduler");
     h5_write_attr_string(g, "type", sched_name(cfg->sched.type));
     h5_write_attr_i64(g, "step", zero_step_count(t->zero));
-    ckpt_attr_write_f64(g, "next_lr", schedule_lr(&cfg->sched, &cfg->optim, zero_step_count(t->zero)));
+    h5_write_attr_f64(g, "next_lr", schedule_lr(&cfg->sched, &cfg->optim, zero_step_count(t->zero)));
     CHECK_H5(H5Gclose(g));
 
     /* The settings and, with a scaler, its live state (DeepSpeed's
@@ -124,10 +124,10 @@ void ckpt_meta_write(hid_t file, const ckpt_target_t *t, const ckpt_progress_t *
         h5_write_attr_i64(g, "last_overflow_iter", t->scaler->st.last_overflow_iter);
         h5_write_attr_i64(g, "cur_hysteresis", t->scaler->st.cur_hysteresis);
     }
-    ckpt_attr_write_f64(g, "scale", scale);
+    h5_write_attr_f64(g, "scale", scale);
     h5_write_attr_i64(g, "loss_scale_window", h->loss_scale_window);
     h5_write_attr_i64(g, "hysteresis", h->hysteresis);
-    ckpt_attr_write_f64(g, "min_loss_scale", h->min_loss_scale);
+    h5_write_attr_f64(g, "min_loss_scale", h->min_loss_scale);
     CHECK_H5(H5Gclose(g));
 
     /* Counter-based: every random number is fb_hash2(seed-derived key,
@@ -154,7 +154,7 @@ void ckpt_meta_write(hid_t file, const ckpt_target_t *t, const ckpt_progress_t *
     long long pos[LOADER_NCLASSES];
     for (int k = 0; k < LOADER_NCLASSES; k++)
         pos[k] = s.curriculum_pos[k];
-    ckpt_attr_write_i64s(g, "curriculum_pos", pos, LOADER_NCLASSES);
+    h5_write_attr_i64s(g, "curriculum_pos", pos, LOADER_NCLASSES);
     /* the same on every rank: rank 0 writes it */
     long long *def = fb_calloc((size_t)s.ndeferred + 1, sizeof *def);
     for (int64_t i = 0; i < s.ndeferred; i++)

@@ -48,9 +48,9 @@ static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g,
             char ds[160];
             ckpt_dataset_path(ds, sizeof ds, k, v->name);
             if (!h5_exists(file, ds))
-                ckpt_fail_all(FB_EXIT_DATA,
-                              "checkpoint %s has no tensor %s: it was made for another model (compare model.* of "
-                              "this run with `fabula ckpt info --config %s`)", path, ds, path);
+                fb_fatal_all(FB_EXIT_DATA,
+                             "checkpoint %s has no tensor %s: it was made for another model (compare model.* of "
+                             "this run with `fabula ckpt info --config %s`)", path, ds, path);
             ckpt_h5_quiet_t q;
             ckpt_h5_quiet_begin(&q);
             hid_t dset = H5Dopen2(file, ds, H5P_DEFAULT);
@@ -81,9 +81,9 @@ static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g,
                 else
                     shape_text(hs, sizeof hs, nd, have);
                 shape_text(ws, sizeof ws, v->ndim, want);
-                ckpt_fail_all(FB_EXIT_DATA,
-                              "checkpoint %s: tensor %s has shape %s, this model's is %s: the checkpoint was made "
-                              "for another model config", path, ds, hs, ws);
+                fb_fatal_all(FB_EXIT_DATA,
+                             "checkpoint %s: tensor %s has shape %s, this model's is %s: the checkpoint was made "
+                             "for another model config", path, ds, hs, ws);
             }
         }
         /* a tensor this model does not have: another architecture */
@@ -96,42 +96,13 @@ static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g,
                                                  sizeof name, H5P_DEFAULT);
                 CHECK_H5(len);
                 if (!param_table_find(g, name))
-                    ckpt_fail_all(FB_EXIT_DATA,
-                                  "checkpoint %s: tensor %s/%s is not part of this model: it was made for another "
-                                  "model config", path, ckpt_kind_group(k), name);
+                    fb_fatal_all(FB_EXIT_DATA,
+                                 "checkpoint %s: tensor %s/%s is not part of this model: it was made for another "
+                                 "model config", path, ckpt_kind_group(k), name);
             }
         }
     }
     return d;
-}
-
-/* This rank's part of one tensor: [a, b) inside its ZeRO range [lo, hi)
- * (read), and [wa, wb) inside its write range (checksummed). */
-typedef struct piece {
-    const param_view_t *lv; /* NULL: not held here */
-    size_t a, b, wa, wb;
-} piece_t;
-
-static piece_t read_piece(const zero_shard_t *shard, const param_view_t *lv)
-{
-    piece_t pc = {lv, 0, 0, 0, 0};
-    if (!lv)
-        return pc;
-    const zero_shard_t *sh = &shard[lv->group];
-    size_t end = lv->offset + lv->numel;
-    size_t lo = lv->offset > sh->lo ? lv->offset : sh->lo, hi = end < sh->hi ? end : sh->hi;
-    if (hi > lo) {
-        pc.a = lo - lv->offset;
-        pc.b = hi - lv->offset;
-    }
-    size_t wlo = lv->offset > sh->write_lo ? lv->offset : sh->write_lo;
-    size_t whi = end < sh->write_hi ? end : sh->write_hi;
-    if (whi > wlo) {
-        pc.wa = wlo - lv->offset;
-        pc.wb = whi - lv->offset;
-        FB_ASSERT(pc.wa >= pc.a && pc.wb <= pc.b);
-    }
-    return pc;
 }
 
 typedef struct reader {
@@ -144,7 +115,7 @@ typedef struct reader {
 
 /* Reads this rank's piece of one tensor into the ZeRO buffers; returns the
  * checksum of the part inside the write range. */
-static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const piece_t *pc, long long sharers,
+static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const ckpt_piece_t *pc, long long sharers,
                             int kind, const char *path)
 {
     float *dst = NULL, *host = NULL;
@@ -179,18 +150,18 @@ static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, con
 static void check_format(const char *path, const ckpt_meta_t *m)
 {
     if (strcmp(m->format, CKPT_FORMAT_NAME) != 0)
-        ckpt_fail_all(FB_EXIT_DATA, "%s: not a fabula checkpoint (format '%s', expected '%s')", path, m->format,
-                      CKPT_FORMAT_NAME);
+        fb_fatal_all(FB_EXIT_DATA, "%s: not a fabula checkpoint (format '%s', expected '%s')", path, m->format,
+                     CKPT_FORMAT_NAME);
     if (m->version > CKPT_FORMAT_VERSION)
-        ckpt_fail_all(FB_EXIT_DATA,
-                      "%s: checkpoint format version %lld is newer than this fabula reads (version %d); resume it "
-                      "with the fabula that wrote it (%s) or a newer one", path, m->version, CKPT_FORMAT_VERSION,
-                      m->fabula_version ? m->fabula_version : "unknown");
+        fb_fatal_all(FB_EXIT_DATA,
+                     "%s: checkpoint format version %lld is newer than this fabula reads (version %d); resume it "
+                     "with the fabula that wrote it (%s) or a newer one", path, m->version, CKPT_FORMAT_VERSION,
+                     m->fabula_version ? m->fabula_version : "unknown");
     if (m->version < 1)
-        ckpt_fail_all(FB_EXIT_DATA, "%s: checkpoint format version %lld is not valid", path, m->version);
+        fb_fatal_all(FB_EXIT_DATA, "%s: checkpoint format version %lld is not valid", path, m->version);
     if (strcmp(m->checksum_name, CKPT_CHECKSUM_NAME) != 0)
-        ckpt_fail_all(FB_EXIT_DATA, "%s: unknown checksum '%s' (this fabula computes '%s')", path, m->checksum_name,
-                      CKPT_CHECKSUM_NAME);
+        fb_fatal_all(FB_EXIT_DATA, "%s: unknown checksum '%s' (this fabula computes '%s')", path, m->checksum_name,
+                     CKPT_CHECKSUM_NAME);
 }
 
 int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char *why, size_t why_len,
@@ -203,12 +174,7 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
         snprintf(why, why_len, "cannot open: %s", strerror(err ? err : ENOENT));
         return -1;
     }
-    hid_t fapl = ckpt_fapl(1);
-    ckpt_h5_quiet_t q;
-    ckpt_h5_quiet_begin(&q);
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    ckpt_h5_quiet_end(&q);
-    CHECK_H5(H5Pclose(fapl));
+    hid_t file = ckpt_open_read(path, 1);
     if (any_rank(file < 0)) {
         if (file >= 0)
             H5Fclose(file);
@@ -225,7 +191,7 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     check_format(path, &m);
     char data_why[256];
     if (step_plan_state_check(t->plan, &m.data, data_why, sizeof data_why) < 0)
-        ckpt_fail_all(FB_EXIT_DATA, "checkpoint %s does not fit this run's data: %s", path, data_why);
+        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s does not fit this run's data: %s", path, data_why);
 
     param_table_t global;
     param_table_build(&global, &t->cfg->model);
@@ -246,14 +212,8 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     ckpt_xfer_init(&r.xfer, t->cfg->checkpoint.collective_io);
     const param_table_t *local = model_params_table(zero_model(t->zero));
     const size_t n = (size_t)global.n * CKPT_NKINDS;
-    piece_t *pieces = fb_calloc((size_t)global.n, sizeof *pieces);
-    int *mine = fb_calloc((size_t)global.n, sizeof *mine);
-    long long *sharers = fb_calloc((size_t)global.n, sizeof *sharers);
-    for (int i = 0; i < global.n; i++) {
-        pieces[i] = read_piece(r.shard, ckpt_local_view(local, i, &global.views[i]));
-        mine[i] = pieces[i].b > pieces[i].a;
-    }
-    ckpt_count_sharers(mine, sharers, global.n);
+    long long *sharers;
+    ckpt_piece_t *pieces = ckpt_pieces_build(r.shard, &global, local, CKPT_MOVE_ZERO_RANGE, &sharers);
     uint64_t *sums = fb_calloc(n, sizeof *sums);
     for (int k = 0; k < CKPT_NKINDS; k++)
         for (int i = 0; i < global.n; i++) {
@@ -261,7 +221,6 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
             sums[j] = read_tensor(&r, dsets[j], &global.views[i], &pieces[i], sharers[i], k, path);
         }
     free(pieces);
-    free(mine);
     free(sharers);
     ckpt_allreduce_checksums(sums, n);
     int damaged = 0;

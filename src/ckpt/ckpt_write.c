@@ -88,28 +88,6 @@ static void make_tmp_path(const char *path, char *out, size_t n)
         fb_fatal(FB_EXIT_IO, "checkpoint path too long: %s", path);
 }
 
-/* This rank's elements [a, b) of one tensor (the same for its params and
- * moments): the part inside its write range. */
-typedef struct piece {
-    const param_view_t *lv; /* NULL: not held here */
-    size_t a, b;
-} piece_t;
-
-static piece_t write_piece(const zero_shard_t *shard, const param_view_t *lv)
-{
-    piece_t pc = {lv, 0, 0};
-    if (!lv)
-        return pc;
-    const zero_shard_t *sh = &shard[lv->group];
-    size_t lo = lv->offset > sh->write_lo ? lv->offset : sh->write_lo;
-    size_t hi = lv->offset + lv->numel < sh->write_hi ? lv->offset + lv->numel : sh->write_hi;
-    if (hi > lo) {
-        pc.a = lo - lv->offset;
-        pc.b = hi - lv->offset;
-    }
-    return pc;
-}
-
 typedef struct writer {
     const ckpt_target_t *t;
     hid_t file;
@@ -122,7 +100,7 @@ typedef struct writer {
 /* Creates one tensor's dataset (collective), writes this rank's piece of
  * it, returns the piece's checksum. The dataset stays open for its
  * checksum attribute. */
-static uint64_t write_tensor(writer_t *w, const param_view_t *gv, const piece_t *pc, long long sharers, int kind,
+static uint64_t write_tensor(writer_t *w, const param_view_t *gv, const ckpt_piece_t *pc, long long sharers, int kind,
                              hid_t *dset)
 {
     char path[160];
@@ -213,14 +191,8 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
     param_table_build(&global, &t->cfg->model);
     const param_table_t *local = model_params_table(zero_model(t->zero));
     const size_t n = (size_t)global.n * CKPT_NKINDS;
-    piece_t *pieces = fb_calloc((size_t)global.n, sizeof *pieces);
-    int *mine = fb_calloc((size_t)global.n, sizeof *mine);
-    long long *sharers = fb_calloc((size_t)global.n, sizeof *sharers);
-    for (int i = 0; i < global.n; i++) {
-        pieces[i] = write_piece(w.shard, ckpt_local_view(local, i, &global.views[i]));
-        mine[i] = pieces[i].b > pieces[i].a;
-    }
-    ckpt_count_sharers(mine, sharers, global.n);
+    long long *sharers;
+    ckpt_piece_t *pieces = ckpt_pieces_build(w.shard, &global, local, CKPT_MOVE_WRITE_RANGE, &sharers);
     uint64_t *sums = fb_calloc(n, sizeof *sums);
     hid_t *dsets = fb_calloc(n, sizeof *dsets);
     for (int k = 0; k < CKPT_NKINDS; k++)
@@ -229,11 +201,10 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
             sums[j] = write_tensor(&w, &global.views[i], &pieces[i], sharers[i], k, &dsets[j]);
         }
     free(pieces);
-    free(mine);
     free(sharers);
     ckpt_allreduce_checksums(sums, n);
     for (size_t j = 0; j < n; j++) {
-        ckpt_attr_write_u64(dsets[j], "checksum", sums[j]);
+        h5_write_attr_u64(dsets[j], "checksum", sums[j]);
         CHECK_H5(H5Dclose(dsets[j]));
     }
     free(dsets);

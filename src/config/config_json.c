@@ -121,28 +121,31 @@ void cj_invalid(const cj_ctx_t *c, const char *path, const char *expected_fmt, .
     cj_fail(c, "config key '%s' = %s: expected %s", path, value, expected);
 }
 
-void cj_warn(const cj_ctx_t *c, const char *fmt, ...)
+/* "fabula: <kind>: <message>" on stderr, on the rank that says things
+ * (verbose: rank 0). */
+static void say(const cj_ctx_t *c, const char *kind, const char *fmt, va_list ap)
 {
     if (!c->verbose)
         return;
+    char *msg = vformat(fmt, ap);
+    fprintf(stderr, "fabula: %s: %s\n", kind, msg);
+    free(msg);
+}
+
+void cj_warn(const cj_ctx_t *c, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    char *msg = vformat(fmt, ap);
+    say(c, "warning", fmt, ap);
     va_end(ap);
-    fb_warn("%s", msg);
-    free(msg);
 }
 
 void cj_note(const cj_ctx_t *c, const char *fmt, ...)
 {
-    if (!c->verbose)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    char *msg = vformat(fmt, ap);
+    say(c, "note", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "fabula: note: %s\n", msg);
-    free(msg);
 }
 
 /* ---------------------------------------------------------------- paths */

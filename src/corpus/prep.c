@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,22 +54,6 @@ int64_t prep_length_bin_upper(int b, int m)
     /* The largest len in [1, m] with ((len - 1) * BINS) / m == b. */
     int64_t hi = ((int64_t)(b + 1) * m - 1) / PREP_LENGTH_BINS + 1;
     return hi < m ? hi : m;
-}
-
-/* Rank 0 reports and ends the job; the others wait to be taken down with
- * it, so that the message is printed once. */
-static _Noreturn void fatal_from_root(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static _Noreturn void fatal_from_root(int code, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    /* every rank gets here alike: rank 0 prints, all exit cleanly (an
-     * MPI_Abort could end the job before the message is forwarded) */
-    fb_fatal_all(code, "%s", msg);
 }
 
 /* ------------------------------------------------------------ windows */
@@ -243,10 +226,10 @@ static void output_check(const prep_options_t *opt)
     }
     comm_bcast(comm_world(), &verdict, sizeof verdict, 0);
     if (verdict == 1)
-        fatal_from_root(FB_EXIT_USAGE, "--output %s is a directory; give the path of the .h5 file to write",
-                        opt->output);
+        fb_fatal_all(FB_EXIT_USAGE, "--output %s is a directory; give the path of the .h5 file to write",
+                     opt->output);
     if (verdict == 2)
-        fatal_from_root(FB_EXIT_USAGE, "%s exists; give --force to replace it", opt->output);
+        fb_fatal_all(FB_EXIT_USAGE, "%s exists; give --force to replace it", opt->output);
 }
 
 /* The option values prep_run relies on (the CLI checks them too; this is
@@ -254,17 +237,17 @@ static void output_check(const prep_options_t *opt)
 static void options_check(const prep_options_t *opt)
 {
     if (!(opt->valid_fraction >= 0 && opt->valid_fraction < 1))
-        fatal_from_root(FB_EXIT_USAGE, "--valid-fraction must be in [0, 1), got %g", opt->valid_fraction);
+        fb_fatal_all(FB_EXIT_USAGE, "--valid-fraction must be in [0, 1), got %g", opt->valid_fraction);
     if (opt->max_seq_len < 2)
-        fatal_from_root(FB_EXIT_USAGE, "--max-seq-len must be at least 2 (genre token + 1 token), got %d",
-                        opt->max_seq_len);
+        fb_fatal_all(FB_EXIT_USAGE, "--max-seq-len must be at least 2 (genre token + 1 token), got %d",
+                     opt->max_seq_len);
     if (opt->overlap < 0 || opt->overlap > opt->max_seq_len - 2)
-        fatal_from_root(FB_EXIT_USAGE,
-                        "--overlap must be in [0, --max-seq-len - 2] = [0, %d] so that windows advance, got %d",
-                        opt->max_seq_len - 2, opt->overlap);
+        fb_fatal_all(FB_EXIT_USAGE,
+                     "--overlap must be in [0, --max-seq-len - 2] = [0, %d] so that windows advance, got %d",
+                     opt->max_seq_len - 2, opt->overlap);
     if (opt->min_seq_len < 0 || opt->min_seq_len > opt->max_seq_len)
-        fatal_from_root(FB_EXIT_USAGE, "--min-seq-len must be in [0, --max-seq-len] = [0, %d], got %d",
-                        opt->max_seq_len, opt->min_seq_len);
+        fb_fatal_all(FB_EXIT_USAGE, "--min-seq-len must be in [0, --max-seq-len] = [0, %d], got %d",
+                     opt->max_seq_len, opt->min_seq_len);
 }
 
 static const char *const SPECIAL_TEXT[4] = {"<|pad|>", "<|bos|>", "<|eos|>", "<|chapter_sep|>"};
@@ -465,8 +448,8 @@ int prep_run(const prep_options_t *opt)
     long long failed = input_reader_failed(reader);
     comm_allreduce(comm_world(), &failed, 1, COMM_I64, COMM_SUM);
     if (failed)
-        fatal_from_root(FB_EXIT_DATA, "malformed input with --strict (see the error%s above); nothing written",
-                        failed == 1 ? "" : "s");
+        fb_fatal_all(FB_EXIT_DATA, "malformed input with --strict (see the error%s above); nothing written",
+                     failed == 1 ? "" : "s");
 
     /* ---- where this rank's block goes, and the totals */
     prep_shard_t *s = &c.shard;
@@ -481,13 +464,13 @@ int prep_run(const prep_options_t *opt)
     s->total_samples = total[1];
     s->total_novels = total[2];
     if (s->total_novels == 0)
-        fatal_from_root(FB_EXIT_DATA,
-                        "no usable novel in the input (%lld malformed record%s, %lld without usable \"content\"); each "
-                        "record must be a JSON object with a non-empty \"content\" string",
-                        total[3], total[3] == 1 ? "" : "s", total[4]);
+        fb_fatal_all(FB_EXIT_DATA,
+                     "no usable novel in the input (%lld malformed record%s, %lld without usable \"content\"); each "
+                     "record must be a JSON object with a non-empty \"content\" string",
+                     total[3], total[3] == 1 ? "" : "s", total[4]);
     if (s->total_samples == 0)
-        fatal_from_root(FB_EXIT_DATA, "no sample: all %lld novels are shorter than --min-seq-len (%d tokens)",
-                        total[2], opt->min_seq_len);
+        fb_fatal_all(FB_EXIT_DATA, "no sample: all %lld novels are shorter than --min-seq-len (%d tokens)",
+                     total[2], opt->min_seq_len);
     for (int64_t i = 0; i < s->n; i++)
         s->novel[i] += (int32_t)s->novel_base;
     for (int64_t j = 0; j < s->nnovels; j++) {

@@ -121,23 +121,6 @@ static void strings_write(const write_ctx_t *w, const char *path, int64_t total,
 
 /* ------------------------------------------------------------ attributes */
 
-static void attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, size_t n, const void *data)
-{
-    hsize_t dims[1] = {(hsize_t)n};
-    hid_t space = n == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, NULL);
-    CHECK_H5(space);
-    hid_t a = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_H5(a);
-    CHECK_H5(H5Awrite(a, mtype, data));
-    CHECK_H5(H5Aclose(a));
-    CHECK_H5(H5Sclose(space));
-}
-
-static void attr_i64s(hid_t obj, const char *name, const long long *v, size_t n)
-{
-    attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, n, v);
-}
-
 static void attrs_write(hid_t file, const prep_shard_t *s, const prep_stats_t *st, const prep_meta_t *meta)
 {
     const prep_options_t *opt = meta->opt;
@@ -168,27 +151,26 @@ static void attrs_write(hid_t file, const prep_shard_t *s, const prep_stats_t *s
     h5_write_attr_i64(file, "max_seq_len", opt->max_seq_len);
     h5_write_attr_i64(file, "overlap", opt->overlap);
     h5_write_attr_i64(file, "min_seq_len", opt->min_seq_len);
-    attr_write(file, "valid_fraction", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &opt->valid_fraction);
-    unsigned long long seed = opt->seed;
-    attr_write(file, "seed", H5T_STD_U64LE, H5T_NATIVE_ULLONG, 1, &seed);
+    h5_write_attr_f64(file, "valid_fraction", opt->valid_fraction);
+    h5_write_attr_u64(file, "seed", opt->seed);
     h5_write_attr_i64(file, "num_tokens", s->total_tokens);
     h5_write_attr_i64(file, "num_samples", s->total_samples);
     h5_write_attr_i64(file, "num_novels", s->total_novels);
     h5_write_attr_i64(file, "num_files", meta->inputs->n);
 
-    attr_i64s(file, "stats_genre_novels", st->genre_novels, BYTETOK_NGENRES);
-    attr_i64s(file, "stats_genre_samples", st->genre_samples, BYTETOK_NGENRES);
-    attr_i64s(file, "stats_genre_tokens", st->genre_tokens, BYTETOK_NGENRES);
-    attr_i64s(file, "stats_segment_samples", st->segment_samples, SEGMENT_NTYPES);
-    attr_i64s(file, "stats_segment_tokens", st->segment_tokens, SEGMENT_NTYPES);
+    h5_write_attr_i64s(file, "stats_genre_novels", st->genre_novels, BYTETOK_NGENRES);
+    h5_write_attr_i64s(file, "stats_genre_samples", st->genre_samples, BYTETOK_NGENRES);
+    h5_write_attr_i64s(file, "stats_genre_tokens", st->genre_tokens, BYTETOK_NGENRES);
+    h5_write_attr_i64s(file, "stats_segment_samples", st->segment_samples, SEGMENT_NTYPES);
+    h5_write_attr_i64s(file, "stats_segment_tokens", st->segment_tokens, SEGMENT_NTYPES);
     long long upper[PREP_LENGTH_BINS];
     for (int b = 0; b < PREP_LENGTH_BINS; b++)
         upper[b] = prep_length_bin_upper(b, opt->max_seq_len);
-    attr_i64s(file, "stats_length_bin_upper", upper, PREP_LENGTH_BINS);
-    attr_i64s(file, "stats_length_hist", st->length_hist, PREP_LENGTH_BINS);
-    attr_i64s(file, "stats_split_novels", st->split_novels, 2);
-    attr_i64s(file, "stats_split_samples", st->split_samples, 2);
-    attr_i64s(file, "stats_split_tokens", st->split_tokens, 2);
+    h5_write_attr_i64s(file, "stats_length_bin_upper", upper, PREP_LENGTH_BINS);
+    h5_write_attr_i64s(file, "stats_length_hist", st->length_hist, PREP_LENGTH_BINS);
+    h5_write_attr_i64s(file, "stats_split_novels", st->split_novels, 2);
+    h5_write_attr_i64s(file, "stats_split_samples", st->split_samples, 2);
+    h5_write_attr_i64s(file, "stats_split_tokens", st->split_tokens, 2);
     h5_write_attr_i64(file, "stats_content_bytes", st->content_bytes);
     h5_write_attr_i64(file, "stats_content_tokens", st->content_tokens);
     h5_write_attr_i64(file, "stats_chapter_seps", st->chapter_seps);

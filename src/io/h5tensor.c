@@ -345,14 +345,17 @@ void h5_write_i64(hid_t file, const char *path, const long long *data, int ndim,
     write_dataset(file, path, H5T_STD_I64LE, H5T_NATIVE_LLONG, data, ndim, dims);
 }
 
-/* Creates attribute `name` (replacing an existing one) and writes `buf`. */
-static void write_attr(hid_t obj, const char *name, hid_t filetype, hid_t memtype, const void *buf)
+/* Creates attribute `name` (replacing an existing one), a scalar or (vector
+ * set) a 1-D vector of n elements, and writes `buf`. */
+static void write_attr(hid_t obj, const char *name, hid_t filetype, hid_t memtype, int vector, size_t n,
+                       const void *buf)
 {
     htri_t e = H5Aexists(obj, name);
     CHECK_H5(e);
     if (e)
         CHECK_H5(H5Adelete(obj, name));
-    hid_t sp = H5Screate(H5S_SCALAR);
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t sp = vector ? H5Screate_simple(1, dims, NULL) : H5Screate(H5S_SCALAR);
     CHECK_H5(sp);
     hid_t a = H5Acreate2(obj, name, filetype, sp, H5P_DEFAULT, H5P_DEFAULT);
     CHECK_H5(a);
@@ -370,11 +373,27 @@ void h5_write_attr_string(hid_t obj, const char *name, const char *value)
     CHECK_H5(H5Tset_size(t, len > 0 ? len : 1));
     CHECK_H5(H5Tset_strpad(t, H5T_STR_NULLPAD));
     CHECK_H5(H5Tset_cset(t, H5T_CSET_UTF8));
-    write_attr(obj, name, t, t, len > 0 ? value : "");
+    write_attr(obj, name, t, t, 0, 1, len > 0 ? value : "");
     CHECK_H5(H5Tclose(t));
 }
 
 void h5_write_attr_i64(hid_t obj, const char *name, long long value)
 {
-    write_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &value);
+    write_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, 0, 1, &value);
+}
+
+void h5_write_attr_u64(hid_t obj, const char *name, uint64_t value)
+{
+    unsigned long long v = value;
+    write_attr(obj, name, H5T_STD_U64LE, H5T_NATIVE_ULLONG, 0, 1, &v);
+}
+
+void h5_write_attr_f64(hid_t obj, const char *name, double value)
+{
+    write_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, 1, &value);
+}
+
+void h5_write_attr_i64s(hid_t obj, const char *name, const long long *values, size_t n)
+{
+    write_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, 1, n, values);
 }

@@ -16,6 +16,7 @@
 
 #include <hdf5.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define H5_MAX_RANK 8
 
@@ -69,5 +70,9 @@ void h5_write_i64(hid_t file, const char *path, const long long *data, int ndim,
  * keeps collective writes in parallel HDF5 simple. */
 void h5_write_attr_string(hid_t obj, const char *name, const char *value);
 void h5_write_attr_i64(hid_t obj, const char *name, long long value);
+void h5_write_attr_u64(hid_t obj, const char *name, uint64_t value);
+void h5_write_attr_f64(hid_t obj, const char *name, double value);
+/* A 1-D vector of n values (a vector even when n is 1). */
+void h5_write_attr_i64s(hid_t obj, const char *name, const long long *values, size_t n);
 
 #endif

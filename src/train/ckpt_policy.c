@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt/ckpt.h"
 #include "io/atomic_file.h"
-#include "ckpt/ckpt_impl.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -372,9 +372,9 @@ void ckpt_policy_resume(ckpt_policy_t *r, ckpt_progress_t *p)
         int err = rank0 && access(mode, R_OK) != 0 ? errno : 0;
         comm_bcast(comm_world(), &err, sizeof err, 0);
         if (err)
-            ckpt_fail_all(FB_EXIT_IO, "run.resume = '%s': cannot open: %s", mode, strerror(err));
+            fb_fatal_all(FB_EXIT_IO, "run.resume = '%s': cannot open: %s", mode, strerror(err));
         if (try_load(r, mode, p, why, sizeof why) != 0)
-            ckpt_fail_all(FB_EXIT_DATA, "run.resume = '%s': the checkpoint is damaged: %s", mode, why);
+            fb_fatal_all(FB_EXIT_DATA, "run.resume = '%s': the checkpoint is damaged: %s", mode, why);
         if (rank0)
             trim_metrics(cfg->run.run_dir, p->step);
         return;
@@ -403,18 +403,18 @@ void ckpt_policy_resume(ckpt_policy_t *r, ckpt_progress_t *p)
     free(text);
     memset(p, 0, sizeof *p);
     if (tried > 0)
-        ckpt_fail_all(FB_EXIT_DATA, "no usable checkpoint in %s: all %d are damaged (see above); set run.resume = "
-                      "\"none\" to start from step 0, or run.resume to a checkpoint from elsewhere", r->dir, tried);
+        fb_fatal_all(FB_EXIT_DATA, "no usable checkpoint in %s: all %d are damaged (see above); set run.resume = "
+                     "\"none\" to start from step 0, or run.resume to a checkpoint from elsewhere", r->dir, tried);
     /* No checkpoint, but a log: a run that finished without checkpoints is
      * refused rather than silently started over over its metrics; a run cut
      * before its first checkpoint (requeued) starts over, saying so. */
     long logged = rank0 ? last_logged_step(cfg->run.run_dir) : 0;
     comm_bcast(comm_world(), &logged, sizeof logged, 0);
     if (logged >= cfg->run.steps)
-        ckpt_fail_all(FB_EXIT_USAGE, "%s/metrics.jsonl records a finished run (%ld steps; run.steps = %ld) and %s "
-                      "holds no checkpoint to resume from: set run.resume = \"none\" to start over (its metrics are "
-                      "then replaced), or give this run its own --run-dir", cfg->run.run_dir, logged, cfg->run.steps,
-                      r->dir);
+        fb_fatal_all(FB_EXIT_USAGE, "%s/metrics.jsonl records a finished run (%ld steps; run.steps = %ld) and %s "
+                     "holds no checkpoint to resume from: set run.resume = \"none\" to start over (its metrics are "
+                     "then replaced), or give this run its own --run-dir", cfg->run.run_dir, logged, cfg->run.steps,
+                     r->dir);
     if (rank0) {
         if (logged > 0)
             printf("fabula: checkpoint: none in %s: starting from step 0; the %ld step(s) %s/metrics.jsonl logged "

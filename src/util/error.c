@@ -32,13 +32,19 @@ void fb_abort(int code)
     exit(code);
 }
 
+/* "fabula: <kind>: <message>" on stderr. */
+static void say(const char *kind, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "fabula: %s: ", kind);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void fb_fatal(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "fabula: error: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say("error", fmt, ap);
     va_end(ap);
     fb_abort(code);
 }
@@ -48,9 +54,7 @@ void fb_fatal_all(int code, const char *fmt, ...)
     if (my_rank == 0) {
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "fabula: error: ");
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
+        say("error", fmt, ap);
         va_end(ap);
     }
     fflush(stdout);
@@ -72,9 +76,7 @@ void fb_warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "fabula: warning: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say("warning", fmt, ap);
     va_end(ap);
 }
 

@@ -159,6 +159,24 @@ static int gather_block(zero_t *z, int gi, int block, int blocking)
     return s;
 }
 
+/* Block's range [*lo, *hi) of group gi. Where it needs no workspace (a stage
+ * below `sharded_from` keeps the whole buffer `whole`; an empty range has
+ * nothing) sets *base and returns 1; returns 0 where the caller supplies it. */
+static int hook_base_without_slot(zero_t *z, int block, int gi, int sharded_from, float *whole, float **base,
+                                  size_t *lo, size_t *hi)
+{
+    block_range(z, block, gi, lo, hi);
+    if (z->stage < sharded_from) {
+        *base = whole;
+        return 1;
+    }
+    if (*hi == *lo) {
+        *base = NULL;
+        return 1;
+    }
+    return 0;
+}
+
 static void hook_params_acquire(void *ctx, int block, int backward, float *base[PARAM_NGROUPS])
 {
     zero_t *z = ctx;
@@ -166,15 +184,8 @@ static void hook_params_acquire(void *ctx, int block, int backward, float *base[
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
         size_t lo, hi;
-        block_range(z, block, gi, &lo, &hi);
-        if (z->stage < 3) {
-            base[gi] = model_params(z->model, gi);
+        if (hook_base_without_slot(z, block, gi, 3, model_params(z->model, gi), &base[gi], &lo, &hi))
             continue;
-        }
-        if (hi == lo) {
-            base[gi] = NULL;
-            continue;
-        }
         int s = find_pslot(g, block);
         if (s < 0)
             s = gather_block(z, gi, block, 1);
@@ -235,15 +246,8 @@ static void hook_grads_acquire(void *ctx, int block, float *base[PARAM_NGROUPS])
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
         size_t lo, hi;
-        block_range(z, block, gi, &lo, &hi);
-        if (z->stage < 2) {
-            base[gi] = model_grads(z->model, gi);
+        if (hook_base_without_slot(z, block, gi, 2, model_grads(z->model, gi), &base[gi], &lo, &hi))
             continue;
-        }
-        if (hi == lo) {
-            base[gi] = NULL;
-            continue;
-        }
         float *ws;
         if (block == 0 && z->tied) {
             ws = g->gslot_tied;
