@@ -81,11 +81,8 @@ static void directory_add(corpus_inputs_t *in, int *cap, const char *dir)
         free(names[i]);
     }
     free(names);
-    /* Both wordings are what users (and scripts) of prep and of tokenizer
-     * train have seen; one message keeps both. */
     if (added == 0)
-        fb_fatal_all(FB_EXIT_DATA, "input directory %s holds no .json, .jsonl or .ndjson file (%s holds no input file)",
-                     dir, dir);
+        fb_fatal_all(FB_EXIT_DATA, "input directory %s holds no input file (.json, .jsonl or .ndjson)", dir);
 }
 
 void corpus_inputs_list(corpus_inputs_t *in, const char *const *paths, int npaths)

@@ -103,7 +103,7 @@ mkdir -p "$S/empty"
 run_prep 1 -o e.h5 empty
 cat "$S/out.txt"
 check "empty input directory: exit 3 with a clear message" \
-    '[ $RC -eq 3 ] && grep -q "input directory empty holds no .json, .jsonl or .ndjson file" "$S/out.txt"'
+    '[ $RC -eq 3 ] && grep -q "input directory empty holds no input file (.json, .jsonl or .ndjson)" "$S/out.txt"'
 
 # ---- an output that exists
 "$TOOL" digest "$S/bad.h5" >"$S/before.txt"
