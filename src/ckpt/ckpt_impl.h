@@ -15,7 +15,9 @@ enum { CKPT_PARAMS = 0, CKPT_M = 1, CKPT_V = 2, CKPT_NKINDS = 3 };
 
 /* Group of each kind ("/params", "/optimizer/m", "/optimizer/v"). */
 const char *ckpt_kind_group(int kind);
-/* "/params/<name>" etc. into buf (names are at most 95 characters). */
+/* The longest tensor name a checkpoint holds. */
+#define CKPT_NAME_MAX 95
+/* "/params/<name>" etc. into buf (names are at most CKPT_NAME_MAX characters). */
 void ckpt_dataset_path(char *buf, size_t n, int kind, const char *name);
 
 /* Datasets of at least CKPT_ALIGN_THRESHOLD bytes start on a multiple of

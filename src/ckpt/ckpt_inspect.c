@@ -44,33 +44,57 @@ static int open_with_meta(const char *path, hid_t *f, ckpt_meta_t *m)
     return 0;
 }
 
-/* Name of link `idx` of `group`: creation order (how the writer tracks it:
- * the model's order), else name order. Caller frees. */
-static char *link_name(hid_t file, const char *group, hsize_t idx)
+/* The tensor names of one group, read in a single pass in the order the
+ * group's own index stores them (creation order: the model's, else name
+ * order), never by position: looking a link up by index makes HDF5 build
+ * and free a table of the whole group, which on a damaged link table
+ * crashes inside HDF5. Each name is checked before use. */
+typedef struct group_names {
+    char **v;
+    size_t n, max;
+    int bad; /* a name that no writer produces */
+} group_names_t;
+
+static herr_t collect_name(hid_t group, const char *name, const H5L_info_t *info, void *op)
 {
-    ckpt_h5_quiet_t q;
-    ckpt_h5_quiet_begin(&q);
-    H5_index_t index = H5_INDEX_CRT_ORDER;
-    ssize_t n = H5Lget_name_by_idx(file, group, index, H5_ITER_INC, idx, NULL, 0, H5P_DEFAULT);
-    if (n < 0) {
-        index = H5_INDEX_NAME;
-        n = H5Lget_name_by_idx(file, group, index, H5_ITER_INC, idx, NULL, 0, H5P_DEFAULT);
+    (void)group;
+    group_names_t *g = op;
+    size_t len = strnlen(name, CKPT_NAME_MAX + 1);
+    int ok = info->type == H5L_TYPE_HARD && len > 0 && len <= CKPT_NAME_MAX;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = name[i] > ' ' && name[i] < 0x7f && name[i] != '/';
+    if (!ok || g->n == g->max) {
+        g->bad = 1;
+        return 1; /* stop: the rest of the table is not trusted either */
     }
-    ckpt_h5_quiet_end(&q);
-    CHECK_H5(n);
-    char *name = fb_malloc((size_t)n + 1);
-    CHECK_H5(H5Lget_name_by_idx(file, group, index, H5_ITER_INC, idx, name, (size_t)n + 1, H5P_DEFAULT));
-    return name;
+    g->v[g->n++] = fb_strdup(name);
+    return 0;
 }
 
-static hsize_t group_size(hid_t file, const char *group)
+/* The names of `group`, at most `expect` + 1 of them. Returns -1 when the
+ * group cannot be read or holds a name no writer writes (damaged). */
+static int group_names_read(hid_t file, const char *group, long long expect, group_names_t *g)
 {
-    H5G_info_t info;
+    memset(g, 0, sizeof *g);
+    g->max = expect >= 0 && expect < 1000000 ? (size_t)expect + 1 : 1;
+    g->v = fb_calloc(g->max, sizeof *g->v);
+    if (h5_lookup(file, group) <= 0)
+        return -1;
     ckpt_h5_quiet_t q;
     ckpt_h5_quiet_begin(&q);
-    herr_t rc = h5_exists(file, group) ? H5Gget_info_by_name(file, group, &info, H5P_DEFAULT) : -1;
+    herr_t rc = H5Literate_by_name(file, group, H5_INDEX_CRT_ORDER, H5_ITER_NATIVE, NULL, collect_name, g,
+                                   H5P_DEFAULT);
+    if (rc < 0 && !g->bad && g->n == 0)
+        rc = H5Literate_by_name(file, group, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_name, g, H5P_DEFAULT);
     ckpt_h5_quiet_end(&q);
-    return rc < 0 ? 0 : info.nlinks;
+    return rc < 0 || g->bad ? -1 : 0;
+}
+
+static void group_names_free(group_names_t *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        free(g->v[i]);
+    free(g->v);
 }
 
 static int dataset_shape(hid_t d, int *ndim, hsize_t dims[2])
@@ -84,7 +108,8 @@ static int dataset_shape(hid_t d, int *ndim, hsize_t dims[2])
     *ndim = nd;
     if (nd == 1)
         dims[1] = 1;
-    return rc;
+    /* no tensor is empty: a zero extent is a damaged dataspace */
+    return rc == 0 && dims[0] > 0 && dims[1] > 0 ? 0 : -1;
 }
 
 static void print_meta(const char *path, const ckpt_meta_t *m, double file_bytes)
@@ -130,15 +155,27 @@ int ckpt_info(const char *path, int print_config)
     struct stat sb;
     print_meta(path, &m, stat(path, &sb) == 0 ? (double)sb.st_size : 0.0);
     printf("\n%-64s %-14s %-18s %s\n", "dataset", "shape", "checksum", "file offset");
+    int damaged = 0;
     for (int k = 0; k < CKPT_NKINDS; k++) {
         const char *group = ckpt_kind_group(k);
-        hsize_t n = group_size(f, group);
-        for (hsize_t i = 0; i < n; i++) {
-            char *name = link_name(f, group, i);
+        group_names_t names;
+        if (group_names_read(f, group, m.ntensors, &names) < 0) {
+            printf("DAMAGED %s: its table of tensors cannot be read\n", group);
+            damaged = 1;
+        }
+        for (size_t i = 0; i < names.n; i++) {
             char ds[512], shape[64] = "?";
-            snprintf(ds, sizeof ds, "%s/%s", group, name);
-            hid_t d = H5Dopen2(f, ds, H5P_DEFAULT);
-            CHECK_H5(d);
+            snprintf(ds, sizeof ds, "%s/%s", group, names.v[i]);
+            ckpt_h5_quiet_t q;
+            ckpt_h5_quiet_begin(&q);
+            hid_t d = h5_lookup(f, ds) > 0 ? H5Dopen2(f, ds, H5P_DEFAULT) : -1;
+            ckpt_h5_quiet_end(&q);
+            if (d < 0) {
+                printf("%-64s DAMAGED: cannot be opened\n", ds);
+                damaged = 1;
+                continue;
+            }
+            ckpt_h5_quiet_begin(&q);
             int nd;
             hsize_t dims[2];
             if (dataset_shape(d, &nd, dims) == 0) {
@@ -153,17 +190,18 @@ int ckpt_info(const char *path, int print_config)
             if (ckpt_attr_read_u64(d, "checksum", &sum) == 0)
                 snprintf(sumtext, sizeof sumtext, "0x%016llx", (unsigned long long)sum);
             haddr_t off = H5Dget_offset(d);
+            H5Dclose(d);
+            ckpt_h5_quiet_end(&q);
             printf("%-64s %-14s %-18s %llu\n", ds, shape, sumtext,
                    off == HADDR_UNDEF ? 0ULL : (unsigned long long)off);
-            CHECK_H5(H5Dclose(d));
-            free(name);
         }
+        group_names_free(&names);
     }
     if (print_config)
         printf("\nconfig:\n%s\n", m.config);
     ckpt_meta_free(&m);
-    CHECK_H5(H5Fclose(f));
-    return FB_EXIT_OK;
+    H5Fclose(f);
+    return damaged ? FB_EXIT_DATA : FB_EXIT_OK;
 }
 
 /* Recomputes one dataset's checksum in slabs of whole rows. Returns -1 when
@@ -219,19 +257,20 @@ int ckpt_verify(const char *path, int quiet)
     long long checked = 0, damaged = 0;
     for (int k = 0; k < CKPT_NKINDS; k++) {
         const char *group = ckpt_kind_group(k);
-        hsize_t n = group_size(f, group);
-        if ((long long)n != m.ntensors) {
-            printf("DAMAGED %s: %llu tensors, the file says %lld\n", group, (unsigned long long)n, m.ntensors);
+        group_names_t names;
+        if (group_names_read(f, group, m.ntensors, &names) < 0) {
+            printf("DAMAGED %s: its table of tensors cannot be read\n", group);
+            damaged++;
+        } else if ((long long)names.n != m.ntensors) {
+            printf("DAMAGED %s: %zu tensors, the file says %lld\n", group, names.n, m.ntensors);
             damaged++;
         }
-        for (hsize_t i = 0; i < n; i++) {
-            char *name = link_name(f, group, i);
+        for (size_t i = 0; i < names.n; i++) {
             char ds[512];
-            snprintf(ds, sizeof ds, "%s/%s", group, name);
-            free(name);
+            snprintf(ds, sizeof ds, "%s/%s", group, names.v[i]);
             ckpt_h5_quiet_t q;
             ckpt_h5_quiet_begin(&q);
-            hid_t d = H5Dopen2(f, ds, H5P_DEFAULT);
+            hid_t d = h5_lookup(f, ds) > 0 ? H5Dopen2(f, ds, H5P_DEFAULT) : -1;
             uint64_t stored = 0, sum = 0;
             int no_sum = d < 0 || ckpt_attr_read_u64(d, "checksum", &stored) < 0;
             int unreadable = d < 0 || checksum_dataset(d, &sum) < 0;
@@ -252,9 +291,10 @@ int ckpt_verify(const char *path, int quiet)
                 printf("ok      %s 0x%016llx\n", ds, (unsigned long long)sum);
             }
         }
+        group_names_free(&names);
     }
     ckpt_meta_free(&m);
-    CHECK_H5(H5Fclose(f));
+    H5Fclose(f);
     if (damaged) {
         printf("%s: DAMAGED: %lld of %lld tensors fail the check\n", path, damaged, checked);
         return FB_EXIT_DATA;

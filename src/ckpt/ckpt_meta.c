@@ -179,7 +179,7 @@ static hid_t open_group(hid_t file, const char *path, char *why, size_t n)
 {
     ckpt_h5_quiet_t q;
     ckpt_h5_quiet_begin(&q);
-    hid_t g = h5_exists(file, path) ? H5Gopen2(file, path, H5P_DEFAULT) : -1;
+    hid_t g = h5_lookup(file, path) > 0 ? H5Gopen2(file, path, H5P_DEFAULT) : -1;
     ckpt_h5_quiet_end(&q);
     if (g < 0)
         snprintf(why, n, "group %s is missing or unreadable", path);

@@ -33,10 +33,23 @@ static void shape_text(char *buf, size_t n, int ndim, const long long *d)
         snprintf(buf, n, "[%lld, %lld]", d[0], d[1]);
 }
 
+static void close_all(hid_t *d, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        if (d[j] >= 0)
+            H5Dclose(d[j]);
+    free(d);
+}
+
 /* Every tensor the model has, at the shape it has; nothing else. Returns
- * the open datasets (3 x n), or NULL when one exists but cannot be opened
- * (damaged: why[] says which). */
-static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g, char *why, size_t why_len)
+ * the open datasets (3 x n), or NULL when the file is damaged (why[] says
+ * where). `counts_match`: the file's num_tensors and num_parameters are this
+ * model's, so a tensor missing or of another shape is damage (a flipped
+ * link name or dataspace), not a checkpoint of another model. The groups'
+ * link tables are only searched by the model's names, never walked: HDF5
+ * itself can crash iterating a damaged one. */
+static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g, int counts_match, char *why,
+                           size_t why_len)
 {
     const size_t n = (size_t)g->n * CKPT_NKINDS;
     hid_t *d = fb_malloc(n * sizeof *d);
@@ -47,7 +60,14 @@ static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g,
             const param_view_t *v = &g->views[i];
             char ds[160];
             ckpt_dataset_path(ds, sizeof ds, k, v->name);
-            if (!h5_exists(file, ds))
+            int found = h5_lookup(file, ds);
+            if (found < 0 || (found == 0 && counts_match)) {
+                snprintf(why, why_len, "tensor %s %s (damaged metadata)", ds,
+                         found < 0 ? "cannot be looked up" : "is missing");
+                close_all(d, n);
+                return NULL;
+            }
+            if (!found)
                 fb_fatal_all(FB_EXIT_DATA,
                              "checkpoint %s has no tensor %s: it was made for another model (compare model.* of "
                              "this run with `fabula ckpt info --config %s`)", path, ds, path);
@@ -65,10 +85,7 @@ static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g,
             d[(size_t)k * (size_t)g->n + (size_t)i] = dset;
             if (nd < 0) {
                 snprintf(why, why_len, "tensor %s cannot be read (damaged metadata)", ds);
-                for (size_t j = 0; j < n; j++)
-                    if (d[j] >= 0)
-                        H5Dclose(d[j]);
-                free(d);
+                close_all(d, n);
                 return NULL;
             }
             long long have[2] = {0, 0}, want[2] = {v->shape[0], v->shape[1]};
@@ -81,25 +98,45 @@ static hid_t *open_tensors(hid_t file, const char *path, const param_table_t *g,
                 else
                     shape_text(hs, sizeof hs, nd, have);
                 shape_text(ws, sizeof ws, v->ndim, want);
+                if (counts_match) {
+                    snprintf(why, why_len, "tensor %s has shape %s, the model's is %s (damaged metadata)", ds, hs,
+                             ws);
+                    close_all(d, n);
+                    return NULL;
+                }
                 fb_fatal_all(FB_EXIT_DATA,
                              "checkpoint %s: tensor %s has shape %s, this model's is %s: the checkpoint was made "
                              "for another model config", path, ds, hs, ws);
             }
         }
-        /* a tensor this model does not have: another architecture */
-        H5G_info_t info;
-        CHECK_H5(H5Gget_info_by_name(file, ckpt_kind_group(k), &info, H5P_DEFAULT));
-        if (info.nlinks != (hsize_t)g->n) {
-            for (hsize_t l = 0; l < info.nlinks; l++) {
+        /* a tensor this model does not have: another architecture (only
+         * then is the table walked, to name it) */
+        if (!counts_match) {
+            ckpt_h5_quiet_t q;
+            ckpt_h5_quiet_begin(&q);
+            H5G_info_t info;
+            herr_t rc = H5Gget_info_by_name(file, ckpt_kind_group(k), &info, H5P_DEFAULT);
+            ckpt_h5_quiet_end(&q);
+            if (rc < 0) {
+                snprintf(why, why_len, "group %s cannot be read (damaged metadata)", ckpt_kind_group(k));
+                close_all(d, n);
+                return NULL;
+            }
+            for (hsize_t l = 0; info.nlinks != (hsize_t)g->n && l < info.nlinks; l++) {
                 char name[256];
+                ckpt_h5_quiet_begin(&q);
                 ssize_t len = H5Lget_name_by_idx(file, ckpt_kind_group(k), H5_INDEX_NAME, H5_ITER_INC, l, name,
                                                  sizeof name, H5P_DEFAULT);
-                CHECK_H5(len);
-                if (!param_table_find(g, name))
+                ckpt_h5_quiet_end(&q);
+                if (len >= 0 && !param_table_find(g, name))
                     fb_fatal_all(FB_EXIT_DATA,
                                  "checkpoint %s: tensor %s/%s is not part of this model: it was made for another "
                                  "model config", path, ckpt_kind_group(k), name);
             }
+            if (info.nlinks != (hsize_t)g->n)
+                fb_fatal_all(FB_EXIT_DATA,
+                             "checkpoint %s holds %lld tensors in %s, this model has %d: it was made for another "
+                             "model config", path, (long long)info.nlinks, ckpt_kind_group(k), g->n);
         }
     }
     return d;
@@ -195,7 +232,8 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
 
     param_table_t global;
     param_table_build(&global, &t->cfg->model);
-    hid_t *dsets = open_tensors(file, path, &global, why, why_len);
+    const int counts_match = m.ntensors == global.n && m.parameters == (long long)param_table_total(&global);
+    hid_t *dsets = open_tensors(file, path, &global, counts_match, why, why_len);
     if (any_rank(dsets == NULL)) {
         free(dsets);
         param_table_free(&global);

@@ -73,7 +73,7 @@ void h5_close(hid_t file)
 
 /* ------------------------------------------------------------ lookup */
 
-int h5_exists(hid_t file, const char *path)
+int h5_lookup(hid_t file, const char *path)
 {
     char *p = fb_strdup(path);
     size_t len = strlen(p);
@@ -83,29 +83,44 @@ int h5_exists(hid_t file, const char *path)
         free(p);
         return 1;
     }
+    H5E_auto2_t func;
+    void *client;
+    CHECK_H5(H5Eget_auto2(H5E_DEFAULT, &func, &client));
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, NULL, NULL));
     /* H5Lexists fails (rather than returning 0) when a parent is missing,
      * so walk the prefixes: "/a", "/a/b", ..., each but the last a group. */
     int found = 1;
-    for (size_t i = 1; i <= len && found; i++) {
+    for (size_t i = 1; i <= len && found == 1; i++) {
         if (i < len && (p[i] != '/' || p[i - 1] == '/'))
             continue;
         char saved = p[i];
         p[i] = '\0';
         htri_t e = H5Lexists(file, p, H5P_DEFAULT);
-        CHECK_H5(e);
-        if (!e) {
+        if (e < 0) {
+            found = -1;
+        } else if (!e) {
             found = 0;
         } else if (i < len) {
             hid_t o = H5Oopen(file, p, H5P_DEFAULT);
-            CHECK_H5(o);
-            H5I_type_t t = H5Iget_type(o);
-            CHECK_H5(t);
-            CHECK_H5(H5Oclose(o));
-            found = t == H5I_GROUP;
+            H5I_type_t t = o >= 0 ? H5Iget_type(o) : H5I_BADID;
+            if (o >= 0 && H5Oclose(o) < 0)
+                t = H5I_BADID;
+            found = t == H5I_GROUP ? 1 : t == H5I_BADID ? -1 : 0;
         }
         p[i] = saved;
     }
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, func, client));
     free(p);
+    return found;
+}
+
+int h5_exists(hid_t file, const char *path)
+{
+    int found = h5_lookup(file, path);
+    if (found < 0) {
+        char *fname = file_name_of(file);
+        fb_fatal(FB_EXIT_DATA, "%s: the HDF5 metadata on the way to %s cannot be read (damaged file)", fname, path);
+    }
     return found;
 }
 

@@ -33,6 +33,10 @@ void h5_close(hid_t file);
 /* 1 when every component of `path` (e.g. "/model/layers/0/w") exists and
  * each one but the last is a group; 0 otherwise. */
 int h5_exists(hid_t file, const char *path);
+/* The same for a file that may be damaged: 1 or 0 as h5_exists, -1 (with
+ * HDF5's error stack silenced) when the metadata on the way cannot be read.
+ * h5_exists ends the run (FB_EXIT_DATA) where this returns -1. */
+int h5_lookup(hid_t file, const char *path);
 
 /* Number of elements of a dataset (1 for a scalar); when not NULL, *ndim and
  * dims[0..ndim) receive its shape. A missing dataset or one of rank > 8 is
