@@ -25,7 +25,10 @@ static void find_node_peers(void)
 }
 
 /* fb_fatal and fb_fail_call: every rank goes down at once, since the others
- * may be waiting for this one in a collective. */
+ * may be waiting for this one in a collective. A single rank exits without
+ * MPI_Finalize: finalizing runs parallel HDF5's shutdown, which closes any
+ * file left open (a checkpoint whose write failed, disk full) and crashes
+ * on it. */
 static _Noreturn void abort_job(int code)
 {
     int initialized = 0, finalized = 0;
@@ -33,8 +36,6 @@ static _Noreturn void abort_job(int code)
     MPI_Finalized(&finalized);
     if (initialized && !finalized && world_size > 1)
         MPI_Abort(MPI_COMM_WORLD, code);
-    if (initialized && !finalized)
-        MPI_Finalize();
     _Exit(code);
 }
 
