@@ -103,7 +103,7 @@ static int record_take(input_reader_t *r, const json_t *obj, int guarded, input_
     novels_record_read(&nr, obj);
     if (nr.status == NOVEL_RECORD_NOT_OBJECT) {
         r->counts.malformed++;
-        reader_issue(r, rec->line, r->strict, "%sexpected a JSON object (a novel), skipped", pre);
+        reader_issue(r, rec->line, r->strict, "%sexpected a JSON object (a novel)%s", pre, r->strict ? "" : ", skipped");
         if (r->strict)
             r->failed = 1;
         return 0;
@@ -322,9 +322,9 @@ void input_reader_report(const input_reader_t *r, const int64_t *line_base)
         const char *kind = is->error ? "error" : "warning";
         if (is->line >= 0)
             fprintf(stderr, "fabula: %s: %s:%lld: %s%s\n", kind, path, (long long)(line_base[is->file] + is->line + 1),
-                    is->msg, is->error ? " (--strict)" : "");
+                    is->msg, is->error ? " (--strict: stopped)" : "");
         else
-            fprintf(stderr, "fabula: %s: %s%s%s\n", kind, path, is->msg, is->error ? " (--strict)" : "");
+            fprintf(stderr, "fabula: %s: %s%s%s\n", kind, path, is->msg, is->error ? " (--strict: stopped)" : "");
     }
     for (int f = 0; f < r->in->n; f++)
         if (r->issues_per_file[f] > INPUT_MAX_ISSUES_PER_FILE)

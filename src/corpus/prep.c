@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <libgen.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tokenizer/bytetok.h"
 #include "corpus/chapters.h"
@@ -218,13 +220,29 @@ static void novel_process(prep_ctx_t *c, const input_record_t *rec)
 /* Rank 0 looks; every rank learns the verdict, so all can exit cleanly. */
 static void output_check(const prep_options_t *opt)
 {
-    int verdict = 0; /* 1 directory, 2 exists without --force */
+    int verdict = 0; /* 1 directory, 2 exists without --force, 3 its directory unusable */
+    int err = 0;
     if (parallel_rank() == 0) {
         struct stat st;
         if (stat(opt->output, &st) == 0)
             verdict = S_ISDIR(st.st_mode) ? 1 : !opt->force ? 2 : 0;
+        /* Before the corpus is tokenized, not after: the file goes there. */
+        char *copy = fb_strdup(opt->output);
+        const char *dir = dirname(copy);
+        if (verdict == 0 && (stat(dir, &st) != 0 || (!S_ISDIR(st.st_mode) && (errno = ENOTDIR)) ||
+                             access(dir, W_OK | X_OK) != 0)) {
+            err = errno;
+            verdict = 3;
+        }
+        free(copy);
     }
     comm_bcast(comm_world(), &verdict, sizeof verdict, 0);
+    comm_bcast(comm_world(), &err, sizeof err, 0);
+    if (verdict == 3) {
+        char *copy = fb_strdup(opt->output);
+        fb_fatal_all(FB_EXIT_IO, "cannot write --output %s: directory %s: %s", opt->output, dirname(copy),
+                     strerror(err));
+    }
     if (verdict == 1)
         fb_fatal_all(FB_EXIT_USAGE, "--output %s is a directory; give the path of the .h5 file to write",
                      opt->output);
@@ -269,6 +287,31 @@ static void specials_resolve(prep_ctx_t *c, prep_meta_t *meta)
             c->genre_token[i - 4] = id;
     }
     c->chapter_sep = meta->special[3];
+}
+
+typedef struct tok_load {
+    prep_ctx_t *c;
+    prep_meta_t *meta;
+} tok_load_t;
+
+static void tok_load_step(void *arg)
+{
+    tok_load_t *l = arg;
+    l->c->tok = tokenizer_load(l->c->opt->tokenizer);
+    l->meta->tok = l->c->tok;
+    specials_resolve(l->c, l->meta);
+}
+
+/* Rank 0 goes first through the steps that can fail on bad input (the
+ * other ranks then read the same file and cannot fail differently). */
+static void tok_load(tok_load_t *l)
+{
+    static char msg[1 << 16];
+    const int root = parallel_rank() == 0;
+    int code = root ? fb_catch(tok_load_step, l, msg, sizeof msg) : 0;
+    parallel_agree_outcome(code, msg);
+    if (!root)
+        tok_load_step(l);
 }
 
 /* ------------------------------------------------------------ split */
@@ -407,14 +450,8 @@ int prep_run(const prep_options_t *opt)
      * that a broken tokenizer is reported once. */
     prep_ctx_t c = {.opt = opt};
     prep_meta_t meta = {.opt = opt, .inputs = &in};
-    for (int turn = 0; turn < 2; turn++) {
-        if ((rank == 0) == (turn == 0)) {
-            c.tok = tokenizer_load(opt->tokenizer);
-            meta.tok = c.tok;
-            specials_resolve(&c, &meta);
-        }
-        comm_barrier(comm_world());
-    }
+    tok_load_t load = {&c, &meta};
+    tok_load(&load);
     static const char *const names[3] = {"--max-seq-len", "--overlap", "--min-seq-len"};
     window_stream_init(&c.ws, opt->max_seq_len, opt->overlap, opt->min_seq_len, window_emit, &c, names);
     c.cf = chapter_finder_new();

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "corpus/corpus.h"
@@ -37,6 +38,21 @@ static void tmp_remove(void)
         unlink(tmp_path);
 }
 
+/* A write into the corpus file failed (HDF5 hides errno; a full file
+ * system or quota is the usual cause): names the file, the dataset and the
+ * room left. The cleanup removes the temporary file. */
+static _Noreturn void write_failed(const char *what)
+{
+    char *copy = fb_strdup(tmp_path);
+    struct statvfs vfs;
+    char room[96] = "";
+    if (statvfs(dirname(copy), &vfs) == 0)
+        snprintf(room, sizeof room, " %.1f MB are free there;", (double)vfs.f_bavail * (double)vfs.f_frsize / 1e6);
+    free(copy);
+    fb_fatal(FB_EXIT_IO, "%s: cannot write %s (is the file system full?%s see the HDF5 error stack above)", tmp_path,
+             what, room);
+}
+
 /* ------------------------------------------------------------ datasets */
 
 typedef struct write_ctx {
@@ -59,7 +75,8 @@ static void dataset_write(const write_ctx_t *w, const char *path, hid_t ftype, h
         CHECK_H5(H5Pset_chunk(dcpl, 1, cdims));
     }
     hid_t dset = H5Dcreate2(w->file, path, ftype, fspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    CHECK_H5(dset);
+    if (dset < 0)
+        write_failed(path);
     CHECK_H5(H5Pclose(dcpl));
 
     size_t elsize = H5Tget_size(mtype);
@@ -82,11 +99,13 @@ static void dataset_write(const write_ctx_t *w, const char *path, hid_t ftype, h
         }
         static const char dummy[16];
         const void *p = n > 0 ? (const char *)buf + (size_t)off * elsize : dummy;
-        CHECK_H5(H5Dwrite(dset, mtype, mspace, fspace, w->dxpl, p));
+        if (H5Dwrite(dset, mtype, mspace, fspace, w->dxpl, p) < 0)
+            write_failed(path);
         CHECK_H5(H5Sclose(mspace));
     }
     CHECK_H5(H5Sclose(fspace));
-    CHECK_H5(H5Dclose(dset));
+    if (H5Dclose(dset) < 0)
+        write_failed(path);
 }
 
 /* A fixed-length UTF-8 string type of `width` bytes, null-padded. */
@@ -311,19 +330,24 @@ double prep_shard_write(const prep_shard_t *s, const prep_stats_t *st, const pre
     comm_bcast(comm_world(), &id, sizeof id, 0);
     if ((size_t)snprintf(tmp_path, sizeof tmp_path, "%s.tmp.%lld", output, id) >= sizeof tmp_path)
         fb_fatal(FB_EXIT_USAGE, "--output path too long");
+    /* A clear message for the common failures (the directory went away or
+     * became unwritable since the start) before HDF5 prints its stack. */
+    char msg[sizeof tmp_path + 128] = "";
+    int code = 0;
     if (rank == 0) {
-        /* A clear message for the common failures (missing or unwritable
-         * directory) before HDF5 prints its stack. */
         int fd = open(tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (fd < 0) {
-            int err = errno;
-            tmp_path[0] = '\0';
-            fb_fatal(FB_EXIT_IO, "cannot create %s.tmp.%lld: %s", output, id, strerror(err));
+            snprintf(msg, sizeof msg, "cannot create %s: %s", tmp_path, strerror(errno));
+            code = FB_EXIT_IO;
+        } else if (close(fd) != 0) {
+            snprintf(msg, sizeof msg, "cannot create %s: %s", tmp_path, strerror(errno));
+            code = FB_EXIT_IO;
+            unlink(tmp_path);
         }
-        close(fd);
-        fb_set_abort_cleanup(tmp_remove);
     }
-    comm_barrier(comm_world());
+    if (code)
+        tmp_path[0] = '\0';
+    parallel_agree_outcome(code, msg);
     fb_set_abort_cleanup(tmp_remove);
 
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -350,7 +374,8 @@ double prep_shard_write(const prep_shard_t *s, const prep_stats_t *st, const pre
     files_write(&w, meta->inputs);
     attrs_write(file, s, st, meta);
     CHECK_H5(H5Pclose(w.dxpl));
-    CHECK_H5(H5Fclose(file));
+    if (H5Fclose(file) < 0)
+        write_failed("its metadata (closing the file)");
     comm_barrier(comm_world());
 
     long long ok = 1;

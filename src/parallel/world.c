@@ -99,3 +99,21 @@ const char *parallel_library_version(void)
         *nl = '\0';
     return version;
 }
+
+void parallel_agree_outcome(int code, const char *msg)
+{
+    comm_t *w = comm_world();
+    const int rank = parallel_rank();
+    long long first = code ? rank : parallel_size();
+    comm_allreduce(w, &first, 1, COMM_I64, COMM_MIN);
+    if (first == parallel_size())
+        return;
+    const int from = (int)first;
+    int hdr[2] = {code, rank == from ? (int)strlen(msg) + 1 : 0};
+    comm_bcast(w, hdr, sizeof hdr, from);
+    char *text = fb_malloc((size_t)hdr[1]);
+    if (rank == from)
+        memcpy(text, msg, (size_t)hdr[1]);
+    comm_bcast(w, text, (size_t)hdr[1], from);
+    fb_fatal_all(hdr[0], "%s", text);
+}

@@ -19,6 +19,16 @@ int parallel_local_rank(void);
 int parallel_local_size(void);
 double parallel_wtime(void);
 
+/* Collective: each rank gives the outcome of a step it ran with fatal
+ * errors caught (fb_catch: code 0 when it went well, else the code and the
+ * message). When every code is 0 it returns; otherwise every rank leaves
+ * through fb_fatal_all with the code and message of the lowest failing
+ * rank, printed once by rank 0, so a clean error is not followed by
+ * MPI_Abort's notice nor repeated per rank. msg is read on that rank only.
+ * For a step rank 0 runs first on behalf of all (reading a tokenizer), the
+ * other ranks pass 0. */
+void parallel_agree_outcome(int code, const char *msg);
+
 /* A library version string, e.g. "MPICH 4.0.2". */
 const char *parallel_library_version(void);
 

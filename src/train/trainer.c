@@ -182,6 +182,21 @@ static void lock_run_dir(const config_t *cfg, int rank)
                      cfg->run.run_dir);
 }
 
+static void data_open_step(void *arg)
+{
+    trainer_t *tr = arg;
+    data_source_open(&tr->data, tr->cfg, tr->rank == 0);
+}
+
+/* Every rank reads the input alike; a missing or refused corpus is one
+ * message and a clean exit, not a message per rank and MPI_Abort. */
+static void data_open(trainer_t *tr)
+{
+    static char msg[1 << 14];
+    int code = fb_catch(data_open_step, tr, msg, sizeof msg);
+    parallel_agree_outcome(code, msg);
+}
+
 int trainer_run(const config_t *cfg)
 {
     trainer_t tr;
@@ -192,7 +207,7 @@ int trainer_run(const config_t *cfg)
     tr.threads = choose_threads();
     preempt_install();
     counters_init(tr.rank == 0);
-    data_source_open(&tr.data, cfg, tr.rank == 0);
+    data_open(&tr);
     /* after the input checks, so that a refused input leaves no run dir */
     lock_run_dir(cfg, tr.rank);
 

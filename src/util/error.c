@@ -1,6 +1,7 @@
 #include "util/error.h"
 
 #include <errno.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,12 @@ static int my_rank;
 static void (*abort_hook)(int code);
 static void (*exit_hook)(int code);
 static void (*abort_cleanup)(void);
+
+/* fb_catch's landing point and message buffer, while it runs fn. */
+static jmp_buf *catch_env;
+static char *catch_msg;
+static size_t catch_cap;
+static int catch_code;
 
 void fb_set_abort_hook(void (*hook)(int code)) { abort_hook = hook; }
 void fb_set_exit_hook(void (*hook)(int code)) { exit_hook = hook; }
@@ -32,19 +39,91 @@ void fb_abort(int code)
     exit(code);
 }
 
-/* "fabula: <kind>: <message>" on stderr. */
-static void say(const char *kind, const char *fmt, va_list ap)
+static const char *code_meaning(int code)
 {
-    fprintf(stderr, "fabula: %s: ", kind);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    switch (code) {
+    case FB_EXIT_USAGE: return "usage or config";
+    case FB_EXIT_DATA: return "input data";
+    case FB_EXIT_IO: return "I/O";
+    case FB_EXIT_DIVERGED: return "diverged";
+    case FB_EXIT_PREEMPTED: return "preempted";
+    default: return "internal";
+    }
+}
+
+/* "fabula: <kind>: <message>" on stderr. A fatal error never reaches the
+ * log as a bare prefix: an empty message (a library that gave no reason)
+ * still says what kind of failure ended the job. */
+static void say(const char *kind, int code, const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char small[256];
+    char *buf = n >= 0 && (size_t)n < sizeof small ? small : malloc(n > 0 ? (size_t)n + 1 : 1);
+    if (!buf || n < 0) {
+        /* no memory for the message: its format is the best left to say */
+        fprintf(stderr, "fabula: %s: %s\n", kind, fmt);
+        free(buf == small ? NULL : buf);
+        return;
+    }
+    vsnprintf(buf, (size_t)n + 1, fmt, ap);
+    const char *p = buf;
+    while (*p == ' ' || *p == '\t' || *p == '\n')
+        p++;
+    if (*p || code < 0)
+        fprintf(stderr, "fabula: %s: %s\n", kind, buf);
+    else
+        fprintf(stderr, "fabula: %s: failed without a message (exit %d, %s error); please report this as a bug\n",
+                kind, code, code_meaning(code));
+    if (buf != small)
+        free(buf);
+}
+
+/* A fatal error inside fb_catch: its message is kept, fn is left. */
+static _Noreturn void caught(int code, const char *fmt, va_list ap)
+{
+    jmp_buf *env = catch_env;
+    catch_env = NULL;
+    vsnprintf(catch_msg, catch_cap, fmt, ap);
+    catch_code = code > 0 ? code : FB_EXIT_INTERNAL;
+    longjmp(*env, 1);
+}
+
+static _Noreturn void caught_fmt(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static _Noreturn void caught_fmt(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    caught(code, fmt, ap);
+}
+
+int fb_catch(void (*fn)(void *arg), void *arg, char *msg, size_t cap)
+{
+    FB_ASSERT(!catch_env && cap > 0);
+    jmp_buf env;
+    msg[0] = '\0';
+    catch_msg = msg;
+    catch_cap = cap;
+    if (setjmp(env) == 0) {
+        catch_env = &env;
+        fn(arg);
+        catch_env = NULL;
+        return 0;
+    }
+    if (!msg[0])
+        snprintf(msg, cap, "failed without a message (exit %d); please report this as a bug", catch_code);
+    return catch_code;
 }
 
 void fb_fatal(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    say("error", fmt, ap);
+    if (catch_env)
+        caught(code, fmt, ap);
+    say("error", code, fmt, ap);
     va_end(ap);
     fb_abort(code);
 }
@@ -54,7 +133,7 @@ void fb_fatal_all(int code, const char *fmt, ...)
     if (my_rank == 0) {
         va_list ap;
         va_start(ap, fmt);
-        say("error", fmt, ap);
+        say("error", code, fmt, ap);
         va_end(ap);
     }
     fflush(stdout);
@@ -67,6 +146,8 @@ void fb_fatal_all(int code, const char *fmt, ...)
 void fb_fail_call(int code, const char *file, int line, const char *call, const char *detail)
 {
     int err = errno;
+    if (catch_env)
+        caught_fmt(code, "rank %d: %s:%d: %s failed: %s", my_rank, file, line, call, detail ? detail : strerror(err));
     fprintf(stderr, "fabula: rank %d: %s:%d: %s failed: %s\n", my_rank, file, line, call,
             detail ? detail : strerror(err));
     fb_abort(code);
@@ -76,7 +157,7 @@ void fb_warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    say("warning", fmt, ap);
+    say("warning", -1, fmt, ap);
     va_end(ap);
 }
 

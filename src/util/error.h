@@ -68,6 +68,16 @@ void fb_set_abort_cleanup(void (*cleanup)(void));
  * that printed its own message. */
 FB_NORETURN void fb_abort(int code);
 
+/* Runs fn(arg) with fb_fatal and fb_fail_call caught instead of ending the
+ * job: returns 0 when fn returns, else the exit code, with the message
+ * (without the "fabula: error: " prefix) in msg[cap]. For a step one rank
+ * runs first on behalf of all (loading a tokenizer): it shares the outcome
+ * and every rank then leaves through fb_fatal_all, so the error is printed
+ * once and MPI_Abort's noise is not. fn is abandoned where it failed (its
+ * allocations leak), so the caller must end the process on failure; no
+ * cleanup or abort hook runs. Not nested, not thread-safe. */
+int fb_catch(void (*fn)(void *arg), void *arg, char *msg, size_t cap);
+
 /* This process's rank in the job, named in messages (0 until set). */
 void fb_error_set_rank(int rank);
 int fb_error_rank(void);

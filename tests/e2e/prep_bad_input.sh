@@ -4,9 +4,10 @@
 # invalid UTF-8 (reported, bytes kept exactly), empty content, missing and
 # unknown genres, a 50 MB single novel (time and peak memory printed), an
 # empty input directory, an existing output, failures that must leave no
-# file behind (missing output directory; a write that fails half-way), and
-# corpus files the reader must refuse (another tokenizer, not a corpus, a
-# newer version, a missing dataset, not HDF5).
+# file behind (missing output directory; a write that fails half-way; a
+# full file system, named), clean errors printed once without MPI_Abort's
+# notice at 2 ranks, and corpus files the reader must refuse (another
+# tokenizer, not a corpus, a newer version, a missing dataset, not HDF5).
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 TOOL="$FB_BUILDDIR/tests/e2e/corpus_tool"
 IN="$FB_SRCDIR/inputs/sample.jsonl"
@@ -37,7 +38,12 @@ check "the 4 good novels kept" 'grep -q "^fabula prep: 4 novels" "$S/out.txt"'
 run_prep 2 -q --strict -o strict.h5 bad.jsonl
 cat "$S/out.txt"
 check "--strict: exit 3" '[ $RC -eq 3 ]'
-check "--strict: error names bad.jsonl:4" 'grep -q "error: bad.jsonl:4: .*(--strict)" "$S/out.txt"'
+check "--strict: error names bad.jsonl:4" 'grep -q "error: bad.jsonl:4: .*(--strict: stopped)" "$S/out.txt"'
+printf '%s\n' '[1, 2]' >"$S/array_line.jsonl"
+run_prep 1 -q --strict -o strict.h5 array_line.jsonl
+cat "$S/out.txt"
+check "--strict: a record that is not an object says stopped, not skipped" \
+    '[ $RC -eq 3 ] && grep -q "array_line.jsonl:1: expected a JSON object (a novel) (--strict: stopped)" "$S/out.txt" && ! grep -q skipped "$S/out.txt"'
 check "--strict: no output file" '[ ! -e "$S/strict.h5" ] && no_leftovers'
 
 # ---- invalid UTF-8: reported, and the bytes come back exactly
@@ -123,8 +129,29 @@ check "overlap too large for --max-seq-len: exit 2, one message" \
 # ---- failures leave no file
 run_prep 2 -q -o no/such/dir/x.h5 bad.jsonl
 cat "$S/out.txt"
-check "missing output directory: exit 4, nothing written" \
-    '[ $RC -eq 4 ] && grep -q "cannot create no/such/dir/x.h5.tmp" "$S/out.txt" && [ ! -e "$S/no" ] && no_leftovers'
+check "missing output directory: exit 4 before tokenizing, nothing written" \
+    '[ $RC -eq 4 ] && grep -q "cannot write --output no/such/dir/x.h5: directory no/such/dir: No such file" "$S/out.txt" && [ ! -e "$S/no" ] && no_leftovers'
+
+# ---- clean errors at 2 ranks: printed once, and no MPI_Abort notice after
+# them (a bad tokenizer is read by rank 0 first; the output directory is
+# checked by rank 0 alone)
+echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "Precompiled"}}' \
+    >"$S/refused_tok.json"
+clean_error() { # LABEL CODE PATTERN PREP-ARGS...
+    label=$1 code=$2 pattern=$3
+    shift 3
+    run_prep 2 -q "$@"
+    cat "$S/out.txt"
+    check "$label: exit $code, one message, no Abort notice" \
+        '[ $RC -eq $code ] && [ "$(grep -c "$pattern" "$S/out.txt")" -eq 1 ] && ! grep -q "Abort" "$S/out.txt"'
+}
+clean_error "missing output directory" 4 "error: cannot write --output" -o no/such/x.h5 bad.jsonl
+clean_error "output directory is a file" 4 "directory bad.jsonl: Not a directory" -o bad.jsonl/x.h5 bad.jsonl
+clean_error "missing tokenizer" 4 "error: cannot open tokenizer missing.json" -t missing.json -o t.h5 bad.jsonl
+clean_error "refused tokenizer" 3 "error: refused_tok.json: normalizer" -t refused_tok.json -o t.h5 bad.jsonl
+clean_error "missing input" 4 "error: cannot open input missing.jsonl" -o t.h5 missing.jsonl
+clean_error "empty input directory" 3 "holds no input file" -o t.h5 empty
+check "clean errors: no output" '[ ! -e "$S/t.h5" ] && no_leftovers'
 # A write that fails half-way: a file-size limit below the corpus size
 # (SIGXFSZ ignored, so write() fails with EFBIG). MPI itself needs a few MB
 # of shared-memory files; a run that fails before writing anything would not
@@ -141,6 +168,19 @@ if [ $? -eq 0 ]; then
     check "write failing half-way: no output, no temporary file" '[ ! -e "$S/x8.h5" ] && no_leftovers'
 else
     echo "skip: MPI does not start under a 6 MB file-size limit here"
+fi
+# A full file system (a 1 MB tmpfs; needs root, else this part is skipped):
+# the error names the file and the dataset, and nothing is left behind.
+mkdir -p "$S/fs"
+if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=1m tmpfs "$S/fs" 2>/dev/null; then
+    run_prep 2 -q -o fs/full.h5 x8.jsonl
+    grep -v '^ \|^HDF5-DIAG\|^ADIOI' "$S/out.txt" | tail -n 4
+    check "disk full: exit 4, the error names the file, the dataset and the free space" \
+        '[ $RC -eq 4 ] && grep -q "error: fs/full.h5.tmp.[0-9]*: cannot write /[a-z/_]* (is the file system full? 0.0 MB are free there;" "$S/out.txt"'
+    check "disk full: nothing left on the file system" '[ -z "$(ls -A "$S/fs")" ]'
+    umount "$S/fs" 2>/dev/null || { sleep 1; umount "$S/fs"; }
+else
+    echo "skip: cannot mount a tmpfs here (not root, or not permitted)"
 fi
 
 # ---- files the reader refuses
