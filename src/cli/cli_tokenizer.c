@@ -46,6 +46,7 @@ static void encode_usage(FILE *f)
             "  --output PATH   where the ids go; an existing file is refused unless --force\n"
             "  --force         replace an existing output file\n"
             "  --verify        check that decoding gives back every novel byte for byte\n"
+            "                  (normalized, for a lossy tokenizer.json)\n"
             "  -h, --help      this help\n"
             "\n"
             "exit codes: 0 ok, 1 internal (e.g. --verify failed), 2 usage, 3 bad input\n"
@@ -155,7 +156,8 @@ static int cli_tokenizer_encode(int argc, char **argv)
     printf("fabula: tokenizer encode: %.3f s, %.2f MB/s on %d thread%s = %.2f MB/s per thread\n", secs, mbs,
            nthreads, nthreads == 1 ? "" : "s", mbs / nthreads);
     if (verify)
-        printf("fabula: tokenizer encode: verify: %d of %d novels round-trip exactly\n", set.n - bad, set.n);
+        printf("fabula: tokenizer encode: verify: %d of %d novels %s\n", set.n - bad, set.n,
+               tokenizer_is_lossy(t) ? "decode to their normalized text exactly" : "round-trip exactly");
     printf("fabula: tokenizer encode: wrote %s\n", output);
     for (int i = 0; i < set.n; i++)
         token_vec_free(&ids[i]);
