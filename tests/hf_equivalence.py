@@ -50,6 +50,10 @@ TRICKY = [
     " ",
     "a,, b..c  d,",
     "baaab a aa",
+    # Bytes Falcon's vocab lacks (dropped, as tokenizers does) and characters
+    # whose UTF-8 bytes look like digits on byte-level text (² is C2 B2,
+    # and B2 is the byte-level character ²): a Digits step after ByteLevel.
+    "ctrl\x03\x04 a\x0bb \x1c\x1d\x1e end \u00b2\u00b3\u00b9 \u00bc\u00bd\u00be x1234567 $+<=>^`|~ \u00a7\u00b6",
 ]
 
 

@@ -11,7 +11,7 @@
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
-      libjansson-dev libopenblas-dev libpcre2-dev libpapi-dev
+      libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev libpapi-dev
       python3 python3-numpy python3-h5py python3-torch python3-pip"
 TOKENIZERS_VERSION=0.22.2
 if [ "$(id -u)" -ne 0 ]; then

@@ -16,6 +16,8 @@ struct bpe {
     int32_t *list;      /* merges as added: left, right, result */
     size_t nlist, caplist;
     bytemap_t *whole;   /* NULL unless ignore_merges */
+    int32_t unk;        /* -1: bytes without a token are dropped */
+    int fuse_unk;
 };
 
 typedef struct heap_ent {
@@ -37,6 +39,7 @@ bpe_t *bpe_new(const int32_t base[256])
 {
     bpe_t *b = fb_calloc(1, sizeof *b);
     memcpy(b->base, base, sizeof b->base);
+    b->unk = -1;
     b->mask = 1023;
     b->keys = fb_malloc((b->mask + 1) * sizeof *b->keys);
     b->vals = fb_malloc((b->mask + 1) * sizeof *b->vals);
@@ -129,6 +132,20 @@ int bpe_merge_find(const bpe_t *b, int32_t left, int32_t right, int32_t *rank, i
 
 void bpe_set_whole_words(bpe_t *b, bytemap_t *tokens) { b->whole = tokens; }
 int bpe_has_whole_words(const bpe_t *b) { return b->whole != NULL; }
+
+int32_t bpe_base(const bpe_t *b, uint8_t byte) { return b->base[byte]; }
+
+void bpe_set_unk(bpe_t *b, int32_t unk, int fuse)
+{
+    b->unk = unk;
+    b->fuse_unk = fuse;
+}
+
+int32_t bpe_unk(const bpe_t *b, int *fuse)
+{
+    *fuse = b->fuse_unk;
+    return b->unk;
+}
 
 bpe_work_t *bpe_work_new(void)
 {
@@ -296,10 +313,22 @@ void bpe_encode_word(const bpe_t *b, bpe_work_t *w, const uint8_t *s, size_t n, 
         }
     }
     work_reserve(w, n);
-    for (size_t i = 0; i < n; i++)
-        w->id[i] = b->base[s[i]];
-    if (n <= w->heap_threshold)
-        encode_linear(b, w, n, out);
+    size_t k = 0;
+    int in_unk = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = b->base[s[i]];
+        if (id >= 0) {
+            w->id[k++] = id;
+            in_unk = 0;
+        } else if (b->unk >= 0 && !(in_unk && b->fuse_unk)) {
+            w->id[k++] = b->unk;
+            in_unk = 1;
+        }
+    }
+    if (k == 0)
+        return;
+    if (k <= w->heap_threshold)
+        encode_linear(b, w, k, out);
     else
-        encode_heap(b, w, n, out);
+        encode_heap(b, w, k, out);
 }

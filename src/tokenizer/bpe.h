@@ -17,7 +17,10 @@
 typedef struct bpe bpe_t;
 typedef struct bpe_work bpe_work_t;
 
-/* base[b]: the token id of the single byte b. */
+/* base[b]: the token id of the single byte b, or -1 when the vocabulary
+ * has no token for it: such a byte is dropped from the word, or becomes
+ * the unknown token when one is set (Hugging Face's BPE without, or with,
+ * "unk_token"). */
 bpe_t *bpe_new(const int32_t base[256]);
 void bpe_free(bpe_t *b);
 
@@ -36,6 +39,15 @@ int bpe_merge_find(const bpe_t *b, int32_t left, int32_t right, int32_t *rank, i
  * model takes ownership of it. */
 void bpe_set_whole_words(bpe_t *b, bytemap_t *tokens);
 int bpe_has_whole_words(const bpe_t *b);
+
+/* The token for bytes without one; `fuse`: a run of such bytes in a word is
+ * one unknown token (Hugging Face's fuse_unk). */
+void bpe_set_unk(bpe_t *b, int32_t unk, int fuse);
+/* The unknown token (-1: none) and whether runs fuse. */
+int32_t bpe_unk(const bpe_t *b, int *fuse);
+
+/* base[byte] as given to bpe_new. */
+int32_t bpe_base(const bpe_t *b, uint8_t byte);
 
 /* Per-thread working memory. */
 bpe_work_t *bpe_work_new(void);

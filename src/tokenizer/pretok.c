@@ -5,11 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tokenizer/bytelevel.h"
 #include "util/error.h"
 
 typedef struct pretok_step {
     char *pattern;
-    int literal, invert, jit;
+    int literal, invert, jit, bytelevel;
     pretok_behavior_t behavior;
     pcre2_code *code;
 } pretok_step_t;
@@ -38,6 +39,10 @@ struct pretok_scratch {
     pcre2_match_context *mctx;
     pcre2_jit_stack *jit_stack;
     span_vec_t spans[PRETOK_MAX_STEPS], out[PRETOK_MAX_STEPS];
+    /* Byte-level steps: the piece as byte-level text, and for each offset of
+     * that text the byte offset of the piece it starts at. */
+    uint8_t *bl[PRETOK_MAX_STEPS];
+    size_t *rev[PRETOK_MAX_STEPS], blcap[PRETOK_MAX_STEPS];
 };
 
 pretok_t *pretok_new(void) { return fb_calloc(1, sizeof(pretok_t)); }
@@ -81,12 +86,25 @@ int pretok_add_split(pretok_t *p, const char *pattern, int literal, pretok_behav
     st->invert = invert;
     st->behavior = behavior;
     st->code = code;
+    st->bytelevel = 0;
     /* No JIT (a build or CPU without it) only costs speed. */
     st->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
     return 0;
 }
 
 int pretok_nsteps(const pretok_t *p) { return p->n; }
+
+void pretok_set_bytelevel(pretok_t *p)
+{
+    FB_ASSERT(p->n > 0);
+    p->steps[p->n - 1].bytelevel = 1;
+}
+
+int pretok_step_bytelevel(const pretok_t *p, int i)
+{
+    FB_ASSERT(i >= 0 && i < p->n);
+    return p->steps[i].bytelevel;
+}
 
 void pretok_step_get(const pretok_t *p, int i, const char **pattern, int *literal, pretok_behavior_t *behavior,
                      int *invert)
@@ -145,6 +163,8 @@ void pretok_scratch_free(pretok_scratch_t *s)
     for (int i = 0; i < PRETOK_MAX_STEPS; i++) {
         free(s->spans[i].v);
         free(s->out[i].v);
+        free(s->bl[i]);
+        free(s->rev[i]);
     }
     free(s);
 }
@@ -187,6 +207,22 @@ static int next_match(const pretok_step_t *st, pretok_scratch_t *s, const uint8_
     return 0;
 }
 
+/* The next match of a step from *mpos in mt[0..mn), advancing *mpos past
+ * it; the match is returned in the offsets of the piece (through to_byte
+ * for a byte-level step). */
+static int step_match(const pretok_step_t *st, pretok_scratch_t *s, const uint8_t *mt, size_t mn,
+                      const size_t *to_byte, size_t *mpos, size_t *ms, size_t *me)
+{
+    if (!next_match(st, s, mt, mn, *mpos, ms, me))
+        return 0;
+    *mpos = *me;
+    if (to_byte) {
+        *ms = to_byte[*ms];
+        *me = to_byte[*me];
+    }
+    return 1;
+}
+
 static void split_step(const pretok_t *p, pretok_scratch_t *s, int step, const uint8_t *text, size_t n,
                        pretok_piece_fn fn, void *ctx)
 {
@@ -198,9 +234,31 @@ static void split_step(const pretok_t *p, pretok_scratch_t *s, int step, const u
     }
     const pretok_step_t *st = &p->steps[step];
     size_t pos = 0, ms, me;
+    /* mt[0..mn) is what the regex sees; to_byte maps its offsets to text's. */
+    const uint8_t *mt = text;
+    size_t mn = n, *to_byte = NULL;
+    if (st->bytelevel) {
+        if (2 * n + 1 > s->blcap[step]) {
+            s->blcap[step] = 2 * (2 * n + 1);
+            s->bl[step] = fb_realloc(s->bl[step], s->blcap[step]);
+            s->rev[step] = fb_realloc(s->rev[step], s->blcap[step] * sizeof *s->rev[step]);
+        }
+        mn = 0;
+        for (size_t i = 0; i < n; i++) {
+            int k = bytelevel_char_utf8(text[i], (char *)s->bl[step] + mn);
+            s->rev[step][mn] = i;
+            if (k == 2)
+                s->rev[step][mn + 1] = i;
+            mn += (size_t)k;
+        }
+        s->rev[step][mn] = n;
+        mt = s->bl[step];
+        to_byte = s->rev[step];
+    }
+    size_t mpos = 0; /* where the search goes on, in mt */
     if (st->behavior == PRETOK_ISOLATED) {
         /* Matches and gaps alike become pieces, so `invert` changes nothing. */
-        while (next_match(st, s, text, n, pos, &ms, &me)) {
+        while (step_match(st, s, mt, mn, to_byte, &mpos, &ms, &me)) {
             split_step(p, s, step + 1, text + pos, ms - pos, fn, ctx);
             split_step(p, s, step + 1, text + ms, me - ms, fn, ctx);
             pos = me;
@@ -211,7 +269,7 @@ static void split_step(const pretok_t *p, pretok_scratch_t *s, int step, const u
 
     span_vec_t *sp = &s->spans[step], *out = &s->out[step];
     sp->n = out->n = 0;
-    while (next_match(st, s, text, n, pos, &ms, &me)) {
+    while (step_match(st, s, mt, mn, to_byte, &mpos, &ms, &me)) {
         if (ms > pos)
             span_push(sp, pos, ms, st->invert);
         span_push(sp, ms, me, !st->invert);

@@ -52,6 +52,14 @@ void pretok_free(pretok_t *p);
 int pretok_add_split(pretok_t *p, const char *pattern, int literal, pretok_behavior_t behavior, int invert,
                      char *err, size_t errlen);
 
+/* Makes the last step match on the byte-level text of its pieces (each byte
+ * as its bytes_to_unicode character, src/tokenizer/bytelevel.h), as a
+ * Hugging Face step placed after ByteLevel does; the pieces are still cut
+ * at the corresponding bytes. */
+void pretok_set_bytelevel(pretok_t *p);
+/* Whether step i matches on byte-level text. */
+int pretok_step_bytelevel(const pretok_t *p, int i);
+
 int pretok_nsteps(const pretok_t *p);
 /* A step's settings, for the tokenizer's canonical description. */
 void pretok_step_get(const pretok_t *p, int i, const char **pattern, int *literal, pretok_behavior_t *behavior,

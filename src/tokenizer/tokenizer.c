@@ -149,6 +149,14 @@ char *tokenizer_canonical(const tokenizer_t *t, size_t *n)
     static const char hex[] = "0123456789abcdef";
     strbuf_t b = {0};
     sb_printf(&b, "fabula-tokenizer-canonical 1\nkind %s\n", kind_names[t->kind]);
+    /* Lines for what older tokenizers never have (a normalizer, byte-level
+     * splits, an unknown token) only appear when used, so their digests stay. */
+    if (t->norm) {
+        char *d = normalizer_describe(t->norm);
+        sb_printf(&b, "normalizer %d\n", normalizer_nsteps(t->norm));
+        sb_add(&b, d, strlen(d));
+        free(d);
+    }
     int nsteps = t->pretok ? pretok_nsteps(t->pretok) : 0;
     sb_printf(&b, "pre_tokenizer %d\n", nsteps);
     for (int i = 0; i < nsteps; i++) {
@@ -156,11 +164,16 @@ char *tokenizer_canonical(const tokenizer_t *t, size_t *n)
         int literal, invert;
         pretok_behavior_t beh;
         pretok_step_get(t->pretok, i, &pat, &literal, &beh, &invert);
-        sb_printf(&b, "split %s literal=%d invert=%d %zu:", pretok_behavior_name(beh), literal, invert, strlen(pat));
+        sb_printf(&b, "split %s literal=%d invert=%d%s %zu:", pretok_behavior_name(beh), literal, invert,
+                  pretok_step_bytelevel(t->pretok, i) ? " bytelevel=1" : "", strlen(pat));
         sb_add(&b, pat, strlen(pat));
         sb_add(&b, "\n", 1);
     }
-    sb_printf(&b, "ignore_merges %d\nvocab %d\n", t->bpe && bpe_has_whole_words(t->bpe), (int)t->vocab_size);
+    sb_printf(&b, "ignore_merges %d\n", t->bpe && bpe_has_whole_words(t->bpe));
+    int fuse = 0;
+    if (t->bpe && bpe_unk(t->bpe, &fuse) >= 0)
+        sb_printf(&b, "unk %d fuse=%d\n", (int)bpe_unk(t->bpe, &fuse), fuse);
+    sb_printf(&b, "vocab %d\n", (int)t->vocab_size);
     for (int32_t id = 0; id < t->vocab_size; id++) {
         uint8_t f = t->flags[id];
         char kind = !(f & TOKF_PRESENT) ? '-' : (f & TOKF_SPECIAL) ? 's' : (f & TOKF_RAW) ? 'r' : 'b';
@@ -438,7 +451,49 @@ void tokenizer_encode(const tokenizer_t *t, const uint8_t *text, size_t n, token
     enc_state_t st = {t, thread_ctx(t), out};
     /* Roughly 1 token per 3 bytes on novels: one reservation up front. */
     token_vec_reserve(out, n / 3 + 16);
+    if (t->norm) {
+        size_t m;
+        uint8_t *norm = normalizer_apply(t->norm, text, n, &m);
+        pretok_split(t->pretok, st.c->scr, norm, m, encode_piece, &st);
+        free(norm);
+        return;
+    }
     pretok_split(t->pretok, st.c->scr, text, n, encode_piece, &st);
+}
+
+int tokenizer_is_lossy(const tokenizer_t *t) { return t->lossy; }
+
+uint8_t *tokenizer_expected_text(const tokenizer_t *t, const uint8_t *text, size_t n, size_t *len)
+{
+    size_t m = n;
+    uint8_t *x = t->norm ? normalizer_apply(t->norm, text, n, &m) : NULL;
+    if (!x) {
+        x = fb_malloc(n + 1);
+        memcpy(x, text, n);
+    }
+    if (!t->bpe) {
+        *len = m;
+        return x;
+    }
+    int fuse;
+    int32_t unk = bpe_unk(t->bpe, &fuse);
+    size_t ulen = 0;
+    const uint8_t *ubytes = unk >= 0 ? tokenizer_token_bytes(t, unk, &ulen) : NULL;
+    strbuf_t b = {0};
+    sb_add(&b, "", 0);
+    int in_run = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (bpe_base(t->bpe, x[i]) >= 0) {
+            sb_add(&b, x + i, 1);
+            in_run = 0;
+        } else if (ubytes && !(in_run && fuse)) {
+            sb_add(&b, ubytes, ulen);
+            in_run = 1;
+        }
+    }
+    free(x);
+    *len = b.n;
+    return (uint8_t *)b.p;
 }
 
 uint8_t *tokenizer_decode(const tokenizer_t *t, const int32_t *ids, size_t n, size_t *len)
@@ -470,6 +525,7 @@ void tokenizer_free(tokenizer_t *t)
         return;
     thread_ctx_forget(t);
     pretok_free(t->pretok);
+    normalizer_free(t->norm);
     bpe_free(t->bpe);
     for (int i = 0; i < t->nspecial; i++)
         free(t->special_text[i]);

@@ -39,7 +39,9 @@ int32_t tokenizer_special(const tokenizer_t *t, const char *text);
  * Special-token text inside `text` is NOT interpreted: it is ordinary text. */
 void tokenizer_encode(const tokenizer_t *t, const uint8_t *text, size_t n, token_vec_t *out);
 /* The bytes of `ids` (specials as their text); malloc'd, length in *len.
- * decode(encode(x)) == x for every byte string x. */
+ * decode(encode(x)) == x for every byte string x, except for a
+ * tokenizer.json that normalizes the text or lacks tokens for some bytes:
+ * then decode(encode(x)) == tokenizer_expected_text(x) (see there). */
 uint8_t *tokenizer_decode(const tokenizer_t *t, const int32_t *ids, size_t n, size_t *len);
 
 /* ---- additions (tokenizer.c) ---- */
@@ -55,6 +57,14 @@ const char *tokenizer_special_at(const tokenizer_t *t, int i, int32_t *id);
 /* The bytes token `id` decodes to (not NUL-terminated), NULL for an id
  * outside the vocabulary. */
 const uint8_t *tokenizer_token_bytes(const tokenizer_t *t, int32_t id, size_t *len);
+
+/* Whether decode(encode(x)) can differ from x (a tokenizer.json with a
+ * normalizer, or whose vocab lacks some bytes). */
+int tokenizer_is_lossy(const tokenizer_t *t);
+/* What decode(encode(x)) gives: x normalized, then each byte without a
+ * token dropped or, with an unknown token, that token's text (once per run
+ * with fuse_unk). malloc'd, length in *len. */
+uint8_t *tokenizer_expected_text(const tokenizer_t *t, const uint8_t *text, size_t n, size_t *len);
 
 /* The file the tokenizer was loaded from, or "bytes". */
 const char *tokenizer_source(const tokenizer_t *t);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "tokenizer/bpe.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pretok.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,6 +33,8 @@ struct tokenizer {
     char **special_text;   /* specials and added tokens, in id order of registration */
     int32_t *special_id;
     int nspecial;
+    normalizer_t *norm;    /* NULL: the text is used as it is */
+    int lossy;             /* a normalizer or bytes without a token: decode(encode(x)) may differ from x */
     pretok_t *pretok;      /* NULL for "bytes" */
     bpe_t *bpe;            /* NULL for "bytes" */
     uint64_t serial;       /* tells per-thread encode caches which tokenizer they belong to */
