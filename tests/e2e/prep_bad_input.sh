@@ -148,7 +148,7 @@ clean_error() { # LABEL CODE PATTERN PREP-ARGS...
 clean_error "missing output directory" 4 "error: cannot write --output" -o no/such/x.h5 bad.jsonl
 clean_error "output directory is a file" 4 "directory bad.jsonl: Not a directory" -o bad.jsonl/x.h5 bad.jsonl
 clean_error "missing tokenizer" 4 "error: cannot open tokenizer missing.json" -t missing.json -o t.h5 bad.jsonl
-clean_error "refused tokenizer" 3 "error: refused_tok.json: normalizer" -t refused_tok.json -o t.h5 bad.jsonl
+clean_error "refused tokenizer" 3 "error: refused_tok.json: .*not loaded" -t refused_tok.json -o t.h5 bad.jsonl
 clean_error "missing input" 4 "error: cannot open input missing.jsonl" -o t.h5 missing.jsonl
 clean_error "empty input directory" 3 "holds no input file" -o t.h5 empty
 check "clean errors: no output" '[ ! -e "$S/t.h5" ] && no_leftovers'
