@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the reference files DIR/{dense,moe_drop,moe_mixed}.h5 from the
+"""Writes the reference files DIR/{dense,moe_drop,moe_mixed,moe_global}.h5 from the
 float64 PyTorch model of validation/reference_model.py.
 
 Each file holds a small model's float32 initial weights, one packed batch,
@@ -47,7 +47,24 @@ CONFIGS = {
     "moe_mixed": (rm.ModelConfig(**_COMMON, num_hidden_layers=3, num_local_experts=4, moe_layer_freq=2,
                                  capacity_factor=0.0, router_aux_loss_coef=0.05, router_z_loss_coef=0.01,
                                  tie_word_embeddings=True), 1),
+    "moe_global": (rm.ModelConfig(**_COMMON, num_hidden_layers=2, num_local_experts=4, moe_layer_freq=1,
+                                  capacity_factor=1.0, router_aux_loss_coef=0.1, router_z_loss_coef=0.01,
+                                  tie_word_embeddings=False), 10),
 }
+# Cases whose step is several micro-batches: name -> the file's step_json.
+# moe_global: the samples (7, 16) and (13) as two micro-batches, each with
+# its own capacity, and the load-balancing loss over the whole step.
+STEPS = {
+    "moe_global": {"micro_samples": [2, 1], "router_aux_loss_scope": "global_batch"},
+}
+
+
+def step_forward(name, params, cfg, batch):
+    step = STEPS.get(name)
+    if step is None:
+        return rm.forward(params, cfg, batch)
+    assert step["router_aux_loss_scope"] == "global_batch"
+    return rm.global_batch_losses(params, cfg, batch, step["micro_samples"])
 
 
 def make_batch(lengths, vocab_size, seed):
@@ -103,7 +120,7 @@ def router_margin(layers, key, pick, empty):
     return pick(values) if values else empty
 
 
-def run(cfg, weights32, batch):
+def run(name, cfg, weights32, batch):
     """Forward/backward at the initial weights, then TRAIN["steps"] steps of
     clip + AdamW on the same batch. Returns a dict of numpy results."""
     params = {n: w.to(rm.DTYPE).clone().requires_grad_(True) for n, w in weights32.items()}
@@ -114,7 +131,7 @@ def run(cfg, weights32, batch):
            "logit_spread": 0.0}
     for step in range(TRAIN["steps"]):
         opt.zero_grad(set_to_none=True)
-        out = rm.forward(params, cfg, batch)
+        out = step_forward(name, params, cfg, batch)
         out["loss"].backward()
         for p in plist:  # a parameter outside the graph still has gradient 0
             if p.grad is None:
@@ -160,6 +177,8 @@ def write_h5(path, name, cfg, weights32, batch, res):
         f.attrs["model_json"] = cfg.to_json()
         f.attrs["train_json"] = json.dumps(TRAIN)
         f.attrs["min_router_logit_gap"] = np.float64(res["logit_gap"])
+        if name in STEPS:
+            f.attrs["step_json"] = json.dumps(STEPS[name])
         for n, w in weights32.items():
             f.create_dataset("weights/" + n, data=w.numpy().astype(np.float32))
         for key in ("tokens", "positions", "targets", "cu_seqlens"):
@@ -183,7 +202,7 @@ def build(name, seed=None):
     cfg, default_seed = CONFIGS[name]
     weights32 = init_weights(cfg, default_seed if seed is None else seed)
     batch = make_batch(SAMPLE_LENGTHS, cfg.vocab_size, BATCH_SEED)
-    res = run(cfg, weights32, batch)
+    res = run(name, cfg, weights32, batch)
     return cfg, weights32, batch, res, check(cfg, res)
 
 

@@ -182,6 +182,12 @@ def moe_ffn(h, params, prefix, cfg):
         # Largest distance of the (K+1)-th logit below the top one: bounded so
         # that fp32 softmax cannot underflow the candidates to equal zeros.
         "logit_spread": float((sorted_r[:, 0] - sorted_r[:, min(K, E - 1)]).max()),
+        # What a loss over several micro-batches needs (global_batch_losses):
+        # the router probabilities (with their graph), the choice counts
+        # before dropping, the log-sum-exp of each token's router logits.
+        "probs": p,
+        "counts": torch.bincount(chosen.reshape(-1), minlength=E),
+        "lse": torch.logsumexp(r, dim=-1),
     }
     return out, aux, z, stats
 
@@ -237,3 +243,58 @@ def forward(params, cfg, batch, attention=block_attention):
     loss = lm + cfg.router_aux_loss_coef * aux + cfg.router_z_loss_coef * z
     return {"logits": logits, "token_losses": token_losses, "lm_loss": lm, "aux_loss": aux,
             "z_loss": z, "loss": loss, "layers": layer_stats}
+
+
+def split_batch(batch, micro_samples):
+    """The batch's samples cut into consecutive micro-batches of
+    micro_samples[i] samples each (positions and targets as they are,
+    cu_seqlens restarting at 0)."""
+    cu = batch["cu_seqlens"].long().tolist()
+    subs, first = [], 0
+    for n in micro_samples:
+        lo, hi = cu[first], cu[first + n]
+        sub = {k: batch[k][lo:hi] for k in ("tokens", "positions", "targets")}
+        sub["cu_seqlens"] = torch.as_tensor([c - lo for c in cu[first:first + n + 1]], dtype=torch.int32)
+        subs.append(sub)
+        first += n
+    assert first == len(cu) - 1, "micro_samples must cover the batch"
+    return subs
+
+
+def global_batch_losses(params, cfg, batch, micro_samples):
+    """One optimizer step over several micro-batches with the global-batch
+    load-balancing loss (docs/model.md "Losses", router_aux_loss_scope
+    "global_batch"). The batch's samples are cut into consecutive
+    micro-batches of micro_samples[i] samples; each runs through forward()
+    alone (capacity is per micro-batch). The losses are then taken over the
+    whole step at once: lm = all token losses / all targets; per MoE layer,
+    f_e = that layer's choices of e over all micro-batches / all tokens, P_e
+    = the mean router probability over all tokens, aux_l = E * sum f_e P_e;
+    z_l = the mean over all tokens of lse^2; aux and z are means over the MoE
+    layers. Returns forward()'s dict with logits concatenated and the layer
+    statistics summed (dropped, tokens_per_expert) or extreme (margins)."""
+    outs = [forward(params, cfg, sub) for sub in split_batch(batch, micro_samples)]
+    targets = batch["targets"].long()
+    T = targets.shape[0]
+    lm = torch.cat([o["token_losses"] for o in outs]).sum() / (targets >= 0).sum()
+    aux_l, z_l, layers = [], [], []
+    for l in range(cfg.num_hidden_layers):
+        if not cfg.is_moe_layer(l):
+            layers.append(None)
+            continue
+        st = [o["layers"][l] for o in outs]
+        f = sum(s["counts"] for s in st).to(DTYPE) / T
+        P = torch.cat([s["probs"] for s in st]).mean(dim=0)
+        aux_l.append(cfg.num_local_experts * (f * P).sum())
+        z_l.append((torch.cat([s["lse"] for s in st]) ** 2).mean())
+        layers.append({"dropped": sum(s["dropped"] for s in st),
+                       "tokens_per_expert": [sum(s["tokens_per_expert"][e] for s in st)
+                                             for e in range(cfg.num_local_experts)],
+                       "prob_gap": min(s["prob_gap"] for s in st), "logit_gap": min(s["logit_gap"] for s in st),
+                       "logit_spread": max(s["logit_spread"] for s in st)})
+    zero = torch.zeros((), dtype=DTYPE)
+    aux = torch.stack(aux_l).mean() if aux_l else zero
+    z = torch.stack(z_l).mean() if z_l else zero
+    loss = lm + cfg.router_aux_loss_coef * aux + cfg.router_z_loss_coef * z
+    return {"logits": torch.cat([o["logits"] for o in outs]), "lm_loss": lm, "aux_loss": aux, "z_loss": z,
+            "loss": loss, "layers": layers}

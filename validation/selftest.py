@@ -9,7 +9,9 @@ The reference is what fabula is judged against, so it is checked on its own:
  (c) the packed batch of 3 samples gives each token the same loss as running
      its sample alone (samples are isolated; dropless configs only, since
      capacity dropping makes the samples of a batch compete by design);
- (d) the committed validation/ref/*.h5 are what make_references.py writes now.
+ (d) the committed validation/ref/*.h5 are what make_references.py writes now;
+ (e) the global-batch losses over one micro-batch are forward()'s, and over
+     moe_global's two micro-batches they differ from the micro-batch scope.
 Exit 0 pass, 1 fail, 77 skip (no torch/h5py).
 """
 import math
@@ -46,19 +48,19 @@ def setup(name):
     return cfg, {n: w.to(rm.DTYPE) for n, w in w32.items()}, batch
 
 
-def total_loss(params, cfg, batch):
-    return float(rm.forward(params, cfg, batch)["loss"])
+def total_loss(case, params, cfg, batch):
+    return float(mr.step_forward(case, params, cfg, batch)["loss"])
 
 
-def finite_difference(params, cfg, batch, name, index, h):
+def finite_difference(case, params, cfg, batch, name, index, h):
     """Central difference at steps h and h/2, Richardson-combined: O(h^4)."""
     def central(step):
         w = params[name]
         old = float(w[index])
         w[index] = old + step
-        up = total_loss(params, cfg, batch)
+        up = total_loss(case, params, cfg, batch)
         w[index] = old - step
-        down = total_loss(params, cfg, batch)
+        down = total_loss(case, params, cfg, batch)
         w[index] = old
         return (up - down) / (2 * step)
     return (4 * central(h / 2) - central(h)) / 3
@@ -86,7 +88,7 @@ def fd_parameters(cfg):
 def check_gradients(name):
     cfg, params, batch = setup(name)
     leaves = {n: w.clone().requires_grad_(True) for n, w in params.items()}
-    rm.forward(leaves, cfg, batch)["loss"].backward()
+    mr.step_forward(name, leaves, cfg, batch)["loss"].backward()
     gen = torch.Generator().manual_seed(7)
     worst, count = 0.0, 0
     for pname in fd_parameters(cfg):
@@ -99,7 +101,7 @@ def check_gradients(name):
         for flat_i in picks:
             index = np.unravel_index(flat_i, g.shape)
             index = tuple(int(i) for i in index)
-            fd = finite_difference(params, cfg, batch, pname, index, 1e-4)
+            fd = finite_difference(name, params, cfg, batch, pname, index, 1e-4)
             rel = abs(fd - float(g[index])) / abs(float(g[index]))
             worst, count = max(worst, rel), count + 1
             if not rel < 1e-6:
@@ -198,6 +200,24 @@ def compare_files(path_new, path_ref):
     return problems, len(names), worst
 
 
+def check_global_batch_one_micro_batch():
+    """(e) With the whole batch as one micro-batch, the global-batch losses
+    are the micro-batch ones: the two formulas of docs/model.md agree."""
+    cfg, params, batch = setup("moe_global")
+    a = rm.forward(params, cfg, batch)
+    b = rm.global_batch_losses(params, cfg, batch, [len(mr.SAMPLE_LENGTHS)])
+    dev = max(abs(float(a[k]) - float(b[k])) / abs(float(a[k])) for k in ("loss", "lm_loss", "aux_loss", "z_loss"))
+    report(dev < 1e-12, f"(e) global-batch losses over one micro-batch = forward()'s (rel dev {dev:.1e})")
+    split = mr.STEPS["moe_global"]["micro_samples"]
+    g = float(rm.global_batch_losses(params, cfg, batch, split)["aux_loss"])
+    subs = rm.split_batch(batch, split)
+    T = sum(len(s["tokens"]) for s in subs)
+    micro = sum(len(s["tokens"]) / T * float(rm.forward(params, cfg, s)["aux_loss"]) for s in subs)
+    report(abs(g - micro) > 1e-4 * abs(micro),
+           f"(e) moe_global: the global-batch aux loss {g:.6f} differs from the micro-batch one {micro:.6f} "
+           "(the case tells the two scopes apart)")
+
+
 def check_committed_references():
     refdir = os.path.join(HERE, "ref")
     with tempfile.TemporaryDirectory(dir=os.environ.get("FB_BUILDDIR")) as tmp:
@@ -233,6 +253,7 @@ def main():
             print(f"--   (c) {name}: skipped, capacity dropping couples the samples of a batch by design")
             continue
         check_isolation(name)
+    check_global_batch_one_micro_batch()
     check_committed_references()
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0

@@ -33,12 +33,18 @@ typedef struct model_config {
     double rms_norm_eps;
     int tie_word_embeddings;
     double router_aux_loss_coef;
+    /* where the load-balancing loss takes its expert frequencies f_e:
+     * each micro-batch's own, or the whole step's (all micro-batches and
+     * ranks; docs/model.md "Losses") */
+    int router_aux_loss_scope;  /* MODEL_AUX_SCOPE_* */
     double router_z_loss_coef;
     double capacity_factor;     /* 0 = dropless */
     double expert_dropout;      /* dropout on the expert hidden activation */
     double initializer_range;   /* std of the normal init of weights */
     int max_position_embeddings;
 } model_config_t;
+
+enum { MODEL_AUX_SCOPE_MICRO_BATCH = 0, MODEL_AUX_SCOPE_GLOBAL_BATCH = 1 };
 
 typedef struct data_config {
     char *train_path;           /* corpus: .jsonl/.json text (byte tokenizer) */

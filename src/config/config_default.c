@@ -19,6 +19,7 @@ static const char default_json[] =
     "    \"rms_norm_eps\": 1e-5,\n"
     "    \"tie_word_embeddings\": false,\n"
     "    \"router_aux_loss_coef\": 0.01,\n"
+    "    \"router_aux_loss_scope\": \"micro_batch\",\n"
     "    \"router_z_loss_coef\": 0.001,\n"
     "    \"capacity_factor\": 1.25,\n"
     "    \"expert_dropout\": 0.0,\n"

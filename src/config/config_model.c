@@ -1,5 +1,6 @@
 /* "model": Hugging Face field names (Llama / Mixtral). */
 #include <stdio.h>
+#include <string.h>
 
 #include "config/config_internal.h"
 
@@ -45,6 +46,13 @@ void config_read_model(cj_ctx_t *c, config_t *cfg)
     m->rms_norm_eps = model_real(c, "rms_norm_eps");
     m->tie_word_embeddings = cj_bool(c, "model.tie_word_embeddings", cj_default_bool(c, "model.tie_word_embeddings"));
     m->router_aux_loss_coef = model_real(c, "router_aux_loss_coef");
+    const char *scope = cj_string(c, "model.router_aux_loss_scope", cj_default_string(c, "model.router_aux_loss_scope"));
+    if (!strcmp(scope, "micro_batch"))
+        m->router_aux_loss_scope = MODEL_AUX_SCOPE_MICRO_BATCH;
+    else if (!strcmp(scope, "global_batch"))
+        m->router_aux_loss_scope = MODEL_AUX_SCOPE_GLOBAL_BATCH;
+    else
+        cj_invalid(c, "model.router_aux_loss_scope", "\"micro_batch\" or \"global_batch\"");
     m->router_z_loss_coef = model_real(c, "router_z_loss_coef");
     m->capacity_factor = model_real(c, "capacity_factor");
     m->expert_dropout = model_real(c, "expert_dropout");

@@ -88,10 +88,13 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     const int empty = T == 0;
     memset(stats, 0, sizeof *stats);
     stats->tokens_per_expert = m->tokens_per_expert;
+    stats->routed_per_expert = m->routed_per_expert;
     stats->dropped_per_layer = m->dropped_per_layer;
     model_moe_stats_begin(m, in, stats);
     if (empty) {
-        memset(m->tokens_per_expert, 0, (size_t)L * (mc->num_local_experts > 1 ? mc->num_local_experts : 1) * sizeof(long));
+        const size_t nexp = (size_t)L * (mc->num_local_experts > 1 ? mc->num_local_experts : 1);
+        memset(m->tokens_per_expert, 0, nexp * sizeof(long));
+        memset(m->routed_per_expert, 0, nexp * sizeof(long));
         memset(m->dropped_per_layer, 0, (size_t)L * sizeof(long));
     }
 
@@ -134,5 +137,6 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
         stats->z /= m->nmoe;
     }
     stats->tokens_per_expert = m->tokens_per_expert;
+    stats->routed_per_expert = m->routed_per_expert;
     stats->dropped_per_layer = m->dropped_per_layer;
 }

@@ -333,6 +333,7 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
     m->host_loss = fb_calloc(T, sizeof(float));
     m->host_topk = fb_calloc(T * K, sizeof(int32_t));
     m->tokens_per_expert = fb_calloc((size_t)mc->num_hidden_layers * E, sizeof(long));
+    m->routed_per_expert = fb_calloc((size_t)mc->num_hidden_layers * E, sizeof(long));
     m->dropped_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(long));
     m->aux_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(double));
     m->z_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(double));
@@ -381,6 +382,7 @@ void model_free(model_t *m)
     free(m->host_loss);
     free(m->host_topk);
     free(m->tokens_per_expert);
+    free(m->routed_per_expert);
     free(m->dropped_per_layer);
     free(m->aux_per_layer);
     free(m->z_per_layer);

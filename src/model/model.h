@@ -26,6 +26,12 @@ typedef struct model_scales {
     double mb_weight;       /* T_mb / T_step: weight of this micro-batch's aux and z losses */
     int training;           /* expert dropout active */
     uint64_t dropout_seed;  /* distinct per (step, micro-batch) */
+    /* The global-batch load-balancing loss (router_aux_loss_scope
+     * "global_batch"): [num_hidden_layers * E] the share of the step's
+     * tokens (all micro-batches, all ranks) that chose each expert (top-K,
+     * before dropping), found by a first forward pass; it replaces this
+     * micro-batch's own f_e. NULL: the micro-batch's own. */
+    const double *aux_freq;
     /* fp16 loss scaling: the gradients are those of loss_scale times the
      * objective (0 is taken as 1); the reported losses are not scaled. */
     double loss_scale;
@@ -44,6 +50,7 @@ typedef struct model_stats {
     long dropped;           /* assignments dropped by capacity, all layers */
     const long *tokens_per_expert;   /* [num_hidden_layers * E], after dropping */
     const long *dropped_per_layer;   /* [num_hidden_layers] */
+    const long *routed_per_expert;   /* [num_hidden_layers * E] top-K choices, before dropping */
     const double *aux_per_layer;     /* [num_hidden_layers] aux_l (0 for dense layers) */
     const double *z_per_layer;       /* [num_hidden_layers] z_l */
     /* [ntags * num_hidden_layers * E]: top-k choices (before dropping) of the

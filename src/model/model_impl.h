@@ -95,7 +95,7 @@ struct model {
     /* host scratch and statistics */
     float *host_probs, *host_rlse, *host_loss;
     int32_t *host_topk;
-    long *tokens_per_expert, *dropped_per_layer;
+    long *tokens_per_expert, *routed_per_expert, *dropped_per_layer;
     double *aux_per_layer, *z_per_layer;
     /* this forward's sample tags (host, from model_input_t) and their counts */
     const uint8_t *in_tag;

@@ -46,7 +46,7 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
         for (int t = 0; t < T; t++)
             P += m->host_probs[(size_t)t * E + e];
         P /= T;
-        const double f = (double)p->routed[e] / T;
+        const double f = m->sc.aux_freq ? m->sc.aux_freq[(size_t)l * E + e] : (double)p->routed[e] / T;
         aux += E * f * P;
         aux_dprob[e] = (float)(layer_w * mc->router_aux_loss_coef * E * f / T);
     }
@@ -61,8 +61,10 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
     m->z_per_layer[l] = z;
     stats->dropped += (long)T * K - p->R;
     m->dropped_per_layer[l] = (long)T * K - p->R;
-    for (int e = 0; e < E; e++)
+    for (int e = 0; e < E; e++) {
         m->tokens_per_expert[(size_t)l * E + e] = p->offsets[e + 1] - p->offsets[e];
+        m->routed_per_expert[(size_t)l * E + e] = p->routed[e];
+    }
 
     const int R = p->R;
     if (R > 0)

@@ -42,6 +42,8 @@ typedef struct trainer {
     step_plan_t plan;
     batch_t batch;
     long *expert_tokens;    /* [L * E] summed over the step's micro-batches */
+    long *routed;           /* [L * E] top-K choices of the step, the global-batch aux pass */
+    double *aux_freq;       /* [L * E] routed / the step's tokens: the global-batch f_e */
     moe_metrics_t moe;      /* per-layer and per-genre MoE statistics of the step */
     train_log_t log;
     int threads;
@@ -49,6 +51,59 @@ typedef struct trainer {
     backend_t be;
     long skipped;           /* steps skipped by the scaler in this process */
 } trainer_t;
+
+/* Micro-batch mb of this rank's share of the step, in tr->batch, and how
+ * its losses enter the step's objective. */
+static void micro_batch_load(trainer_t *tr, long step, int mb, model_input_t *in, model_scales_t *sc)
+{
+    const config_t *cfg = tr->cfg;
+    const int64_t *ids, *lens;
+    int n;
+    step_plan_micro(&tr->plan, mb, &ids, &lens, &n);
+    data_source_batch(&tr->data, &tr->batch, ids, lens, n);
+    const batch_t *b = &tr->batch;
+    *in = (model_input_t){b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, b->genre,
+                          BYTETOK_NGENRES};
+    *sc = (model_scales_t){
+        .lm_denominator = tr->plan.targets,
+        .mb_weight = (double)b->T / tr->plan.tokens,
+        .training = 1,
+        .dropout_seed = fb_hash2(cfg->run.seed ^ 0x5eedd209ULL,
+                                 ((uint64_t)step * 65536u + (uint64_t)mb) * 4096u + (uint64_t)tr->dp_rank),
+        .loss_scale = loss_scale_value(zero_loss_scaler(tr->zero)),
+    };
+}
+
+/* The global-batch load-balancing loss needs the step's expert frequencies
+ * before the first backward: a forward pass over every micro-batch (same
+ * weights, same dropout seeds, hence the same routing as the pass that
+ * follows) counts each expert's top-K choices, summed over all ranks as
+ * integers, so f_e is exact and independent of the layout. It costs one
+ * more forward per micro-batch (docs/model.md "Losses"). */
+static void global_aux_freq(trainer_t *tr, long step)
+{
+    const model_config_t *mc = &tr->cfg->model;
+    const size_t nexp = (size_t)mc->num_hidden_layers * (size_t)mc->num_local_experts;
+    memset(tr->routed, 0, nexp * sizeof *tr->routed);
+    for (int mb = 0; mb < tr->plan.nmicro; mb++) {
+        model_input_t in;
+        model_scales_t sc;
+        micro_batch_load(tr, step, mb, &in, &sc);
+        model_stats_t st;
+        model_forward(tr->model, &in, &sc, &st);
+        for (size_t i = 0; i < nexp && in.T > 0; i++)
+            tr->routed[i] += st.routed_per_expert[i];
+    }
+    if (tr->world > 1)
+        comm_allreduce(comm_world(), tr->routed, nexp, COMM_I64, COMM_SUM);
+    for (size_t i = 0; i < nexp; i++)
+        tr->aux_freq[i] = (double)tr->routed[i] / tr->plan.tokens;
+}
+
+static int global_aux(const model_config_t *mc)
+{
+    return mc->router_aux_loss_scope == MODEL_AUX_SCOPE_GLOBAL_BATCH && mc->num_local_experts > 1;
+}
 
 /* Forward and backward over this rank's micro-batches of the global batch. */
 static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
@@ -62,22 +117,14 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     memset(tr->expert_tokens, 0, nexp * sizeof *tr->expert_tokens);
     moe_metrics_begin_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL);
     double sums[4] = {0.0, 0.0, 0.0, 0.0}; /* lm_sum, aux, z, dropped */
+    if (global_aux(mc))
+        global_aux_freq(tr, step);
     for (int mb = 0; mb < tr->plan.nmicro; mb++) {
-        const int64_t *ids, *lens;
-        int n;
-        step_plan_micro(&tr->plan, mb, &ids, &lens, &n);
-        data_source_batch(&tr->data, &tr->batch, ids, lens, n);
+        model_input_t in;
+        model_scales_t sc;
+        micro_batch_load(tr, step, mb, &in, &sc);
+        sc.aux_freq = global_aux(mc) ? tr->aux_freq : NULL;
         const batch_t *b = &tr->batch;
-        model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, b->genre,
-                            BYTETOK_NGENRES};
-        model_scales_t sc = {
-            .lm_denominator = targets,
-            .mb_weight = (double)b->T / tokens,
-            .training = 1,
-            .dropout_seed = fb_hash2(cfg->run.seed ^ 0x5eedd209ULL,
-                                     ((uint64_t)step * 65536u + (uint64_t)mb) * 4096u + (uint64_t)tr->dp_rank),
-            .loss_scale = loss_scale_value(zero_loss_scaler(tr->zero)),
-        };
         model_stats_t st;
         zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
         model_forward(tr->model, &in, &sc, &st);
@@ -222,6 +269,8 @@ int trainer_run(const config_t *cfg)
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
     tr.expert_tokens = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.expert_tokens);
+    tr.routed = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.routed);
+    tr.aux_freq = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.aux_freq);
     moe_metrics_init(&tr.moe, &cfg->model, BYTETOK_NGENRES, tr.groups.ep_size);
     if (tr.rank == 0) {
         print_setup(&tr);
@@ -285,6 +334,8 @@ int trainer_run(const config_t *cfg)
     train_log_close(&tr.log, code);
 
     free(tr.expert_tokens);
+    free(tr.routed);
+    free(tr.aux_freq);
     moe_metrics_free(&tr.moe);
     step_plan_free(&tr.plan);
     batch_free(&tr.batch);
