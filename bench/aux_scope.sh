@@ -1,0 +1,34 @@
+#!/bin/sh
+# The load-balancing loss over each micro-batch vs over the whole step
+# (model.router_aux_loss_scope, docs/model.md "Losses"): the same small MoE
+# trained from the same seed on the same data with each scope, side by side
+# in one run; prints the training LM loss at the end and how much the expert
+# choice tells about the genre (mutual information per MoE layer, from
+# metrics.jsonl's genre_expert_tokens), plus each run's step time.
+#
+#   bench/aux_scope.sh [CORPUS.jsonl] [STEPS] [RANKS]
+#        (defaults ../shared/corpus/novels.jsonl, 200, 1)
+#
+# Run from the repository top; FABULA names the binary (default ./fabula),
+# MPIEXEC the launcher (default mpiexec).
+set -eu
+FABULA=${FABULA:-./fabula}
+MPIEXEC=${MPIEXEC:-mpiexec}
+CORPUS=${1:-../shared/corpus/novels.jsonl}
+STEPS=${2:-200}
+RANKS=${3:-1}
+OUT=${OUT:-bench-aux-scope}
+[ -x "$FABULA" ] || { echo "bench/aux_scope.sh: no fabula binary at $FABULA (set FABULA)" >&2; exit 2; }
+[ -r "$CORPUS" ] || { echo "bench/aux_scope.sh: cannot read $CORPUS" >&2; exit 2; }
+HERE=$(dirname "$0")
+rm -rf "$OUT"
+mkdir -p "$OUT"
+for scope in micro_batch global_batch; do
+    echo "bench/aux_scope.sh: $scope, $STEPS steps on $RANKS rank(s) ..." >&2
+    "$MPIEXEC" -n "$RANKS" "$FABULA" train --run-dir "$OUT/$scope" --steps "$STEPS" \
+        --set data.train="$CORPUS" --set data.seq_len=256 --set train_batch_size=16 \
+        --set train_micro_batch_size_per_gpu=4 --set model.num_local_experts=8 \
+        --set model.router_aux_loss_scope="$scope" >"$OUT/$scope.log" 2>&1 ||
+        { tail -n 20 "$OUT/$scope.log" >&2; exit 1; }
+done
+python3 "$HERE/aux_scope_report.py" "$OUT/micro_batch/metrics.jsonl" "$OUT/global_batch/metrics.jsonl"
