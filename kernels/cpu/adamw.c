@@ -21,16 +21,32 @@ void CPU_FN(cpu_adamw)(real *p, const real *g, real *m, real *v, size_t n, real 
     real one_m_b1 = (real)(1.0 - (double)beta1);
     real one_m_b2 = (real)(1.0 - (double)beta2);
 
-#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
-    for (size_t i = 0; i < n; i++) {
-        real gi = g[i];
-        if (adam_w_mode)
-            p[i] *= decay;
-        else
-            gi = gi + l2 * p[i];
-        m[i] = m[i] + one_m_b1 * (gi - m[i]);
-        v[i] = v[i] * beta2 + one_m_b2 * (gi * gi);
-        real denom = R_SQRT(v[i]) / bc2_sqrt + eps;
-        p[i] = p[i] + (-step_size) * (m[i] / denom);
+    /* Two loops without a branch and restrict pointers, so that the
+     * compiler vectorises each (with the kernels' -fno-math-errno); the
+     * operations and their order are the same in both, element by element,
+     * so the result does not depend on the vector width or thread count. */
+    real *restrict pp = p, *restrict mm = m, *restrict vv = v;
+    const real *restrict gg = g;
+    if (adam_w_mode) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+        for (size_t i = 0; i < n; i++) {
+            const real gi = gg[i];
+            const real pi = pp[i] * decay;
+            const real mi = mm[i] + one_m_b1 * (gi - mm[i]);
+            const real vi = vv[i] * beta2 + one_m_b2 * (gi * gi);
+            mm[i] = mi;
+            vv[i] = vi;
+            pp[i] = pi + (-step_size) * (mi / (R_SQRT(vi) / bc2_sqrt + eps));
+        }
+    } else {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+        for (size_t i = 0; i < n; i++) {
+            const real gi = gg[i] + l2 * pp[i];
+            const real mi = mm[i] + one_m_b1 * (gi - mm[i]);
+            const real vi = vv[i] * beta2 + one_m_b2 * (gi * gi);
+            mm[i] = mi;
+            vv[i] = vi;
+            pp[i] = pp[i] + (-step_size) * (mi / (R_SQRT(vi) / bc2_sqrt + eps));
+        }
     }
 }
