@@ -167,6 +167,8 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     config_read_compat(&c);
 
     cj_warn_unknown(&c);
+    /* every problem of the config at once, not one per run */
+    cj_check_errors(&c);
     note_list(&c, "resolved from \"auto\"", &c.autos);
     note_list(&c, "accepted without effect in fabula", &c.inert);
 

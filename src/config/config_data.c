@@ -8,6 +8,8 @@ void config_read_run(cj_ctx_t *c, config_t *cfg)
 {
     run_config_t *r = &cfg->run;
     cj_section(c, "run");
+    /* first, so that each unknown key is reported as it should be */
+    c->strict = cj_bool(c, "run.strict_config", 0);
     r->steps = (long)cj_integer(c, "run.steps", cj_default_integer(c, "run.steps"));
     if (r->steps <= 0)
         cj_invalid(c, "run.steps", "a positive integer (optimizer steps to run)");

@@ -24,6 +24,9 @@ static int positive(cj_ctx_t *c, const char *key)
         char path[96];
         snprintf(path, sizeof path, "model.%s", key);
         cj_invalid(c, path, "a positive integer");
+        /* the default goes on in its place, so that the checks below that
+         * divide by it can run and report their own errors */
+        return (int)cj_default_integer(c, path);
     }
     return v;
 }

@@ -94,4 +94,23 @@ timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$SC
 rc=$?
 check "unknown keys: exit 0 and one warning each" \
     '[ $rc -eq 0 ] && grep -q "warning.*model.hiden_size" "$SCRATCH/err.txt" && grep -q "warning.*optimizer.params.lr_decay" "$SCRATCH/err.txt" && [ ! -e "$RD" ]'
+check "unknown keys: the nearest known key is suggested when close" \
+    'grep -q "model.hiden_size.*did you mean .model.hidden_size." "$SCRATCH/err.txt"'
+
+# --strict: the same keys are errors, all named in one run.
+bad "--strict: unknown key" "unknown config key 'model.hiden_size'; did you mean 'model.hidden_size'?" \
+    --strict "$SCRATCH/typo.json"
+check "--strict: every unknown key reported" \
+    'grep -q "error: unknown config key .optimizer.params.lr_decay." "$SCRATCH/err.txt" && grep -q "the config has 2 errors" "$SCRATCH/err.txt"'
+
+# Every problem of a config at once (NVMe offload and other bad keys), on
+# two ranks: each named once, then exit 2.
+rm -rf "$RD"
+printf '{"zero_optimization": {"offload_optimizer": {"device": "nvme"}}, "optimizer": {"params": {"lr": 0}}, "model": {"rope_theta": -1}}\n' \
+    >"$SCRATCH/many.json"
+timeout 120 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$SCRATCH/many.json" \
+    >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
+rc=$?
+check "several bad keys: exit 2, each named once" \
+    '[ $rc -eq 2 ] && for k in zero_optimization.offload_optimizer.device optimizer.params.lr model.rope_theta; do [ "$(grep -c "error:.*$k" "$SCRATCH/err.txt")" -eq 1 ] || exit 1; done'
 finish

@@ -659,6 +659,91 @@ static void test_unknown_and_effective(void)
     printf("unknown-key warnings, inert-key note, effective config reloads to itself\n");
 }
 
+/* ---------------------------------------------------------------- all errors at once, --strict, suggestions */
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_all_errors_and_strict(void)
+{
+    /* five independent problems in one file: every one is named in one run */
+    const char *f = write_file("many.json", "{\"model\": {\"hidden_size\": 0, \"num_attention_heads\": \"x\"},"
+                                            " \"optimizer\": {\"params\": {\"lr\": -1}},"
+                                            " \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\"}},"
+                                            " \"fp16\": {\"enabled\": true}, \"bf16\": {\"enabled\": true},"
+                                            " \"run\": {\"steps\": 0}}");
+    const char *files[1] = {f};
+    result_t r;
+    run_child(&r, files, 1, NULL, 0, 1);
+    static const char *const named[] = {"model.hidden_size", "model.num_attention_heads", "optimizer.params.lr",
+                                        "zero_optimization.offload_optimizer.device", "bf16.enabled",
+                                        "run.steps"};
+    EXPECT(r.status == 2, "several bad keys: exit 2, got %d: %s", r.status, r.err);
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        EXPECT(strstr(r.err, named[i]) != NULL, "all errors reported at once: '%s' missing from %s", named[i], r.err);
+    EXPECT(strstr(r.err, "the config has 6 errors") && count(r.err, "fabula: error: ") == 7,
+           "one line per error and a count: %s", r.err);
+
+    /* typos: a warning that names the nearest known key; --strict makes
+     * each an error, reported together */
+    static const char *const typos[][2] = {
+        {"zero_optimisation", "zero_optimization"}, {"gradient_cliping", "gradient_clipping"},
+        {"zero_optimization.stgae", "zero_optimization.stage"}, {"fp16.enable", "fp16.enabled"},
+        {"optimizer.params.weight_decy", "optimizer.params.weight_decay"}};
+    const char *t = write_file("typos.json", "{\"zero_optimisation\": {\"stage\": 2}, \"gradient_cliping\": 1.0,"
+                                             " \"zero_optimization\": {\"stgae\": 2}, \"fp16\": {\"enable\": true},"
+                                             " \"optimizer\": {\"params\": {\"weight_decy\": 1}}, \"frobnicate\": 1}");
+    const char *tf[1] = {t};
+    run_child(&r, tf, 1, NULL, 0, 1);
+    EXPECT(r.status == 0, "typos only warn: %d %s", r.status, r.err);
+    for (size_t i = 0; i < sizeof typos / sizeof *typos; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "warning: unknown config key '%s' (ignored; did you mean '%s'?)", typos[i][0],
+                 typos[i][1]);
+        EXPECT(strstr(r.err, want) != NULL, "'%s' suggests '%s': %s", typos[i][0], typos[i][1], r.err);
+    }
+    EXPECT(strstr(r.err, "unknown config key 'frobnicate' (ignored)"), "no suggestion when nothing is close: %s",
+           r.err);
+    const char *strict[1] = {"run.strict_config=true"};
+    run_child(&r, tf, 1, strict, 1, 1);
+    EXPECT(r.status == 2, "run.strict_config: unknown keys exit 2, got %d", r.status);
+    for (size_t i = 0; i < sizeof typos / sizeof *typos; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "error: unknown config key '%s'; did you mean '%s'?", typos[i][0], typos[i][1]);
+        EXPECT(strstr(r.err, want) != NULL, "strict error for '%s' with the suggestion: %s", typos[i][0], r.err);
+    }
+    EXPECT(strstr(r.err, "error: unknown config key 'frobnicate'") && strstr(r.err, "the config has 6 errors"),
+           "strict: every unknown key at once: %s", r.err);
+    const char *clean[2] = {"run.strict_config=true", "gradient_clipping=0.5"};
+    run_child(&r, NULL, 0, clean, 2, 1);
+    EXPECT(r.status == 0 && !strstr(r.err, "warning"), "strict with only known keys runs: %d %s", r.status, r.err);
+
+    /* a 1 MB value is not echoed: cut to 80 characters with "..." */
+    size_t big = 1 << 20;
+    char *text = malloc(big + 64);
+    if (!text)
+        exit(99);
+    strcpy(text, "{\"model\": {\"hidden_size\": \"");
+    size_t at = strlen(text);
+    memset(text + at, 'x', big);
+    strcpy(text + at + big, "\"}}");
+    const char *bf[1] = {write_file("big.json", text)};
+    free(text);
+    run_child(&r, bf, 1, NULL, 0, 1);
+    char eighty[82];
+    memset(eighty, 'x', 81);
+    eighty[81] = '\0';
+    EXPECT(r.status == 2 && strstr(r.err, "model.hidden_size") && strstr(r.err, "xxx...") && !strstr(r.err, eighty) &&
+               strlen(r.err) < 400,
+           "a huge value is cut in the message: %d, %zu bytes", r.status, strlen(r.err));
+    printf("every config error in one run, --strict, did-you-mean suggestions, long values cut\n");
+}
+
 int main(void)
 {
     if (mkdir(DIR, 0755) != 0 && errno != EEXIST) {
@@ -671,6 +756,7 @@ int main(void)
     test_optim_sched();
     test_validation();
     test_unknown_and_effective();
+    test_all_errors_and_strict();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
