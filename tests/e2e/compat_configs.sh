@@ -82,6 +82,18 @@ for k in train_batch_size train_micro_batch_size_per_gpu optimizer.params.lr opt
     check "$f: \"auto\" $k is resolved and noted" 'grep -q "note: resolved from \"auto\":.* $k=" "$SCRATCH/err.txt"'
 done
 check "$f: no warning" '! grep -q warning "$SCRATCH/err.txt"'
+# Its ZeRO-3 sibling adds "auto" stage3_prefetch_bucket_size,
+# stage3_param_persistence_threshold and stage3_gather_16bit_weights_on_model_save
+# (no effect in fabula: named in the no-effect note).
+f3=huggingface__accelerate__ds_config_zero3
+dry 2 "$DS/$f3.json"
+expect_triple "$f3 unchanged" $((DM * 2)) "$DM" 1 2
+for k in stage3_prefetch_bucket_size stage3_param_persistence_threshold stage3_gather_16bit_weights_on_model_save; do
+    check "$f3: \"auto\" $k accepted without effect" \
+        'grep -q "note: accepted without effect.*zero_optimization.$k" "$SCRATCH/err.txt" && ! grep -q warning "$SCRATCH/err.txt"'
+done
+check "$f3: ZeRO 3 with optimizer and parameter offload" \
+    'grep -q "\"stage\": 3" "$SCRATCH/out.txt" && [ "$(grep -c "\"device\": \"cpu\"" "$SCRATCH/out.txt")" -eq 2 ]'
 dry 2 --set data.max_tokens_per_batch=4096 --set data.seq_len=128 "$DS/$f.json"
 expect_triple "$f with a 4096-token budget" $((32 * gas * 2)) 32 "$gas" 2
 dry 2 --set train_micro_batch_size_per_gpu=4 "$DS/$f.json"
