@@ -10,6 +10,11 @@
 /* run.* and steps_per_print. */
 void config_read_run(cj_ctx_t *c, config_t *cfg);
 void config_read_model(cj_ctx_t *c, config_t *cfg);
+/* The Hugging Face config.json keys of "model" (config_model_hf.c): the
+ * mapping, before config_read_model reads the sizes, and the checks of the
+ * keys that change the function, after. */
+void config_read_model_hf(cj_ctx_t *c);
+void config_check_model_hf(cj_ctx_t *c, const model_config_t *m);
 /* data.*, checked against the model (vocabulary, positions). */
 void config_read_data(cj_ctx_t *c, config_t *cfg);
 /* The DeepSpeed batch triple for `world_size` data-parallel ranks. */
