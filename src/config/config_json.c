@@ -46,6 +46,7 @@ void cj_ctx_init(cj_ctx_t *c, int verbose)
     memset(c, 0, sizeof *c);
     c->verbose = verbose;
     c->errors = &c->errors_store;
+    c->duplicates = &c->duplicates_store;
 }
 
 void cj_ctx_free(cj_ctx_t *c)
@@ -58,6 +59,7 @@ void cj_ctx_free(cj_ctx_t *c)
     cj_strs_free(&c->inert);
     cj_strs_free(&c->set_keys);
     cj_strs_free(&c->errors_store);
+    cj_strs_free(&c->duplicates_store);
     memset(c, 0, sizeof *c);
 }
 

@@ -32,6 +32,10 @@ typedef struct cj_ctx {
      * pointer, so that readers holding a const context can add to it. */
     cj_strs_t *errors;
     cj_strs_t errors_store;
+    /* "FILE:LINE: duplicate key 'PATH'" for each key a file gives twice,
+     * reported once run.strict_config is known (a warning, or an error) */
+    cj_strs_t *duplicates;
+    cj_strs_t duplicates_store;
 } cj_ctx_t;
 
 void cj_strs_push(cj_strs_t *s, const char *str);
