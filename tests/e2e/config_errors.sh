@@ -62,6 +62,16 @@ bad "offload_param below stage 3" zero_optimization.offload_param.device \
     --set zero_optimization.stage=2 --set zero_optimization.offload_param.device=cpu
 bad "set through a number" model.hidden_size --set model.hidden_size.x=1
 
+# Absurd sizes: refused by the dry run naming the key (an estimate of the
+# memory a rank needs against what any rank has), not by a failed allocation.
+bad "vocab_size 2e9" "config key 'model.vocab_size' = 2000000000: expected a size the run can hold" \
+    --dry-run --set model.vocab_size=2e9
+bad "hidden_size 1e6" "config key 'model.hidden_size' = 1000000: expected a size" --dry-run --set model.hidden_size=1e6
+bad "micro batch 1e9" "config key 'train_micro_batch_size_per_gpu' = 1000000000: expected a size" \
+    --dry-run --set train_micro_batch_size_per_gpu=1e9
+bad "hidden_size 1e12" "model.hidden_size" --dry-run --set model.hidden_size=1e12
+bad "train_batch_size 1e15" "train_batch_size" --dry-run --set train_batch_size=1e15
+
 # Files.
 bad "missing config file" "nope.json': No such file or directory" "$SCRATCH/nope.json"
 printf '{\n  "model": {\n    "hidden_size": 64,,\n  }\n}\n' >"$SCRATCH/broken.json"
