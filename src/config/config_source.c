@@ -103,7 +103,7 @@ void source_set_parse(const cj_ctx_t *c, const char *arg, source_set_t *out)
 {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg)
-        cj_fail(c, "--set '%s': expected KEY=VALUE with a dotted KEY (optimizer.params.lr=1e-3)", arg);
+        cj_fail(c, "--set '%s': expected KEY=VALUE with a dotted KEY (optimizer.params.lr=1e-3)", cj_cut(arg));
     out->path = fb_malloc((size_t)(eq - arg) + 1);
     memcpy(out->path, arg, (size_t)(eq - arg));
     out->path[eq - arg] = '\0';
@@ -123,7 +123,7 @@ void source_set_parse(const cj_ctx_t *c, const char *arg, source_set_t *out)
     if (!out->value)
         out->value = json_string(out->raw);
     if (!out->value)
-        cj_fail(c, "--set '%s': the value is neither JSON nor valid UTF-8 text", arg);
+        cj_fail(c, "--set '%s': the value is neither JSON nor valid UTF-8 text", cj_cut(arg));
 }
 
 void source_set_free(source_set_t *s)
@@ -143,8 +143,9 @@ void source_set_apply(const cj_ctx_t *c, json_t *root, const source_set_t *s, in
         if (strict) {
             json_t *v = cj_lookup(NULL, root, prefix);
             char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-            cj_fail(c, "--set %s=%s: '%s' is %s (%s), not an object", s->path, s->raw, prefix,
-                    json_type_name(v), text ? text : "?");
+            char *raw = cj_cut(s->raw), *shown = cj_cut(text ? text : "?");
+            cj_fail(c, "--set %s=%s: '%s' is %s (%s), not an object", s->path, raw, prefix, json_type_name(v),
+                    shown);
         }
         /* The user tree only decides which defaults apply; the strict pass
          * over the merged tree reports the conflict. */

@@ -72,6 +72,13 @@ bad "micro batch 1e9" "config key 'train_micro_batch_size_per_gpu' = 1000000000:
 bad "hidden_size 1e12" "model.hidden_size" --dry-run --set model.hidden_size=1e12
 bad "train_batch_size 1e15" "train_batch_size" --dry-run --set train_batch_size=1e15
 
+# A long value is not echoed whole: cut to 80 characters with "...".
+long=$(head -c 100000 /dev/zero | tr '\0' y)
+bad "100 kB string for an integer" "model.hidden_size" --set "model.hidden_size=\"$long\""
+check "100 kB value: cut in the message" 'grep -q "yyy\.\.\." "$SCRATCH/err.txt" && [ "$(wc -c <"$SCRATCH/err.txt")" -lt 1000 ]'
+bad "100 kB --set through a number" "model.hidden_size" --set "model.hidden_size.x=$long"
+check "100 kB --set value: cut in the message" '[ "$(wc -c <"$SCRATCH/err.txt")" -lt 1000 ]'
+
 # Files.
 bad "missing config file" "nope.json': No such file or directory" "$SCRATCH/nope.json"
 printf '{\n  "model": {\n    "hidden_size": 64,,\n  }\n}\n' >"$SCRATCH/broken.json"
