@@ -95,21 +95,21 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
         if ((long long)mb * ga * w != tb)
             cj_error(c,
                      "inconsistent batch sizes: train_batch_size (%d) must equal train_micro_batch_size_per_gpu "
-                    "(%d) * gradient_accumulation_steps (%d) * world size (%d) = %lld",
+                     "(%d) * gradient_accumulation_steps (%d) * world size (%d) = %lld",
                      tb, mb, ga, world_size, (long long)mb * ga * w);
     } else if (has_t && has_m) {
         if (tb % ((long long)mb * w) != 0)
             cj_error(c,
                      "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
-                    "train_micro_batch_size_per_gpu (%d) * world size (%d) to infer gradient_accumulation_steps",
-                    tb, mb, world_size);
+                     "train_micro_batch_size_per_gpu (%d) * world size (%d) to infer gradient_accumulation_steps",
+                     tb, mb, world_size);
         ga = (int)(tb / ((long long)mb * w));
     } else if (has_t && has_g) {
         if (tb % ((long long)ga * w) != 0)
             cj_error(c,
                      "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
-                    "gradient_accumulation_steps (%d) * world size (%d) to infer train_micro_batch_size_per_gpu",
-                    tb, ga, world_size);
+                     "gradient_accumulation_steps (%d) * world size (%d) to infer train_micro_batch_size_per_gpu",
+                     tb, ga, world_size);
         mb = (int)(tb / ((long long)ga * w));
     } else if (has_m && has_g) {
         store_int(c, batch_keys[0], (long long)mb * ga * w);
@@ -118,8 +118,8 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
         if (tb % w != 0)
             cj_error(c,
                      "inconsistent batch sizes: train_batch_size (%d) must be a multiple of the world size (%d) "
-                    "(gradient_accumulation_steps = 1, train_micro_batch_size_per_gpu = train_batch_size / world size)",
-                    tb, world_size);
+                     "(gradient_accumulation_steps = 1, train_micro_batch_size_per_gpu = train_batch_size / world size)",
+                     tb, world_size);
         ga = 1;
         mb = (int)(tb / w);
     } else if (has_m) {
@@ -128,8 +128,8 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
         tb = (int)((long long)mb * w);
     } else if (has_g) {
         cj_error(c, "gradient_accumulation_steps (%d) alone does not fix the batch: give train_batch_size or "
-                    "train_micro_batch_size_per_gpu too, e.g. --set train_micro_batch_size_per_gpu=8 (as in "
-                    "DeepSpeed)",
+                 "train_micro_batch_size_per_gpu too, e.g. --set train_micro_batch_size_per_gpu=8 (as in "
+                 "DeepSpeed)",
                  ga);
     }
     if (cj_nerrors(c) > 0) {
