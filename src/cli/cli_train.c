@@ -27,6 +27,8 @@ static void train_usage(FILE *f)
             "                    repeatable, applied after all files\n"
             "  --run-dir DIR     same as --set run.run_dir=DIR\n"
             "  --steps N         same as --set run.steps=N\n"
+            "  --strict          same as --set run.strict_config=true: an unknown config\n"
+            "                    key is an error (exit 2), not a warning\n"
             "  --dry-run         validate and print the effective config, then exit\n"
             "  -h, --help        this help\n"
             "\n"
@@ -37,10 +39,11 @@ static void train_usage(FILE *f)
 
 int cli_train(int argc, char **argv)
 {
-    enum { OPT_SET = 1, OPT_RUN_DIR, OPT_STEPS, OPT_DRY_RUN };
+    enum { OPT_SET = 1, OPT_RUN_DIR, OPT_STEPS, OPT_DRY_RUN, OPT_STRICT };
     static const cli_option_t options[] = {
         {"set", 0, 1, OPT_SET},     {"run-dir", 0, 1, OPT_RUN_DIR},
         {"steps", 0, 1, OPT_STEPS}, {"dry-run", 0, 0, OPT_DRY_RUN},
+        {"strict", 0, 0, OPT_STRICT},
         {0, 0, 0, 0},
     };
     /* --run-dir and --steps are --set overrides, applied in command-line
@@ -67,6 +70,9 @@ int cli_train(int argc, char **argv)
         }
         case OPT_DRY_RUN:
             dry_run = 1;
+            break;
+        case OPT_STRICT:
+            sets[nsets++] = "run.strict_config=true";
             break;
         }
     }

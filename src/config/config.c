@@ -34,6 +34,30 @@ static json_t *parse_default(void)
     return d;
 }
 
+/* "model": "PATH" in a config file: the model section is the JSON file PATH
+ * (a Hugging Face config.json as transformers saves it), relative to the
+ * directory of the config file that names it. */
+static void model_from_file(const cj_ctx_t *c, json_t *file, const char *file_path)
+{
+    json_t *m = json_object_get(file, "model");
+    if (!json_is_string(m))
+        return;
+    const char *p = json_string_value(m);
+    const char *slash = strrchr(file_path, '/');
+    char *full;
+    if (p[0] == '/' || !slash) {
+        full = fb_strdup(p);
+    } else {
+        size_t d = (size_t)(slash - file_path) + 1, n = strlen(p);
+        full = fb_malloc(d + n + 1);
+        memcpy(full, file_path, d);
+        memcpy(full + d, p, n + 1);
+    }
+    json_t *obj = source_load_file(c, full);
+    free(full);
+    FB_ASSERT(json_object_set_new(file, "model", obj) == 0);
+}
+
 /* A user's block that says what it is: a "type" string other than "auto". */
 static int names_type(json_t *user_block)
 {
@@ -125,6 +149,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     json_t **files = fb_calloc((size_t)(npaths > 0 ? npaths : 1), sizeof *files);
     for (int i = 0; i < npaths; i++) {
         files[i] = source_load_file(&c, paths[i]);
+        model_from_file(&c, files[i], paths[i]);
         source_merge(c.user, files[i]);
     }
     json_t *uo = json_object_get(c.user, "optimizer");
@@ -165,8 +190,12 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     config_read_zero(&c, cfg);
     config_read_parallel(&c, cfg, world_size);
     config_read_compat(&c);
+    if (cj_nerrors(&c) == 0)
+        config_check_memory(&c, cfg, world_size);
 
     cj_warn_unknown(&c);
+    /* every problem of the config at once, not one per run */
+    cj_check_errors(&c);
     note_list(&c, "resolved from \"auto\"", &c.autos);
     note_list(&c, "accepted without effect in fabula", &c.inert);
 

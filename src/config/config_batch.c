@@ -7,9 +7,17 @@
  * Given all three they must satisfy it; given two, the third is inferred;
  * train_batch_size alone: gas = 1; micro alone: gas = 1; gas alone: error.
  * DeepSpeed infers with floor division and then asserts the identity; here
- * a division that is not exact is reported as such. "auto" (the Hugging Face
- * convention) and null count as absent. The default config's micro batch and
- * accumulation apply only when the user gives none of the three keys.
+ * a division that is not exact is reported as such. null counts as absent.
+ * The default config's micro batch and accumulation apply only when the user
+ * gives none of the three keys.
+ *
+ * "auto" is the Hugging Face Trainer's "I fill this in", and fabula is the
+ * trainer: train_batch_size and gradient_accumulation_steps "auto" are
+ * inferred by the rule (absent); train_micro_batch_size_per_gpu "auto",
+ * unless train_batch_size is given to infer it from, is
+ * data.max_tokens_per_batch / data.seq_len when the user gives that budget,
+ * else the default's micro batch. So accelerate's own files (gas 1, the
+ * other two "auto") run as they come.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -31,26 +39,45 @@ static int batch_key(cj_ctx_t *c, const char *key, int *out)
         return 0;
     }
     *out = cj_int(c, key, 0);
-    if (*out <= 0)
+    if (*out <= 0) {
         cj_invalid(c, key, "a positive integer");
+        /* read on as absent, so that the rule below still runs */
+        return 0;
+    }
     return 1;
 }
 
 static void store_int(cj_ctx_t *c, const char *key, long long v)
 {
-    if (v > INT_MAX)
-        cj_fail(c, "%s would be %lld, more than %d", key, v, INT_MAX);
+    if (v > INT_MAX) {
+        cj_error(c, "%s would be %lld, more than %d", key, v, INT_MAX);
+        v = 1;
+    }
     FB_ASSERT(cj_store(c->root, key, json_integer(v), NULL) == 0);
+}
+
+/* The micro batch "auto" stands for (see the top of the file). */
+static long long auto_micro(cj_ctx_t *c, const config_t *cfg)
+{
+    json_t *budget = cj_lookup(NULL, c->user, "data.max_tokens_per_batch");
+    if (json_is_integer(budget) && json_integer_value(budget) >= cfg->data.seq_len)
+        return json_integer_value(budget) / cfg->data.seq_len;
+    return cj_default_integer(c, batch_keys[1]);
 }
 
 void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
 {
     FB_ASSERT(world_size >= 1);
     int was_auto[3], user_gave = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3; i++)
         was_auto[i] = cj_is_auto(cj_lookup(c, c->user, batch_keys[i]));
-        user_gave |= cj_given(c, c->user, batch_keys[i]);
+    if (was_auto[1] && !cj_given(c, c->user, batch_keys[0])) {
+        json_t *m = json_integer(auto_micro(c, cfg));
+        FB_ASSERT(m && cj_store(c->user, batch_keys[1], json_incref(m), NULL) == 0);
+        FB_ASSERT(cj_store(c->root, batch_keys[1], m, NULL) == 0);
     }
+    for (int i = 0; i < 3; i++)
+        user_gave |= cj_given(c, c->user, batch_keys[i]);
     for (int i = 0; i < 3; i++) {
         json_t *d = cj_lookup(NULL, c->defaults, batch_keys[i]);
         if (!user_gave && d)
@@ -66,44 +93,50 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
     long long w = world_size;
     if (has_t && has_m && has_g) {
         if ((long long)mb * ga * w != tb)
-            cj_fail(c,
-                    "inconsistent batch sizes: train_batch_size (%d) must equal train_micro_batch_size_per_gpu "
-                    "(%d) * gradient_accumulation_steps (%d) * world size (%d) = %lld",
-                    tb, mb, ga, world_size, (long long)mb * ga * w);
+            cj_error(c,
+                     "inconsistent batch sizes: train_batch_size (%d) must equal train_micro_batch_size_per_gpu "
+                     "(%d) * gradient_accumulation_steps (%d) * world size (%d) = %lld",
+                     tb, mb, ga, world_size, (long long)mb * ga * w);
     } else if (has_t && has_m) {
         if (tb % ((long long)mb * w) != 0)
-            cj_fail(c,
-                    "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
-                    "train_micro_batch_size_per_gpu (%d) * world size (%d) to infer gradient_accumulation_steps",
-                    tb, mb, world_size);
+            cj_error(c,
+                     "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
+                     "train_micro_batch_size_per_gpu (%d) * world size (%d) to infer gradient_accumulation_steps",
+                     tb, mb, world_size);
         ga = (int)(tb / ((long long)mb * w));
     } else if (has_t && has_g) {
         if (tb % ((long long)ga * w) != 0)
-            cj_fail(c,
-                    "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
-                    "gradient_accumulation_steps (%d) * world size (%d) to infer train_micro_batch_size_per_gpu",
-                    tb, ga, world_size);
+            cj_error(c,
+                     "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
+                     "gradient_accumulation_steps (%d) * world size (%d) to infer train_micro_batch_size_per_gpu",
+                     tb, ga, world_size);
         mb = (int)(tb / ((long long)ga * w));
     } else if (has_m && has_g) {
         store_int(c, batch_keys[0], (long long)mb * ga * w);
         tb = (int)((long long)mb * ga * w);
     } else if (has_t) {
         if (tb % w != 0)
-            cj_fail(c,
-                    "inconsistent batch sizes: train_batch_size (%d) must be a multiple of the world size (%d) "
-                    "(gradient_accumulation_steps = 1, train_micro_batch_size_per_gpu = train_batch_size / world size)",
-                    tb, world_size);
+            cj_error(c,
+                     "inconsistent batch sizes: train_batch_size (%d) must be a multiple of the world size (%d) "
+                     "(gradient_accumulation_steps = 1, train_micro_batch_size_per_gpu = train_batch_size / world size)",
+                     tb, world_size);
         ga = 1;
         mb = (int)(tb / w);
     } else if (has_m) {
         ga = 1;
         store_int(c, batch_keys[0], (long long)mb * w);
         tb = (int)((long long)mb * w);
-    } else {
-        cj_fail(c, "gradient_accumulation_steps (%d) alone does not fix the batch: give train_batch_size or "
-                   "train_micro_batch_size_per_gpu too, e.g. --set train_micro_batch_size_per_gpu=8 (as in "
-                   "DeepSpeed; \"auto\" counts as absent)",
-                ga);
+    } else if (has_g) {
+        cj_error(c, "gradient_accumulation_steps (%d) alone does not fix the batch: give train_batch_size or "
+                 "train_micro_batch_size_per_gpu too, e.g. --set train_micro_batch_size_per_gpu=8 (as in "
+                 "DeepSpeed)",
+                 ga);
+    }
+    if (cj_nerrors(c) > 0) {
+        /* reported at the end; the readers after this one need sizes > 0 */
+        mb = mb > 0 ? mb : 1;
+        ga = ga > 0 ? ga : 1;
+        tb = tb > 0 ? tb : world_size;
     }
     store_int(c, batch_keys[0], tb);
     store_int(c, batch_keys[1], mb);

@@ -5,6 +5,7 @@
  * (seq_len_warmup). Semantics in docs/loader.md, keys in docs/config.md. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/config_internal.h"
@@ -76,7 +77,7 @@ static void read_attention_cost(cj_ctx_t *c, loader_config_t *l)
             cj_strs_push(&c->known, path);
         l->attention_cost_auto = cj_is_auto(v) ? LOADER_COST_AUTO : LOADER_COST_ABSENT;
         l->attention_cost = 0.0;
-        FB_ASSERT(cj_store(c->root, path, json_string("auto"), NULL) == 0);
+        cj_put(c, path, json_string("auto"));
         return;
     }
     l->attention_cost_auto = LOADER_COST_SET;
@@ -99,6 +100,7 @@ static void read_budget(cj_ctx_t *c, const config_t *cfg, loader_config_t *l)
     read_attention_cost(c, l);
 }
 
+/* Records the error; the caller stops reading the phases. */
 static void phase_invalid(const cj_ctx_t *c, int i, const char *key, const char *expected)
 {
     char path[96];
@@ -106,7 +108,10 @@ static void phase_invalid(const cj_ctx_t *c, int i, const char *key, const char 
     json_t *arr = cj_lookup(NULL, c->root, "data.curriculum.phases");
     json_t *v = json_object_get(json_array_get(arr, (size_t)i), key);
     char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(16)) : NULL;
-    cj_fail(c, "config key '%s' = %s: expected %s", path, text ? text : "(absent)", expected);
+    char *shown = cj_cut(text ? text : "(absent)");
+    cj_error(c, "config key '%s' = %s: expected %s", path, shown, expected);
+    free(shown);
+    free(text);
 }
 
 /* phases: an array of {"until", "short", "medium", "long"} objects, read by
@@ -119,48 +124,62 @@ static void read_phases(cj_ctx_t *c, loader_config_t *l)
     json_t *arr = cj_lookup(c, c->root, path);
     if (!arr || json_is_null(arr) || cj_is_auto(arr))
         arr = cj_lookup(NULL, c->defaults, path);
-    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > LOADER_MAX_PHASES)
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > LOADER_MAX_PHASES) {
         cj_invalid(c, path, "an array of 1 to %d phase objects {\"until\", \"short\", \"medium\", \"long\"}",
                    LOADER_MAX_PHASES);
+        return;
+    }
     l->nphases = (int)json_array_size(arr);
     double prev = 0.0;
     for (int i = 0; i < l->nphases; i++) {
         json_t *ph = json_array_get(arr, (size_t)i);
-        if (!json_is_object(ph))
+        if (!json_is_object(ph)) {
             cj_invalid(c, path, "an array of phase objects (item %d is not an object)", i);
+            return;
+        }
         const char *key;
         json_t *v;
         json_object_foreach(ph, key, v) {
             int known = strcmp(key, "until") == 0;
             for (int k = 0; k < LOADER_NCLASSES; k++)
                 known |= strcmp(key, class_keys[k]) == 0;
-            if (!known)
+            if (!known && c->strict)
+                cj_error(c, "unknown config key '%s[%d].%s' (an error with --strict / run.strict_config)", path,
+                         i, key);
+            else if (!known)
                 cj_warn(c, "unknown config key '%s[%d].%s' (ignored)", path, i, key);
         }
         loader_phase_t *p = &l->phases[i];
         json_t *u = json_object_get(ph, "until");
-        if (!json_is_number(u))
+        if (!json_is_number(u)) {
             phase_invalid(c, i, "until", "a number in (0, 1]: the end of the phase as a fraction of run.steps");
+            return;
+        }
         p->until = json_number_value(u);
-        if (!(p->until > prev) || p->until > 1.0)
+        if (!(p->until > prev) || p->until > 1.0) {
             phase_invalid(c, i, "until", "a number in (0, 1], larger than the previous phase's");
-        if (i == l->nphases - 1 && p->until != 1.0)
+            return;
+        }
+        if (i == l->nphases - 1 && p->until != 1.0) {
             phase_invalid(c, i, "until", "1.0 (the last phase ends with the run)");
+            return;
+        }
         prev = p->until;
         double sum = 0.0;
         for (int k = 0; k < LOADER_NCLASSES; k++) {
             json_t *r = json_object_get(ph, class_keys[k]);
-            if (r && !json_is_number(r))
+            p->mix[k] = json_is_number(r) ? json_number_value(r) : 0.0;
+            if ((r && !json_is_number(r)) || !(p->mix[k] >= 0.0 && p->mix[k] <= 1.0)) {
                 phase_invalid(c, i, class_keys[k], "a number in [0, 1]");
-            p->mix[k] = r ? json_number_value(r) : 0.0;
-            if (!(p->mix[k] >= 0.0 && p->mix[k] <= 1.0))
-                phase_invalid(c, i, class_keys[k], "a number in [0, 1]");
+                return;
+            }
             sum += p->mix[k];
         }
         if (fabs(sum - 1.0) > RATIO_TOL) {
             char msg[128];
             snprintf(msg, sizeof msg, "short + medium + long = 1 (they sum to %.9g)", sum);
             phase_invalid(c, i, "short", msg);
+            return;
         }
     }
 }

@@ -10,6 +10,11 @@
 /* run.* and steps_per_print. */
 void config_read_run(cj_ctx_t *c, config_t *cfg);
 void config_read_model(cj_ctx_t *c, config_t *cfg);
+/* The Hugging Face config.json keys of "model" (config_model_hf.c): the
+ * mapping, before config_read_model reads the sizes, and the checks of the
+ * keys that change the function, after. */
+void config_read_model_hf(cj_ctx_t *c);
+void config_check_model_hf(cj_ctx_t *c, const model_config_t *m);
 /* data.*, checked against the model (vocabulary, positions). */
 void config_read_data(cj_ctx_t *c, config_t *cfg);
 /* The DeepSpeed batch triple for `world_size` data-parallel ranks. */
@@ -28,6 +33,9 @@ void config_read_zero(cj_ctx_t *c, config_t *cfg);
 void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
 /* checkpoint.* and run.resume (needs run.run_dir). */
 void config_read_checkpoint(cj_ctx_t *c, config_t *cfg);
+/* A lower bound on one rank's memory against what any rank has: absurd
+ * sizes are refused naming the key (config_memory.c). Last, on a valid config. */
+void config_check_memory(cj_ctx_t *c, const config_t *cfg, int world_size);
 /* Top-level DeepSpeed keys accepted without effect, and the refused ones. */
 void config_read_compat(cj_ctx_t *c);
 

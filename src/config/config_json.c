@@ -45,6 +45,8 @@ void cj_ctx_init(cj_ctx_t *c, int verbose)
 {
     memset(c, 0, sizeof *c);
     c->verbose = verbose;
+    c->errors = &c->errors_store;
+    c->duplicates = &c->duplicates_store;
 }
 
 void cj_ctx_free(cj_ctx_t *c)
@@ -56,6 +58,8 @@ void cj_ctx_free(cj_ctx_t *c)
     cj_strs_free(&c->autos);
     cj_strs_free(&c->inert);
     cj_strs_free(&c->set_keys);
+    cj_strs_free(&c->errors_store);
+    cj_strs_free(&c->duplicates_store);
     memset(c, 0, sizeof *c);
 }
 
@@ -93,21 +97,71 @@ static char *dump(const json_t *v)
 
 /* ---------------------------------------------------------------- messages */
 
+char *cj_cut(const char *s)
+{
+    size_t n = strlen(s);
+    if (n <= CJ_VALUE_MAX)
+        return fb_strdup(s);
+    /* cut on a UTF-8 character boundary, so the message stays valid text */
+    size_t k = CJ_VALUE_MAX;
+    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+        k--;
+    char *out = fb_malloc(k + 4);
+    memcpy(out, s, k);
+    memcpy(out + k, "...", 4);
+    return out;
+}
+
+/* Ends the job with the collected errors and `last` (may be NULL): each on
+ * its own "fabula: error:" line, rank 0 only. */
+_Noreturn static void fail_all(const cj_ctx_t *c, const char *last)
+{
+    const cj_strs_t *e = c->errors;
+    size_t n = e ? e->n : 0;
+    if (c->verbose) {
+        for (size_t i = 0; i < n; i++)
+            if (last || i + 1 < n)
+                fprintf(stderr, "fabula: error: %s\n", e->items[i]);
+        const char *final = last ? last : e->items[n - 1];
+        if (n + (last != NULL) > 1)
+            fb_fatal_all(FB_EXIT_USAGE, "%s\nfabula: error: the config has %zu errors (above)", final,
+                         n + (last != NULL));
+        fb_fatal_all(FB_EXIT_USAGE, "%s", final);
+    }
+    /* every rank reads the same config and fails here alike; rank 0 says
+     * it once (verbose is set on rank 0 only) */
+    if (fb_error_rank() > 0)
+        fb_fatal_all(FB_EXIT_USAGE, "%s", last ? last : "config errors");
+    fflush(stdout);
+    exit(FB_EXIT_USAGE);
+}
+
 void cj_fail(const cj_ctx_t *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     char *msg = vformat(fmt, ap);
     va_end(ap);
-    /* every rank reads the same config and fails here alike; rank 0 says
-     * it once (verbose is set on rank 0 only) */
-    if (c->verbose)
-        fb_fatal_all(FB_EXIT_USAGE, "%s", msg);
-    if (fb_error_rank() > 0)
-        fb_fatal_all(FB_EXIT_USAGE, "%s", msg);
+    fail_all(c, msg);
+}
+
+static void add_error(const cj_ctx_t *c, char *msg)
+{
+    if (!c->errors)
+        fail_all(c, msg);
+    /* a bad value read twice (a check on it in two readers) is one error */
+    if (!cj_strs_has(c->errors, msg))
+        cj_strs_push(c->errors, msg);
     free(msg);
-    fflush(stdout);
-    exit(FB_EXIT_USAGE);
+}
+
+void cj_error(const cj_ctx_t *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = vformat(fmt, ap);
+    va_end(ap);
+    add_error(c, msg);
 }
 
 void cj_invalid(const cj_ctx_t *c, const char *path, const char *expected_fmt, ...)
@@ -117,8 +171,25 @@ void cj_invalid(const cj_ctx_t *c, const char *path, const char *expected_fmt, .
     char *expected = vformat(expected_fmt, ap);
     va_end(ap);
     json_t *v = cj_lookup(NULL, c->root, path);
-    char *value = v ? dump(v) : fb_strdup("(absent)");
-    cj_fail(c, "config key '%s' = %s: expected %s", path, value, expected);
+    char *full = v ? dump(v) : fb_strdup("(absent)");
+    char *value = cj_cut(full);
+    char *shown = cj_cut(path);
+    size_t n = strlen(shown) + strlen(value) + strlen(expected) + 64;
+    char *msg = fb_malloc(n);
+    snprintf(msg, n, "config key '%s' = %s: expected %s", shown, value, expected);
+    free(full);
+    free(value);
+    free(shown);
+    free(expected);
+    add_error(c, msg);
+}
+
+size_t cj_nerrors(const cj_ctx_t *c) { return c->errors ? c->errors->n : 0; }
+
+void cj_check_errors(const cj_ctx_t *c)
+{
+    if (cj_nerrors(c) > 0)
+        fail_all(c, NULL);
 }
 
 /* "fabula: <kind>: <message>" on stderr, on the rank that says things
@@ -163,6 +234,7 @@ json_t *cj_lookup(const cj_ctx_t *c, json_t *root, const char *path)
                 char *prefix = fb_strdup(path);
                 prefix[p - path - 1] = '\0';
                 cj_invalid(c, prefix, "an object");
+                free(prefix);
             }
             return NULL;
         }
@@ -209,12 +281,16 @@ int cj_store(json_t *root, const char *path, json_t *value, size_t *bad_len)
     }
 }
 
-/* Getters store into paths they have just looked up, so no step can fail. */
-static void store(cj_ctx_t *c, const char *path, json_t *value)
+/* Getters store into paths they have just looked up: a step fails only
+ * through a non-object on the way, already reported by that lookup. */
+void cj_put(const cj_ctx_t *c, const char *path, json_t *value)
 {
     FB_ASSERT(value);
-    FB_ASSERT(cj_store(c->root, path, value, NULL) == 0);
+    if (cj_store(c->root, path, value, NULL) != 0)
+        FB_ASSERT(cj_nerrors(c) > 0);
 }
+
+static void store(cj_ctx_t *c, const char *path, json_t *value) { cj_put(c, path, value); }
 
 void cj_remove(json_t *root, const char *path)
 {
@@ -264,6 +340,18 @@ static pick_t pick(cj_ctx_t *c, const char *path, int (*type_ok)(const json_t *)
     return PICK_DEF;
 }
 
+/* After a type error: what the getter goes on with (the embedded default's
+ * value when it has one of the right type, else the caller's def). */
+static pick_t fallback(const cj_ctx_t *c, const char *path, int (*type_ok)(const json_t *), json_t **node)
+{
+    json_t *d = cj_lookup(NULL, c->defaults, path);
+    if (d && type_ok(d)) {
+        *node = d;
+        return PICK_DEFAULT;
+    }
+    return PICK_DEF;
+}
+
 static void record_auto(cj_ctx_t *c, const char *path)
 {
     char *value = dump(cj_lookup(NULL, c->root, path));
@@ -300,9 +388,10 @@ double cj_real(cj_ctx_t *c, const char *path, double def)
     int was_auto;
     pick_t from = pick(c, path, is_number, &node, &was_auto);
     if (from == PICK_TREE) {
-        if (!json_is_number(node))
-            cj_invalid(c, path, "a number");
-        return json_number_value(node);
+        if (json_is_number(node))
+            return json_number_value(node);
+        cj_invalid(c, path, "a number");
+        return fallback(c, path, is_number, &node) == PICK_DEFAULT ? json_number_value(node) : def;
     }
     double x = from == PICK_DEFAULT ? json_number_value(node) : def;
     store(c, path, from == PICK_DEFAULT ? json_deep_copy(node) : json_real(x));
@@ -317,9 +406,12 @@ long long cj_integer(cj_ctx_t *c, const char *path, long long def)
     int was_auto;
     pick_t from = pick(c, path, integral, &node, &was_auto);
     long long x = def;
+    if (from != PICK_DEF && !integral(node)) {
+        cj_invalid(c, path, "an integer");
+        if (fallback(c, path, integral, &node) == PICK_DEF)
+            return def;
+    }
     if (from != PICK_DEF) {
-        if (!integral(node))
-            cj_invalid(c, path, "an integer");
         x = json_is_integer(node) ? (long long)json_integer_value(node) : (long long)json_real_value(node);
     }
     /* 5e8 is a real in JSON; the effective config shows it as the integer. */
@@ -334,8 +426,10 @@ long long cj_integer(cj_ctx_t *c, const char *path, long long def)
 int cj_int(cj_ctx_t *c, const char *path, int def)
 {
     long long x = cj_integer(c, path, def);
-    if (x < INT_MIN || x > INT_MAX)
+    if (x < INT_MIN || x > INT_MAX) {
         cj_invalid(c, path, "an integer in [%d, %d]", INT_MIN, INT_MAX);
+        return def;
+    }
     return (int)x;
 }
 
@@ -345,9 +439,12 @@ int cj_bool(cj_ctx_t *c, const char *path, int def)
     int was_auto;
     pick_t from = pick(c, path, is_bool, &node, &was_auto);
     int x = def != 0;
+    if (from != PICK_DEF && !is_bool(node)) {
+        cj_invalid(c, path, "true or false");
+        if (fallback(c, path, is_bool, &node) == PICK_DEF)
+            return x;
+    }
     if (from != PICK_DEF) {
-        if (!is_bool(node))
-            cj_invalid(c, path, "true or false");
         x = json_is_boolean(node) ? json_is_true(node) : json_integer_value(node) != 0;
     }
     if (from != PICK_TREE || !json_is_boolean(node)) {
@@ -378,19 +475,28 @@ const char *cj_string(cj_ctx_t *c, const char *path, const char *def)
         if (json_is_string(node))
             return json_string_value(node);
         const char *raw = set_raw(c, path);
-        if (!raw || json_is_object(node) || json_is_array(node))
+        if (!raw || json_is_object(node) || json_is_array(node)) {
             cj_invalid(c, path, "a string");
+            /* the default goes on in its place (the tree is not shown) */
+            if (fallback(c, path, is_string, &node) == PICK_DEFAULT)
+                return json_string_value(node);
+            return def ? def : "";
+        }
         store(c, path, json_string(raw));
     } else if (from == PICK_DEFAULT) {
         store(c, path, json_deep_copy(node));
     } else {
-        if (!def)
+        if (!def) {
             cj_invalid(c, path, "a string (this key is required)");
+            return "";
+        }
         store(c, path, json_string(def));
     }
     if (was_auto)
         record_auto(c, path);
-    return json_string_value(cj_lookup(NULL, c->root, path));
+    json_t *now = cj_lookup(NULL, c->root, path);
+    /* not a string only when a non-object on the way was reported */
+    return json_is_string(now) ? json_string_value(now) : def ? def : "";
 }
 
 static int is_number_array(const json_t *v)
@@ -417,8 +523,11 @@ void cj_reals(cj_ctx_t *c, const char *path, double *out, size_t n, const double
         }
         store(c, path, a);
     } else {
-        if (!is_number_array(node) || json_array_size(node) != n)
+        if (!is_number_array(node) || json_array_size(node) != n) {
             cj_invalid(c, path, "an array of %zu numbers", n);
+            memcpy(out, def, n * sizeof *out);
+            return;
+        }
         for (size_t i = 0; i < n; i++)
             out[i] = json_number_value(json_array_get(node, i));
         if (from == PICK_DEFAULT)
@@ -435,8 +544,10 @@ int cj_section(cj_ctx_t *c, const char *path)
     json_t *v = cj_lookup(c, c->root, path);
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_object(v))
+    if (!json_is_object(v)) {
         cj_invalid(c, path, "an object");
+        return 0;
+    }
     return 1;
 }
 
@@ -554,6 +665,104 @@ static int is_known_container(const cj_ctx_t *c, const char *path)
     return 0;
 }
 
+/* Edit distance with adjacent transpositions ("stgae" -> "stage" is 1). */
+static size_t distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 255 || m > 255)
+        return (size_t)-1;
+    static size_t d[256][256];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            size_t cost = a[i - 1] != b[j - 1];
+            size_t best = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[n][m];
+}
+
+/* How far a name may be from a known one to be suggested: a quarter of its
+ * length, 1 to 3 edits (short names would match anything). */
+static size_t close_enough(const char *name)
+{
+    size_t k = strlen(name) / 4;
+    return k < 1 ? 1 : k > 3 ? 3 : k;
+}
+
+static const char *last_part(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+/* Whether `known` lies directly in the object `parent_len` bytes of `path`
+ * name (0: the top level). */
+static int same_level(const char *known, const char *path, size_t parent_len)
+{
+    if (parent_len && (strncmp(known, path, parent_len) != 0 || known[parent_len] != '.'))
+        return 0;
+    return strchr(known + (parent_len ? parent_len + 1 : 0), '.') == NULL;
+}
+
+const char *cj_suggest(const cj_ctx_t *c, const char *path)
+{
+    const char *name = last_part(path);
+    size_t parent_len = name == path ? 0 : (size_t)(name - path - 1);
+    const char *best = NULL;
+    size_t best_d = close_enough(name) + 1;
+    for (size_t i = 0; i < c->known.n; i++) {
+        const char *k = c->known.items[i];
+        if (!same_level(k, path, parent_len))
+            continue;
+        size_t d = distance(name, last_part(k));
+        if (d < best_d) {
+            best_d = d;
+            best = k;
+        }
+    }
+    if (best)
+        return best;
+    /* the key in the wrong place or with a mistyped section: the whole path
+     * close to a known one, else the same name elsewhere */
+    best_d = close_enough(path) + 1;
+    for (size_t i = 0; i < c->known.n; i++) {
+        size_t d = distance(path, c->known.items[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = c->known.items[i];
+        }
+    }
+    for (size_t i = 0; !best && i < c->known.n; i++)
+        if (strcmp(last_part(c->known.items[i]), name) == 0)
+            best = c->known.items[i];
+    return best;
+}
+
+static void report_unknown(const cj_ctx_t *c, const char *path)
+{
+    const char *near = cj_suggest(c, path);
+    char hint[320] = "";
+    if (near)
+        snprintf(hint, sizeof hint, "; did you mean '%s'?", near);
+    char *shown = cj_cut(path);
+    if (c->strict)
+        cj_error(c, "unknown config key '%s'%s (an error with --strict / run.strict_config)", shown, hint);
+    else
+        cj_warn(c, "unknown config key '%s' (ignored%s)", shown, hint);
+    free(shown);
+}
+
 static void warn_unknown_in(const cj_ctx_t *c, json_t *obj, const char *prefix)
 {
     const char *key;
@@ -564,7 +773,7 @@ static void warn_unknown_in(const cj_ctx_t *c, json_t *obj, const char *prefix)
             if (json_is_object(val) && is_known_container(c, path))
                 warn_unknown_in(c, val, path);
             else
-                cj_warn(c, "unknown config key '%s' (ignored)", path);
+                report_unknown(c, path);
         } else if (json_is_object(val) && is_known_container(c, path)) {
             warn_unknown_in(c, val, path);
         }

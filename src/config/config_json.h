@@ -26,6 +26,16 @@ typedef struct cj_ctx {
     cj_strs_t autos;      /* "path=value" for every "auto" resolved */
     cj_strs_t inert;      /* paths given but accepted without effect */
     cj_strs_t set_keys;   /* --set paths and their raw text, pairwise */
+    int strict;           /* run.strict_config / --strict: unknown keys are errors */
+    /* The user errors found so far: reading goes on past a bad key (with
+     * the default in its place) so that one run reports them all. Through a
+     * pointer, so that readers holding a const context can add to it. */
+    cj_strs_t *errors;
+    cj_strs_t errors_store;
+    /* "FILE:LINE: duplicate key 'PATH'" for each key a file gives twice,
+     * reported once run.strict_config is known (a warning, or an error) */
+    cj_strs_t *duplicates;
+    cj_strs_t duplicates_store;
 } cj_ctx_t;
 
 void cj_strs_push(cj_strs_t *s, const char *str);
@@ -35,12 +45,26 @@ void cj_strs_free(cj_strs_t *s);
 void cj_ctx_init(cj_ctx_t *c, int verbose);
 void cj_ctx_free(cj_ctx_t *c);
 
-/* A user error: the message (when verbose) and exit FB_EXIT_USAGE. Ranks that
+/* A user error after which nothing more can be checked (an unreadable file):
+ * the errors collected so far, this one, and exit FB_EXIT_USAGE. Ranks that
  * do not print wait for rank 0 to end the job, so its message is seen. */
 _Noreturn void cj_fail(const cj_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* "config key 'PATH' = VALUE: expected ..." with VALUE as found in the tree. */
-_Noreturn void cj_invalid(const cj_ctx_t *c, const char *path, const char *expected_fmt, ...)
+/* A user error that does not stop the reading: collected, reported with the
+ * others by cj_check_errors. */
+void cj_error(const cj_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* cj_error "config key 'PATH' = VALUE: expected ..." with VALUE as found in
+ * the tree (cut to CJ_VALUE_MAX characters). The caller goes on with a
+ * usable value (the default) in place of the bad one. */
+void cj_invalid(const cj_ctx_t *c, const char *path, const char *expected_fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Every collected error (rank 0), then exit FB_EXIT_USAGE; nothing if none. */
+void cj_check_errors(const cj_ctx_t *c);
+/* The number of errors collected so far. */
+size_t cj_nerrors(const cj_ctx_t *c);
+/* `s` as a message shows it: at most CJ_VALUE_MAX characters, else cut with
+ * "..." (a 20 MB value is not echoed). A new string. */
+#define CJ_VALUE_MAX 80
+char *cj_cut(const char *s);
 void cj_warn(const cj_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cj_note(const cj_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -51,6 +75,9 @@ json_t *cj_lookup(const cj_ctx_t *c, json_t *root, const char *path);
  * replacing nulls. A non-object on the way: returns -1 with *bad_len (when
  * not NULL) the length of the prefix of `path` naming it. */
 int cj_store(json_t *root, const char *path, json_t *value, size_t *bad_len);
+/* cj_store into c->root of a path the caller has looked up: a non-object on
+ * the way has been reported by that lookup (value released, nothing stored). */
+void cj_put(const cj_ctx_t *c, const char *path, json_t *value);
 /* Removes `path` if present. */
 void cj_remove(json_t *root, const char *path);
 int cj_is_auto(const json_t *v);
@@ -93,7 +120,12 @@ typedef struct cj_inert {
 /* Records each present `prefix.key` of the table as known and inert. */
 void cj_accept_inert(cj_ctx_t *c, const char *prefix, const cj_inert_t *table, size_t n);
 
-/* One warning per key of c->root that nobody read (full dotted path). */
+/* One warning per key of c->root that nobody read (full dotted path), with
+ * the nearest known key when one is close ("did you mean ..."); with
+ * c->strict an error instead. */
 void cj_warn_unknown(const cj_ctx_t *c);
+/* The known path nearest to the unknown `path` (same level first, then any
+ * path), NULL when none is close. Points into c->known. */
+const char *cj_suggest(const cj_ctx_t *c, const char *path);
 
 #endif

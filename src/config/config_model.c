@@ -25,6 +25,9 @@ static int positive(cj_ctx_t *c, const char *key)
         char path[96];
         snprintf(path, sizeof path, "model.%s", key);
         cj_invalid(c, path, "a positive integer");
+        /* the default goes on in its place, so that the checks below that
+         * divide by it can run and report their own errors */
+        return (int)cj_default_integer(c, path);
     }
     return v;
 }
@@ -32,7 +35,8 @@ static int positive(cj_ctx_t *c, const char *key)
 void config_read_model(cj_ctx_t *c, config_t *cfg)
 {
     model_config_t *m = &cfg->model;
-    cj_section(c, "model");
+    if (cj_section(c, "model"))
+        config_read_model_hf(c);
     m->vocab_size = positive(c, "vocab_size");
     m->hidden_size = positive(c, "hidden_size");
     m->intermediate_size = positive(c, "intermediate_size");
@@ -90,4 +94,6 @@ void config_read_model(cj_ctx_t *c, config_t *cfg)
         cj_invalid(c, "model.expert_dropout", "a number in [0, 1)");
     if (!(m->initializer_range > 0))
         cj_invalid(c, "model.initializer_range", "a number > 0 (std of the initial weights)");
+    if (cj_section(c, "model"))
+        config_check_model_hf(c, m);
 }

@@ -61,6 +61,7 @@ static warmup_type_t read_warmup_type(cj_ctx_t *c)
     if (strcmp(t, "linear") == 0)
         return WARMUP_LINEAR;
     cj_invalid(c, "scheduler.params.warmup_type", "\"log\" or \"linear\"");
+    return WARMUP_LOG;
 }
 
 static long read_total_steps(cj_ctx_t *c, const config_t *cfg, int linked)
@@ -68,10 +69,10 @@ static long read_total_steps(cj_ctx_t *c, const config_t *cfg, int linked)
     const char *path = "scheduler.params.total_num_steps";
     cj_resolve_auto(c, path, json_integer(cfg->run.steps));
     if (linked && !cj_given(c, c->user, path))
-        FB_ASSERT(cj_store(c->root, path, json_integer(cfg->run.steps), NULL) == 0);
+        cj_put(c, path, json_integer(cfg->run.steps));
     if (!cj_lookup(c, c->root, path)) {
         cj_note(c, "%s not given: using run.steps = %ld", path, cfg->run.steps);
-        FB_ASSERT(cj_store(c->root, path, json_integer(cfg->run.steps), NULL) == 0);
+        cj_put(c, path, json_integer(cfg->run.steps));
     }
     long long n = cj_integer(c, path, cfg->run.steps);
     if (n <= 0)
@@ -137,7 +138,7 @@ void config_read_scheduler(cj_ctx_t *c, config_t *cfg, int linked)
         const char *max_path = "scheduler.params.warmup_max_lr";
         cj_resolve_auto(c, max_path, json_real(lr));
         if (linked && !cj_given(c, c->user, max_path))
-            FB_ASSERT(cj_store(c->root, max_path, json_real(lr), NULL) == 0);
+            cj_put(c, max_path, json_real(lr));
         s->warmup_min_lr = cj_real(c, "scheduler.params.warmup_min_lr", 0.0);
         if (!(s->warmup_min_lr >= 0))
             cj_invalid(c, "scheduler.params.warmup_min_lr", "a number >= 0");

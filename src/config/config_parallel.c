@@ -10,8 +10,10 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
     cj_section(c, "parallel");
     int ep = cj_int(c, EP, 1);
     int experts = cfg->model.num_local_experts;
-    if (ep < 1)
+    if (ep < 1) {
         cj_invalid(c, EP, "a positive integer");
+        ep = 1;
+    }
     if (experts <= 1 && ep > 1)
         cj_invalid(c, EP, "1 for a dense model (model.num_local_experts = %d: no experts to distribute)", experts);
     if (world_size % ep != 0)

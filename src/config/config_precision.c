@@ -42,7 +42,7 @@ void config_read_precision(cj_ctx_t *c, config_t *cfg)
     cfg->bf16_enabled = cj_bool(c, "bf16.enabled", 0);
     cj_accept_inert(c, "bf16", bf16_inert, sizeof bf16_inert / sizeof *bf16_inert);
     if (cfg->fp16.enabled && cfg->bf16_enabled)
-        cj_fail(c, "fp16.enabled and bf16.enabled are both true: choose one (as DeepSpeed requires)");
+        cj_error(c, "fp16.enabled and bf16.enabled are both true: choose one (as DeepSpeed requires)");
 
     cfg->gradient_clipping = cj_real(c, "gradient_clipping", 0.0);
     if (!(cfg->gradient_clipping >= 0))

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "util/error.h"
+#include "util/json_scan.h"
 
 static const char *json_type_name(const json_t *v)
 {
@@ -29,6 +30,25 @@ static const char *json_type_name(const json_t *v)
     return "a value";
 }
 
+typedef struct dup_ctx {
+    const cj_ctx_t *c;
+    const char *path;
+} dup_ctx_t;
+
+/* jansson keeps a duplicate key's last value, as Python's json (and prep's
+ * reader) do; the key is reported once strictness is known. */
+static void note_duplicate(void *ctx, const char *key, int line)
+{
+    const dup_ctx_t *d = ctx;
+    char *shown = cj_cut(key);
+    size_t len = strlen(d->path) + strlen(shown) + 96;
+    char *msg = fb_malloc(len);
+    snprintf(msg, len, "%s:%d: duplicate key '%s' (the last value is used)", d->path, line, shown);
+    cj_strs_push(d->c->duplicates, msg);
+    free(msg);
+    free(shown);
+}
+
 json_t *source_load_file(const cj_ctx_t *c, const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -37,15 +57,28 @@ json_t *source_load_file(const cj_ctx_t *c, const char *path)
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
         cj_fail(c, "cannot read config file '%s': %s", path, strerror(EISDIR));
-    json_error_t err;
+    /* read whole, so that the text can be scanned for duplicate keys */
+    size_t n = 0, cap = 4096;
+    char *text = fb_malloc(cap);
     errno = 0;
-    json_t *j = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
-    if (!j) {
-        if (ferror(f))
-            cj_fail(c, "cannot read config file '%s': %s", path, strerror(errno ? errno : EIO));
-        cj_fail(c, "%s:%d:%d: %s", path, err.line, err.column, err.text);
+    for (;;) {
+        if (n == cap)
+            text = fb_realloc(text, cap *= 2);
+        size_t got = fread(text + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
     }
+    if (ferror(f))
+        cj_fail(c, "cannot read config file '%s': %s", path, strerror(errno ? errno : EIO));
     fclose(f);
+    json_error_t err;
+    json_t *j = json_loadb(text, n, 0, &err);
+    if (!j)
+        cj_fail(c, "%s:%d:%d: %s", path, err.line, err.column, err.text);
+    dup_ctx_t d = {c, path};
+    json_scan_duplicates(text, n, note_duplicate, &d);
+    free(text);
     if (!json_is_object(j))
         cj_fail(c, "%s: expected a JSON object at the top level, found %s", path, json_type_name(j));
     return j;
@@ -70,7 +103,7 @@ void source_set_parse(const cj_ctx_t *c, const char *arg, source_set_t *out)
 {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg)
-        cj_fail(c, "--set '%s': expected KEY=VALUE with a dotted KEY (optimizer.params.lr=1e-3)", arg);
+        cj_fail(c, "--set '%s': expected KEY=VALUE with a dotted KEY (optimizer.params.lr=1e-3)", cj_cut(arg));
     out->path = fb_malloc((size_t)(eq - arg) + 1);
     memcpy(out->path, arg, (size_t)(eq - arg));
     out->path[eq - arg] = '\0';
@@ -90,7 +123,7 @@ void source_set_parse(const cj_ctx_t *c, const char *arg, source_set_t *out)
     if (!out->value)
         out->value = json_string(out->raw);
     if (!out->value)
-        cj_fail(c, "--set '%s': the value is neither JSON nor valid UTF-8 text", arg);
+        cj_fail(c, "--set '%s': the value is neither JSON nor valid UTF-8 text", cj_cut(arg));
 }
 
 void source_set_free(source_set_t *s)
@@ -110,8 +143,9 @@ void source_set_apply(const cj_ctx_t *c, json_t *root, const source_set_t *s, in
         if (strict) {
             json_t *v = cj_lookup(NULL, root, prefix);
             char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-            cj_fail(c, "--set %s=%s: '%s' is %s (%s), not an object", s->path, s->raw, prefix,
-                    json_type_name(v), text ? text : "?");
+            char *raw = cj_cut(s->raw), *shown = cj_cut(text ? text : "?");
+            cj_fail(c, "--set %s=%s: '%s' is %s (%s), not an object", s->path, raw, prefix, json_type_name(v),
+                    shown);
         }
         /* The user tree only decides which defaults apply; the strict pass
          * over the merged tree reports the conflict. */

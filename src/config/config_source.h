@@ -8,8 +8,9 @@
 #include "config/config_json.h"
 
 /* The top-level object of a JSON file. Missing or unreadable file: error
- * naming it and the system's reason; malformed JSON (duplicate keys
- * included, as DeepSpeed refuses them): "FILE:LINE:COLUMN: message". */
+ * naming it and the system's reason; malformed JSON: "FILE:LINE:COLUMN:
+ * message". A key given twice in one object keeps its last value and is
+ * recorded in c->duplicates (a warning, or an error with strict_config). */
 json_t *source_load_file(const cj_ctx_t *c, const char *path);
 
 /* Merges `src` into `dst`: objects recursively, any other value replaces. */

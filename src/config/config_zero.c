@@ -78,13 +78,16 @@ static void read_legacy_offload(cj_ctx_t *c, const char *old_key, const char *ne
         return;
     }
     int on = cj_bool(c, old_key, 0);
-    if (cj_given(c, c->root, new_key))
-        cj_fail(c, "config keys '%s' (deprecated) and '%s' cannot be given together (as in DeepSpeed)", old_key,
-                new_key);
+    if (cj_given(c, c->root, new_key)) {
+        cj_error(c, "config keys '%s' (deprecated) and '%s' cannot be given together (as in DeepSpeed)", old_key,
+                 new_key);
+        return;
+    }
     cj_note(c, "%s (deprecated) read as %s.device = \"%s\"", old_key, new_key, on ? "cpu" : "none");
     cj_remove(c->root, old_key);
     json_t *dev = json_pack("{s:s}", "device", on ? "cpu" : "none");
-    FB_ASSERT(dev && cj_store(c->root, new_key, dev, NULL) == 0);
+    FB_ASSERT(dev);
+    cj_put(c, new_key, dev);
 }
 
 /* Returns 1 for "cpu", 0 for "none". */
@@ -101,7 +104,9 @@ static int read_offload_device(cj_ctx_t *c, const char *section, const cj_inert_
         return 0;
     if (strcmp(dev, "nvme") == 0)
         cj_invalid(c, path, "\"none\" or \"cpu\" (NVMe offload is not supported by fabula)");
-    cj_invalid(c, path, "\"none\" or \"cpu\"");
+    else
+        cj_invalid(c, path, "\"none\" or \"cpu\"");
+    return 0;
 }
 
 static double read_size(cj_ctx_t *c, const char *path, double def, int strictly_positive)
@@ -111,7 +116,7 @@ static double read_size(cj_ctx_t *c, const char *path, double def, int strictly_
         cj_invalid(c, path, strictly_positive ? "a number of elements > 0" : "a number >= 0");
     /* Element counts: shown as integers in the effective config (5e8 -> 500000000). */
     if (v == floor(v) && v < 9.0e18)
-        FB_ASSERT(cj_store(c->root, path, json_integer((json_int_t)v), NULL) == 0);
+        cj_put(c, path, json_integer((json_int_t)v));
     return v;
 }
 

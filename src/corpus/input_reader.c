@@ -167,8 +167,11 @@ static int reader_enter_file(input_reader_t *r)
         size_t skip = n >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF ? 3 : 0;
         json_error_t err;
         int guarded = 0;
-        json_t *root = novels_json_parse(buf + skip, (size_t)n - skip, &guarded, &err);
+        char dup[256];
+        json_t *root = novels_json_parse(buf + skip, (size_t)n - skip, &guarded, dup, sizeof dup, &err);
         free(buf);
+        if (root && dup[0])
+            reader_issue(r, -1, 0, ": duplicate key '%s' (the last value is used)", dup);
         if (!root) {
             r->counts.malformed++;
             if (err.line > 0)
@@ -254,7 +257,8 @@ static int reader_next_line(input_reader_t *r, input_record_t *rec)
             continue;
         json_error_t err;
         int guarded = 0;
-        json_t *obj = novels_json_parse((const uint8_t *)text, n, &guarded, &err);
+        char dup[256];
+        json_t *obj = novels_json_parse((const uint8_t *)text, n, &guarded, dup, sizeof dup, &err);
         if (r->line_cap > INPUT_BIG_LINE) {
             /* Parsed: a huge line's buffer goes before its content is copied. */
             free(r->line);
@@ -269,6 +273,8 @@ static int reader_next_line(input_reader_t *r, input_record_t *rec)
                 r->failed = 1;
             continue;
         }
+        if (dup[0])
+            reader_issue(r, line, 0, "duplicate key '%s' (the last value is used)", dup);
         int ok = record_take(r, obj, guarded, rec, "");
         json_decref(obj);
         if (ok)

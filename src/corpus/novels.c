@@ -12,6 +12,7 @@
 #include "io/data_path.h"
 #include "corpus/utf8_guard.h"
 #include "util/error.h"
+#include "util/json_scan.h"
 
 /* A corpus with a systematic problem would otherwise print one warning per
  * line; the counts still appear in the summary. */
@@ -79,7 +80,20 @@ uint8_t *novels_json_string_copy(const json_t *s, int guarded, size_t *len)
     return p;
 }
 
-json_t *novels_json_parse(const uint8_t *text, size_t n, int *guarded, json_error_t *err)
+typedef struct first_dup {
+    char *buf;
+    size_t cap;
+} first_dup_t;
+
+static void note_dup(void *ctx, const char *path, int line)
+{
+    (void)line;
+    first_dup_t *d = ctx;
+    if (!d->buf[0])
+        snprintf(d->buf, d->cap, "%s", path);
+}
+
+json_t *novels_json_parse(const uint8_t *text, size_t n, int *guarded, char *dup, size_t dupcap, json_error_t *err)
 {
     uint8_t *wrapped;
     size_t wn;
@@ -92,7 +106,21 @@ json_t *novels_json_parse(const uint8_t *text, size_t n, int *guarded, json_erro
         return NULL;
     }
     *guarded = bad > 0;
-    json_t *root = json_loadb(bad ? (const char *)wrapped : (const char *)text, bad ? wn : n, JSON_ALLOW_NUL, err);
+    const char *src = bad ? (const char *)wrapped : (const char *)text;
+    size_t sn = bad ? wn : n;
+    json_t *root = json_loadb(src, sn, JSON_ALLOW_NUL, err);
+    if (!root) {
+        size_t tn;
+        char *tamed = json_scan_tame_numbers(src, sn, &tn);
+        if (tamed)
+            root = json_loadb(tamed, tn, JSON_ALLOW_NUL, err);
+        free(tamed);
+    }
+    if (root && dup && dupcap) {
+        dup[0] = '\0';
+        first_dup_t d = {dup, dupcap};
+        json_scan_duplicates(src, sn, note_dup, &d);
+    }
     free(wrapped);
     return root;
 }
@@ -196,12 +224,15 @@ static void load_jsonl(load_ctx_t *ctx, novel_set_t *set, const uint8_t *buf, si
         snprintf(where, sizeof where, "%s:%ld", ctx->path, lineno);
         json_error_t err;
         int guarded = 0;
-        json_t *obj = novels_json_parse(line, len, &guarded, &err);
+        char dup[256];
+        json_t *obj = novels_json_parse(line, len, &guarded, dup, sizeof dup, &err);
         if (!obj) {
             ctx_warn(ctx, "%s: %s", where, err.text);
             set->n_malformed++;
             continue;
         }
+        if (dup[0])
+            ctx_warn(ctx, "%s: duplicate key '%s' (the last value is used)", where, dup);
         record_add(ctx, set, obj, where, guarded);
         json_decref(obj);
     }
@@ -211,7 +242,10 @@ static void load_json(load_ctx_t *ctx, novel_set_t *set, const uint8_t *buf, siz
 {
     json_error_t err;
     int guarded = 0;
-    json_t *root = novels_json_parse(buf, n, &guarded, &err);
+    char dup[256];
+    json_t *root = novels_json_parse(buf, n, &guarded, dup, sizeof dup, &err);
+    if (root && dup[0])
+        ctx_warn(ctx, "%s: duplicate key '%s' (the last value is used)", ctx->path, dup);
     if (!root) {
         if (err.line > 0)
             fb_fatal(FB_EXIT_DATA, "%s:%d:%d: %s", ctx->path, err.line, err.column, err.text);

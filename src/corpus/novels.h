@@ -50,8 +50,14 @@ uint8_t *novels_file_read(const char *path, const char *what, size_t *n);
 
 /* Parses one JSON text (a line, or a whole .json file) with jansson,
  * carrying invalid UTF-8 through the utf8_guard markers (*guarded says
- * whether they were needed). NULL with *err filled on failure. */
-struct json_t *novels_json_parse(const uint8_t *text, size_t n, int *guarded, struct json_error_t *err);
+ * whether they were needed). NULL with *err filled on failure. A number
+ * jansson cannot hold (1e999, a 30-digit integer) does not fail the text:
+ * it is read as a double, or as null beyond the double range (no field a
+ * novel is read from is a number). When `dup` is given (dupcap bytes), it
+ * receives the path of the first key given twice in one object ("" if
+ * none): jansson keeps the last value. */
+struct json_t *novels_json_parse(const uint8_t *text, size_t n, int *guarded, char *dup, size_t dupcap,
+                                 struct json_error_t *err);
 
 /* A NUL-terminated copy of a JSON string's bytes (which may hold 0 bytes),
  * with the utf8_guard markers turned back into the original bytes when the

@@ -62,6 +62,23 @@ bad "offload_param below stage 3" zero_optimization.offload_param.device \
     --set zero_optimization.stage=2 --set zero_optimization.offload_param.device=cpu
 bad "set through a number" model.hidden_size --set model.hidden_size.x=1
 
+# Absurd sizes: refused by the dry run naming the key (an estimate of the
+# memory a rank needs against what any rank has), not by a failed allocation.
+bad "vocab_size 2e9" "config key 'model.vocab_size' = 2000000000: expected a size the run can hold" \
+    --dry-run --set model.vocab_size=2e9
+bad "hidden_size 1e6" "config key 'model.hidden_size' = 1000000: expected a size" --dry-run --set model.hidden_size=1e6
+bad "micro batch 1e9" "config key 'train_micro_batch_size_per_gpu' = 1000000000: expected a size" \
+    --dry-run --set train_micro_batch_size_per_gpu=1e9
+bad "hidden_size 1e12" "model.hidden_size" --dry-run --set model.hidden_size=1e12
+bad "train_batch_size 1e15" "train_batch_size" --dry-run --set train_batch_size=1e15
+
+# A long value is not echoed whole: cut to 80 characters with "...".
+long=$(head -c 100000 /dev/zero | tr '\0' y)
+bad "100 kB string for an integer" "model.hidden_size" --set "model.hidden_size=\"$long\""
+check "100 kB value: cut in the message" 'grep -q "yyy\.\.\." "$SCRATCH/err.txt" && [ "$(wc -c <"$SCRATCH/err.txt")" -lt 1000 ]'
+bad "100 kB --set through a number" "model.hidden_size" --set "model.hidden_size.x=$long"
+check "100 kB --set value: cut in the message" '[ "$(wc -c <"$SCRATCH/err.txt")" -lt 1000 ]'
+
 # Files.
 bad "missing config file" "nope.json': No such file or directory" "$SCRATCH/nope.json"
 printf '{\n  "model": {\n    "hidden_size": 64,,\n  }\n}\n' >"$SCRATCH/broken.json"
@@ -69,7 +86,12 @@ bad "malformed JSON" "$SCRATCH/broken.json:3:" "$SCRATCH/broken.json"
 check "malformed JSON: FILE:LINE:COLUMN: message" \
     'grep -Eq "broken\.json:3:[0-9]+: [a-z]" "$SCRATCH/err.txt"'
 printf '{"steps_per_print": 1, "steps_per_print": 2}\n' >"$SCRATCH/dup.json"
-bad "duplicate key" "dup.json:1:" "$SCRATCH/dup.json"
+bad "duplicate key with --strict" "dup.json:1: duplicate key 'steps_per_print'" --strict "$SCRATCH/dup.json"
+timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$SCRATCH/dup.json" \
+    >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
+rc=$?
+check "duplicate key: a warning naming it, the last value used" \
+    '[ $rc -eq 0 ] && grep -q "warning: .*dup.json:1: duplicate key .steps_per_print." "$SCRATCH/err.txt" && grep -q "\"steps_per_print\": 2" "$SCRATCH/out.txt"'
 if [ "$(id -u)" -ne 0 ]; then
     printf '{}\n' >"$SCRATCH/locked.json"
     chmod 000 "$SCRATCH/locked.json"
@@ -94,4 +116,23 @@ timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$SC
 rc=$?
 check "unknown keys: exit 0 and one warning each" \
     '[ $rc -eq 0 ] && grep -q "warning.*model.hiden_size" "$SCRATCH/err.txt" && grep -q "warning.*optimizer.params.lr_decay" "$SCRATCH/err.txt" && [ ! -e "$RD" ]'
+check "unknown keys: the nearest known key is suggested when close" \
+    'grep -q "model.hiden_size.*did you mean .model.hidden_size." "$SCRATCH/err.txt"'
+
+# --strict: the same keys are errors, all named in one run.
+bad "--strict: unknown key" "unknown config key 'model.hiden_size'; did you mean 'model.hidden_size'?" \
+    --strict "$SCRATCH/typo.json"
+check "--strict: every unknown key reported" \
+    'grep -q "error: unknown config key .optimizer.params.lr_decay." "$SCRATCH/err.txt" && grep -q "the config has 2 errors" "$SCRATCH/err.txt"'
+
+# Every problem of a config at once (NVMe offload and other bad keys), on
+# two ranks: each named once, then exit 2.
+rm -rf "$RD"
+printf '{"zero_optimization": {"offload_optimizer": {"device": "nvme"}}, "optimizer": {"params": {"lr": 0}}, "model": {"rope_theta": -1}}\n' \
+    >"$SCRATCH/many.json"
+timeout 120 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$SCRATCH/many.json" \
+    >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
+rc=$?
+check "several bad keys: exit 2, each named once" \
+    '[ $rc -eq 2 ] && for k in zero_optimization.offload_optimizer.device optimizer.params.lr model.rope_theta; do [ "$(grep -c "error:.*$k" "$SCRATCH/err.txt")" -eq 1 ] || exit 1; done'
 finish

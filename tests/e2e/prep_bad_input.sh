@@ -60,6 +60,21 @@ check "invalid UTF-8 reported with FILE:LINE" 'grep -q "utf8.jsonl:1: invalid UT
 "$TOOL" text "$S/utf8.h5" 0 >"$S/back.bin"
 check "invalid UTF-8: the samples hold exactly the input bytes" 'cmp "$S/raw.bin" "$S/back.bin"'
 
+# ---- numbers jansson cannot hold, in fields prep ignores: the novels are
+# kept; a key given twice in a record: a warning naming it (the last value
+# is used, as the config loader does)
+{
+    sed -n 1p "$IN" | sed 's/^{/{"rating": 1e999, "views": 123456789012345678901234567890, /'
+    sed -n 2p "$IN" | sed 's/^{/{"score": -1e400, /'
+    sed -n 3p "$IN" | sed 's/^{/{"genre": "nonsense", /'
+} >"$S/numbers.jsonl"
+run_prep 1 -q -o numbers.h5 numbers.jsonl
+check "number overflow in an ignored field: all 3 novels kept, none malformed" \
+    '[ $RC -eq 0 ] && grep -q "^fabula prep: 3 novels" "$S/out.txt" && grep -q "skipped: 0 malformed" "$S/out.txt"'
+[ "$RC" -eq 0 ] || cat "$S/out.txt"
+check "duplicate key in a record: a warning naming it and the line" \
+    'grep -q "numbers.jsonl:3: duplicate key .genre. (the last value is used)" "$S/out.txt" && grep -q "0 unknown genres" "$S/out.txt"'
+
 # ---- empty content, missing genre, unknown genre
 {
     echo '{"title": "empty", "genre": "romance", "content": ""}'

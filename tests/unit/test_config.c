@@ -560,9 +560,22 @@ static void test_validation(void)
     const char *bad_json = write_file("bad.json", "{\n  \"model\": {\n    \"hidden_size\": 12,,\n  }\n}\n");
     const char *fbj[1] = {bad_json};
     expect_error("malformed JSON", fbj, 1, NULL, 0, "bad.json:3:", NULL);
-    const char *dup = write_file("dup.json", "{\"steps_per_print\": 1,\n \"steps_per_print\": 2}");
+    /* a key given twice: a warning naming it (the last value is used, as
+     * prep's reader does); an error with run.strict_config */
+    const char *dup = write_file("dup.json", "{\"steps_per_print\": 1,\n \"fp16\": {\"loss_scale_window\": 5,"
+                                             " \"loss_scale_window\": 6},\n \"steps_per_print\": 2}");
     const char *fd[1] = {dup};
-    expect_error("duplicate key", fd, 1, NULL, 0, "dup.json:2:", "duplicate");
+    result_t dr;
+    run_child(&dr, fd, 1, NULL, 0, 1);
+    EXPECT(dr.status == 0 && strstr(dr.err, "warning: " DIR "/dup.json:2: duplicate key 'fp16.loss_scale_window'") &&
+               strstr(dr.err, "dup.json:3: duplicate key 'steps_per_print'"),
+           "duplicate keys: one warning each, named with the line: %d %s", dr.status, dr.err);
+    config_t dc;
+    load(&dc, fd, 1, NULL, 0, 1);
+    EXPECT(dc.run.steps_per_print == 2 && dc.fp16.loss_scale_window == 6, "duplicate keys: the last value is used");
+    config_free(&dc);
+    const char *dstrict[1] = {"run.strict_config=true"};
+    expect_error("duplicate key with strict_config", fd, 1, dstrict, 1, "dup.json:2: duplicate key", "steps_per_print");
     const char *arr = write_file("array.json", "[1, 2]");
     const char *fa[1] = {arr};
     expect_error("top-level array", fa, 1, NULL, 0, "array.json", "object");
@@ -659,6 +672,91 @@ static void test_unknown_and_effective(void)
     printf("unknown-key warnings, inert-key note, effective config reloads to itself\n");
 }
 
+/* ---------------------------------------------------------------- all errors at once, --strict, suggestions */
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_all_errors_and_strict(void)
+{
+    /* five independent problems in one file: every one is named in one run */
+    const char *f = write_file("many.json", "{\"model\": {\"hidden_size\": 0, \"num_attention_heads\": \"x\"},"
+                                            " \"optimizer\": {\"params\": {\"lr\": -1}},"
+                                            " \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\"}},"
+                                            " \"fp16\": {\"enabled\": true}, \"bf16\": {\"enabled\": true},"
+                                            " \"run\": {\"steps\": 0}}");
+    const char *files[1] = {f};
+    result_t r;
+    run_child(&r, files, 1, NULL, 0, 1);
+    static const char *const named[] = {"model.hidden_size", "model.num_attention_heads", "optimizer.params.lr",
+                                        "zero_optimization.offload_optimizer.device", "bf16.enabled",
+                                        "run.steps"};
+    EXPECT(r.status == 2, "several bad keys: exit 2, got %d: %s", r.status, r.err);
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        EXPECT(strstr(r.err, named[i]) != NULL, "all errors reported at once: '%s' missing from %s", named[i], r.err);
+    EXPECT(strstr(r.err, "the config has 6 errors") && count(r.err, "fabula: error: ") == 7,
+           "one line per error and a count: %s", r.err);
+
+    /* typos: a warning that names the nearest known key; --strict makes
+     * each an error, reported together */
+    static const char *const typos[][2] = {
+        {"zero_optimisation", "zero_optimization"}, {"gradient_cliping", "gradient_clipping"},
+        {"zero_optimization.stgae", "zero_optimization.stage"}, {"fp16.enable", "fp16.enabled"},
+        {"optimizer.params.weight_decy", "optimizer.params.weight_decay"}};
+    const char *t = write_file("typos.json", "{\"zero_optimisation\": {\"stage\": 2}, \"gradient_cliping\": 1.0,"
+                                             " \"zero_optimization\": {\"stgae\": 2}, \"fp16\": {\"enable\": true},"
+                                             " \"optimizer\": {\"params\": {\"weight_decy\": 1}}, \"frobnicate\": 1}");
+    const char *tf[1] = {t};
+    run_child(&r, tf, 1, NULL, 0, 1);
+    EXPECT(r.status == 0, "typos only warn: %d %s", r.status, r.err);
+    for (size_t i = 0; i < sizeof typos / sizeof *typos; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "warning: unknown config key '%s' (ignored; did you mean '%s'?)", typos[i][0],
+                 typos[i][1]);
+        EXPECT(strstr(r.err, want) != NULL, "'%s' suggests '%s': %s", typos[i][0], typos[i][1], r.err);
+    }
+    EXPECT(strstr(r.err, "unknown config key 'frobnicate' (ignored)"), "no suggestion when nothing is close: %s",
+           r.err);
+    const char *strict[1] = {"run.strict_config=true"};
+    run_child(&r, tf, 1, strict, 1, 1);
+    EXPECT(r.status == 2, "run.strict_config: unknown keys exit 2, got %d", r.status);
+    for (size_t i = 0; i < sizeof typos / sizeof *typos; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "error: unknown config key '%s'; did you mean '%s'?", typos[i][0], typos[i][1]);
+        EXPECT(strstr(r.err, want) != NULL, "strict error for '%s' with the suggestion: %s", typos[i][0], r.err);
+    }
+    EXPECT(strstr(r.err, "error: unknown config key 'frobnicate'") && strstr(r.err, "the config has 6 errors"),
+           "strict: every unknown key at once: %s", r.err);
+    const char *clean[2] = {"run.strict_config=true", "gradient_clipping=0.5"};
+    run_child(&r, NULL, 0, clean, 2, 1);
+    EXPECT(r.status == 0 && !strstr(r.err, "warning"), "strict with only known keys runs: %d %s", r.status, r.err);
+
+    /* a 1 MB value is not echoed: cut to 80 characters with "..." */
+    size_t big = 1 << 20;
+    char *text = malloc(big + 64);
+    if (!text)
+        exit(99);
+    strcpy(text, "{\"model\": {\"hidden_size\": \"");
+    size_t at = strlen(text);
+    memset(text + at, 'x', big);
+    strcpy(text + at + big, "\"}}");
+    const char *bf[1] = {write_file("big.json", text)};
+    free(text);
+    run_child(&r, bf, 1, NULL, 0, 1);
+    char eighty[82];
+    memset(eighty, 'x', 81);
+    eighty[81] = '\0';
+    EXPECT(r.status == 2 && strstr(r.err, "model.hidden_size") && strstr(r.err, "xxx...") && !strstr(r.err, eighty) &&
+               strlen(r.err) < 400,
+           "a huge value is cut in the message: %d, %zu bytes", r.status, strlen(r.err));
+    printf("every config error in one run, --strict, did-you-mean suggestions, long values cut\n");
+}
+
 int main(void)
 {
     if (mkdir(DIR, 0755) != 0 && errno != EEXIST) {
@@ -671,6 +769,7 @@ int main(void)
     test_optim_sched();
     test_validation();
     test_unknown_and_effective();
+    test_all_errors_and_strict();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
