@@ -65,7 +65,8 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     for (int mb = 0; mb < tr->plan.nmicro; mb++) {
         const int64_t *ids, *lens;
         int n;
-        step_plan_micro(&tr->plan, mb, &ids, &lens, &n);
+        /* the step's micro-batch index, not (rank, mb): the same on every layout */
+        const int gmb = step_plan_micro(&tr->plan, mb, &ids, &lens, &n);
         data_source_batch(&tr->data, &tr->batch, ids, lens, n);
         const batch_t *b = &tr->batch;
         model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, b->genre,
@@ -75,7 +76,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
             .mb_weight = (double)b->T / tokens,
             .training = 1,
             .dropout_seed = fb_hash2(cfg->run.seed ^ 0x5eedd209ULL,
-                                     ((uint64_t)step * 65536u + (uint64_t)mb) * 4096u + (uint64_t)tr->dp_rank),
+                                     (uint64_t)step * ((uint64_t)1 << 28) + (uint64_t)(gmb < 0 ? 0 : gmb)),
             .loss_scale = loss_scale_value(zero_loss_scaler(tr->zero)),
         };
         model_stats_t st;
