@@ -36,10 +36,11 @@ static void sampler_usage(FILE *f)
             "                           [options] [CONFIG.json ...]\n"
             "\n"
             "Runs the training step plan: for each rank count, S steps offering\n"
-            "nranks x B samples, spread over the ranks by uniform, greedy and lpt with\n"
-            "data.packing, and by data.sampler with sequential and best_fit (docs/loader.md;\n"
-            "the config's curriculum and warm-up apply). Prints the mean and max\n"
-            "imbalance (max/mean - 1 of cost and of tokens) and the packing efficiency\n"
+            "nranks x B samples, packed into at most nranks x G micro-batches (by\n"
+            "data.packing, and by sequential and best_fit) whose ranks are chosen by\n"
+            "uniform, greedy and lpt (docs/loader.md; the config's curriculum and\n"
+            "warm-up apply). Prints the mean and max imbalance (max/mean - 1 of cost\n"
+            "and of tokens), the micro-batches per rank and the packing efficiency\n"
             "against padding every sample to the max length.\n"
             "\n"
             "  --jsonl FILE           novels (.jsonl/.json), byte tokenizer\n"
@@ -54,7 +55,7 @@ static void sampler_usage(FILE *f)
             "  --max-seq-len L        longest sample (default data.seq_len)\n"
             "  --max-tokens C         tokens per micro-batch (default L)\n"
             "  --accum G              micro-batches per rank per step (default ceil(B L / C):\n"
-            "                         the memory of B padded samples); budget G C per rank\n"
+            "                         the memory of B padded samples)\n"
             "  --attention-cost X     c of cost = len + c len^2 (default data.attention_cost,\n"
             "                         derived from the config's model)\n"
             "  --seed N               sampler seed (default run.seed)\n"
@@ -190,14 +191,15 @@ static void print_report(const sampler_args_t *a, const config_t *cfg, const int
     printf("corpus: %lld samples (%s), lengths %lld..%lld, mean %.1f, %lld cut to max_seq_len %d\n", (long long)n,
            a->lengths_file ? a->lengths_file : a->split, (long long)lmin, (long long)lmax, (double)tok / (double)n,
            (long long)cut, a->max_seq_len);
-    printf("plan: %ld steps, %d samples per rank per step, micro-batch capacity %lld tokens, %d micro-batches per "
-           "rank, budget %lld tokens per rank, attention cost c = %.6g, seed %llu\n",
-           a->steps, a->batch, C, G, C * G, a->c, a->seed);
-    printf("step plan: the strategies packed by %s, the packers fed by %s%s%s\n", config_packing_name(packing),
+    printf("plan: %ld steps, %d samples per rank per step, micro-batch capacity %lld tokens, at most %d "
+           "micro-batches per rank (ranks x %d in all), attention cost c = %.6g, seed %llu\n",
+           a->steps, a->batch, C, G, G, a->c, a->seed);
+    printf("step plan: the strategies over micro-batches packed by %s, the packers with %s%s%s\n",
+           config_packing_name(packing),
            config_sampler_name(sampler), cfg->loader.curriculum ? "; length curriculum" : "",
            cfg->loader.warmup ? "; sequence-length warm-up" : "");
-    printf("%8s %8s | %-28s | %-28s | %8s\n", "ranks", "strategy", "cost imbalance mean / max", "token imbalance mean / max",
-           "deferred");
+    printf("%8s %8s | %-28s | %-28s | %8s | %s\n", "ranks", "strategy", "cost imbalance mean / max",
+           "token imbalance mean / max", "deferred", "micro-batches per rank");
     for (int i = 0; i < a->nranks_list; i++) {
         config_t sim = simulated_config(cfg, a, a->ranks[i], C, G);
         step_plan_stats_t st[NSAMPLERS][NPACKINGS];
@@ -214,15 +216,16 @@ static void print_report(const sampler_args_t *a, const config_t *cfg, const int
         for (int s = 0; s < NSAMPLERS; s++) {
             const step_plan_stats_t *t = &st[s][packing];
             FB_ASSERT(done[s][packing]);
-            printf("%8d %8s | %12.3f%% / %10.3f%% | %12.3f%% / %10.3f%% | %8lld\n", a->ranks[i],
+            printf("%8d %8s | %12.3f%% / %10.3f%% | %12.3f%% / %10.3f%% | %8lld | %.2f\n", a->ranks[i],
                    config_sampler_name((loader_sampler_t)s), 100 * t->imb_cost_mean, 100 * t->imb_cost_max,
-                   100 * t->imb_tokens_mean, 100 * t->imb_tokens_max, (long long)t->deferred);
+                   100 * t->imb_tokens_mean, 100 * t->imb_tokens_max, (long long)t->deferred,
+                   (double)t->bins / ((double)t->steps * a->ranks[i]));
         }
         const step_plan_stats_t *seq = &st[sampler][LOADER_PACK_SEQUENTIAL], *bf = &st[sampler][LOADER_PACK_BEST_FIT];
         printf("%8d packing  | sequential %.2f%% (%lld micro-batches, %lld deferred), best_fit %.2f%% (%lld, %lld), "
                "padded to %d: %.2f%%\n",
-               a->ranks[i], 100 * seq->packing, (long long)seq->bins, (long long)seq->pack_deferred,
-               100 * bf->packing, (long long)bf->bins, (long long)bf->pack_deferred, a->max_seq_len,
+               a->ranks[i], 100 * seq->packing, (long long)seq->bins, (long long)seq->deferred,
+               100 * bf->packing, (long long)bf->bins, (long long)bf->deferred, a->max_seq_len,
                100 * pack_padded_efficiency(bf->tokens, bf->samples, a->max_seq_len));
     }
 }

@@ -8,18 +8,14 @@
 
 /* ------------------------------------------------------------ scratch */
 
-static void reserve(balance_plan_t *p, int64_t n, int nranks)
+static void reserve(balance_plan_t *p, int nbins, int nranks)
 {
-    if (n > p->cap_n || !p->ids) {
-        int64_t cap = n > 16 ? n : 16;
-        size_t m = (size_t)cap;
-        p->ids = fb_realloc(p->ids, m * sizeof *p->ids);
-        p->lens = fb_realloc(p->lens, m * sizeof *p->lens);
-        p->deferred = fb_realloc(p->deferred, m * sizeof *p->deferred);
-        p->deferred_lens = fb_realloc(p->deferred_lens, m * sizeof *p->deferred_lens);
-        p->order = fb_realloc(p->order, m * sizeof *p->order);
+    if (nbins > p->cap_bins || !p->rank_of) {
+        size_t m = (size_t)(nbins > 16 ? nbins : 16);
         p->rank_of = fb_realloc(p->rank_of, m * sizeof *p->rank_of);
-        p->cap_n = cap;
+        p->bins = fb_realloc(p->bins, m * sizeof *p->bins);
+        p->order = fb_realloc(p->order, m * sizeof *p->order);
+        p->cap_bins = (int)m;
     }
     if (nranks > p->cap_ranks) {
         size_t m = (size_t)nranks;
@@ -60,6 +56,17 @@ void balance_order_by_length(int64_t *order, const int64_t *ids, const int64_t *
     sort_lens = lens;
     qsort(order, (size_t)n, sizeof *order, by_length_desc);
     sort_ids = sort_lens = NULL;
+}
+
+/* Micro-batches by descending key (cost or tokens), equal keys by index. */
+static const double *sort_key;
+
+static int by_key_desc(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    if (sort_key[i] != sort_key[j])
+        return sort_key[i] > sort_key[j] ? -1 : 1;
+    return (i > j) - (i < j);
 }
 
 /* ------------------------------------------------------------ rank heap */
@@ -106,53 +113,36 @@ static void heap_sift_down(rank_heap_t *h, int i)
     }
 }
 
+/* Removes the top (a rank that holds its per_rank micro-batches). */
+static void heap_pop(rank_heap_t *h)
+{
+    heap_swap(h, 0, h->n - 1);
+    h->n--;
+    if (h->n > 0)
+        heap_sift_down(h, 0);
+}
+
 /* ------------------------------------------------------------ assignment */
 
-static int fits(const balance_plan_t *p, int r, int64_t len, int64_t budget)
+static void give(balance_plan_t *p, int k, int r, const double *bin_cost, const int64_t *bin_tokens)
 {
-    return budget <= 0 || p->tokens[r] + len <= budget;
+    p->rank_of[k] = r;
+    p->cost[r] += bin_cost[k];
+    p->tokens[r] += bin_tokens[k];
 }
 
-/* The least-loaded rank (by tokens, or by cost when by_cost) that can take
- * `len` more tokens; -1 when none can. */
-static int least_loaded_fitting(const balance_plan_t *p, int nranks, int64_t len, int64_t budget, int by_cost)
+/* by_cost: lpt, else greedy. The tokens go into a double key only for the
+ * sort; they are exact below 2^53. */
+static void assign_sorted(balance_plan_t *p, const double *bin_cost, const int64_t *bin_tokens, int nbins, int nranks,
+                          int per_rank, int by_cost, double *key)
 {
-    int best = -1;
-    double best_load = 0.0;
-    for (int r = 0; r < nranks; r++) {
-        if (!fits(p, r, len, budget))
-            continue;
-        double load = by_cost ? p->cost[r] : (double)p->tokens[r];
-        if (best < 0 || load < best_load) {
-            best = r;
-            best_load = load;
-        }
+    for (int k = 0; k < nbins; k++) {
+        key[k] = by_cost ? bin_cost[k] : (double)bin_tokens[k];
+        p->order[k] = k;
     }
-    return best;
-}
-
-static void give(balance_plan_t *p, int64_t i, int r, int64_t len, double c)
-{
-    p->rank_of[i] = r;
-    p->tokens[r] += len;
-    p->cost[r] += balance_cost(len, c);
-}
-
-static void assign_uniform(balance_plan_t *p, const int64_t *lens, int64_t n, int nranks, double c, int64_t budget)
-{
-    for (int64_t i = 0; i < n; i++) {
-        int r = (int)(i % nranks);
-        if (!fits(p, r, lens[i], budget))
-            r = least_loaded_fitting(p, nranks, lens[i], budget, 0);
-        if (r >= 0)
-            give(p, i, r, lens[i], c);
-    }
-}
-
-static void assign_sorted(balance_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int nranks, double c,
-                          int64_t budget, int by_cost)
-{
-    balance_order_by_length(p->order, ids, lens, n);
+    sort_key = key;
+    qsort(p->order, (size_t)nbins, sizeof *p->order, by_key_desc);
+    sort_key = NULL;
 
     rank_heap_t h = {p->heap, p->heap_pos, nranks, p->cost, p->tokens, by_cost};
     /* All loads are 0: rank order is already a valid heap. */
@@ -160,15 +150,89 @@ static void assign_sorted(balance_plan_t *p, const int64_t *ids, const int64_t *
         h.heap[r] = r;
         h.pos[r] = r;
     }
-    for (int64_t k = 0; k < n; k++) {
-        int64_t i = p->order[k];
-        int r = h.heap[0];
-        if (!fits(p, r, lens[i], budget))
-            r = least_loaded_fitting(p, nranks, lens[i], budget, by_cost);
-        if (r < 0)
-            continue;
-        give(p, i, r, lens[i], c);
-        heap_sift_down(&h, h.pos[r]);
+    for (int q = 0; q < nbins; q++) {
+        int k = p->order[q];
+        int r = h.heap[0]; /* never empty: nbins <= nranks x per_rank */
+        give(p, k, r, bin_cost, bin_tokens);
+        p->cursor[r]++;
+        if (p->cursor[r] == per_rank)
+            heap_pop(&h);
+        else
+            heap_sift_down(&h, 0);
+    }
+}
+
+/* ------------------------------------------------------------ refinement */
+
+/* lpt's second pass: LPT alone leaves a few percent when each rank holds
+ * only a handful of micro-batches of unequal cost. Repeatedly take the
+ * most loaded rank A and, among the REFINE_PARTNERS least loaded ranks B,
+ * the exchange of one micro-batch of A for one of B (or for an empty slot
+ * of B: a move) that brings the larger of the two new loads lowest; stop
+ * when no exchange lowers A. Each step strictly lowers the sum of squared
+ * loads, so it ends; REFINE_ROUNDS x nranks bounds the work. Ties: the
+ * lower rank, then the lower slot. */
+#define REFINE_PARTNERS 8
+#define REFINE_ROUNDS 4
+
+static void refine(balance_plan_t *p, const double *bin_cost, const int64_t *bin_tokens, int nranks, int per_rank,
+                   int *slot)
+{
+    int partners[REFINE_PARTNERS];
+    for (long round = 0; round < (long)REFINE_ROUNDS * nranks; round++) {
+        int A = 0;
+        for (int r = 1; r < nranks; r++)
+            if (p->cost[r] > p->cost[A])
+                A = r;
+        /* the least loaded ranks, in ascending (load, index) order */
+        int np = 0;
+        for (int r = 0; r < nranks; r++) {
+            if (r == A)
+                continue;
+            int at = np < REFINE_PARTNERS ? np++ : REFINE_PARTNERS;
+            while (at > 0 && p->cost[partners[at - 1]] > p->cost[r]) {
+                if (at < REFINE_PARTNERS)
+                    partners[at] = partners[at - 1];
+                at--;
+            }
+            if (at < REFINE_PARTNERS)
+                partners[at] = r;
+        }
+        int bestB = -1, besta = -1, bestb = -1;
+        double best_top = p->cost[A];
+        for (int q = 0; q < np; q++) {
+            const int B = partners[q];
+            for (int i = 0; i < per_rank; i++) {
+                const int ka = slot[A * per_rank + i];
+                if (ka < 0)
+                    continue;
+                for (int j = 0; j < per_rank; j++) {
+                    const int kb = slot[B * per_rank + j];
+                    const double d = bin_cost[ka] - (kb < 0 ? 0.0 : bin_cost[kb]);
+                    if (d <= 0.0)
+                        continue;
+                    const double a = p->cost[A] - d, b = p->cost[B] + d;
+                    const double top = a > b ? a : b;
+                    if (top < best_top) {
+                        best_top = top;
+                        bestB = B;
+                        besta = i;
+                        bestb = j;
+                    }
+                }
+            }
+        }
+        if (bestB < 0)
+            return;
+        const int ka = slot[A * per_rank + besta], kb = slot[bestB * per_rank + bestb];
+        const double d = bin_cost[ka] - (kb < 0 ? 0.0 : bin_cost[kb]);
+        const int64_t dt = bin_tokens[ka] - (kb < 0 ? 0 : bin_tokens[kb]);
+        p->cost[A] -= d;
+        p->cost[bestB] += d;
+        p->tokens[A] -= dt;
+        p->tokens[bestB] += dt;
+        slot[A * per_rank + besta] = kb;
+        slot[bestB * per_rank + bestb] = ka;
     }
 }
 
@@ -204,65 +268,70 @@ static double imbalance_i64(const int64_t *load, int nranks)
     return ratio_minus_one(max, sum, nranks);
 }
 
-void balance_plan_make(balance_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int nranks,
-                       loader_sampler_t strategy, double c, int64_t budget)
+void balance_plan_make(balance_plan_t *p, const double *bin_cost, const int64_t *bin_tokens, int nbins, int nranks,
+                       int per_rank, loader_sampler_t strategy)
 {
-    FB_ASSERT(n >= 0 && nranks >= 1 && c >= 0.0 && n < INT64_MAX / 2);
-    reserve(p, n, nranks);
+    FB_ASSERT(nbins >= 0 && nranks >= 1 && per_rank >= 1 && (int64_t)nbins <= (int64_t)nranks * per_rank);
+    reserve(p, nbins, nranks);
     p->nranks = nranks;
+    p->per_rank = per_rank;
+    p->nbins = nbins;
     for (int r = 0; r < nranks; r++) {
         p->cost[r] = 0.0;
         p->tokens[r] = 0;
+        p->cursor[r] = 0;
     }
-    for (int64_t i = 0; i < n; i++) {
-        FB_ASSERT(lens[i] >= 1 && (budget <= 0 || lens[i] <= budget));
-        p->rank_of[i] = -1;
-    }
-    if (strategy == LOADER_SAMPLER_UNIFORM)
-        assign_uniform(p, lens, n, nranks, c, budget);
-    else
-        assign_sorted(p, ids, lens, n, nranks, c, budget, strategy == LOADER_SAMPLER_LPT);
-
-    /* Group by rank, keeping input order inside each rank (a counting sort). */
-    for (int r = 0; r <= nranks; r++)
-        p->start[r] = 0;
-    p->ndeferred = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (p->rank_of[i] < 0) {
-            p->deferred[p->ndeferred] = ids[i];
-            p->deferred_lens[p->ndeferred++] = lens[i];
-        } else {
-            p->start[p->rank_of[i] + 1]++;
+    for (int k = 0; k < nbins; k++)
+        FB_ASSERT(bin_cost[k] >= 0.0 && bin_tokens[k] >= 0);
+    if (strategy == LOADER_SAMPLER_UNIFORM) {
+        for (int k = 0; k < nbins; k++)
+            give(p, k, k % nranks, bin_cost, bin_tokens);
+    } else {
+        double *key = fb_malloc((size_t)(nbins > 0 ? nbins : 1) * sizeof *key);
+        assign_sorted(p, bin_cost, bin_tokens, nbins, nranks, per_rank, strategy == LOADER_SAMPLER_LPT, key);
+        free(key);
+        if (strategy == LOADER_SAMPLER_LPT && nranks > 1) {
+            int *slot = fb_malloc((size_t)nranks * (size_t)per_rank * sizeof *slot);
+            for (int r = 0; r < nranks; r++)
+                p->cursor[r] = 0;
+            for (size_t i = 0; i < (size_t)nranks * (size_t)per_rank; i++)
+                slot[i] = -1;
+            for (int k = 0; k < nbins; k++)
+                slot[p->rank_of[k] * per_rank + p->cursor[p->rank_of[k]]++] = k;
+            refine(p, bin_cost, bin_tokens, nranks, per_rank, slot);
+            for (int r = 0; r < nranks; r++)
+                for (int j = 0; j < per_rank; j++)
+                    if (slot[r * per_rank + j] >= 0)
+                        p->rank_of[slot[r * per_rank + j]] = r;
+            free(slot);
         }
     }
-    for (int r = 0; r < nranks; r++)
+
+    /* Group by rank, ascending micro-batch index inside each (a counting sort). */
+    for (int r = 0; r <= nranks; r++)
+        p->start[r] = 0;
+    for (int k = 0; k < nbins; k++)
+        p->start[p->rank_of[k] + 1]++;
+    for (int r = 0; r < nranks; r++) {
         p->start[r + 1] += p->start[r];
-    p->n = p->start[nranks];
-    int64_t *cursor = p->cursor;
-    for (int r = 0; r < nranks; r++)
-        cursor[r] = p->start[r];
-    for (int64_t i = 0; i < n; i++) {
-        int r = p->rank_of[i];
-        if (r < 0)
-            continue;
-        p->ids[cursor[r]] = ids[i];
-        p->lens[cursor[r]++] = lens[i];
+        p->cursor[r] = p->start[r];
     }
+    for (int k = 0; k < nbins; k++)
+        p->bins[p->cursor[p->rank_of[k]]++] = k;
+    for (int r = 0; r < nranks; r++)
+        FB_ASSERT(p->start[r + 1] - p->start[r] <= per_rank);
     p->imbalance_cost = imbalance(p->cost, nranks);
     p->imbalance_tokens = imbalance_i64(p->tokens, nranks);
 }
 
 void balance_plan_free(balance_plan_t *p)
 {
-    free(p->ids);
-    free(p->lens);
+    free(p->rank_of);
+    free(p->bins);
     free(p->start);
     free(p->cost);
     free(p->tokens);
-    free(p->deferred);
-    free(p->deferred_lens);
     free(p->order);
-    free(p->rank_of);
     free(p->heap);
     free(p->heap_pos);
     free(p->cursor);

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/balance.h" /* balance_order_by_length: the same order as lpt */
+#include "loader/balance.h" /* balance_order_by_length */
 #include "util/error.h"
 
 static void reserve(pack_plan_t *p, int64_t n)
@@ -53,24 +53,23 @@ static void pack_sequential(pack_plan_t *p, const int64_t *lens, int64_t n, int 
 static void pack_best_fit(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int max_bins)
 {
     balance_order_by_length(p->order, ids, lens, n);
+    /* never more micro-batches than samples */
+    int64_t most = max_bins > 0 && max_bins < n ? max_bins : n;
+    fit_tree_reset(&p->open, (int)most);
     for (int64_t k = 0; k < n; k++) {
         int64_t i = p->order[k];
-        int best = -1;
-        int64_t best_room = 0;
-        for (int b = 0; b < p->nbins; b++) {
-            int64_t room = p->capacity - p->bin_tokens[b];
-            if (room >= lens[i] && (best < 0 || room < best_room)) {
-                best = b;
-                best_room = room;
-            }
-        }
+        int best = fit_tree_best(&p->open, lens[i]);
         if (best < 0) {
             if (!can_open(p, max_bins))
                 continue;
             best = open_bin(p);
+        } else {
+            fit_tree_remove(&p->open, best);
         }
         p->bin_of[i] = best;
         p->bin_tokens[best] += lens[i];
+        if (p->bin_tokens[best] < p->capacity) /* a full one fits nothing more */
+            fit_tree_insert(&p->open, best, p->capacity - p->bin_tokens[best]);
     }
 }
 
@@ -139,5 +138,6 @@ void pack_plan_free(pack_plan_t *p)
     free(p->order);
     free(p->bin_of);
     free(p->cursor);
+    fit_tree_free(&p->open);
     memset(p, 0, sizeof *p);
 }

@@ -1,5 +1,8 @@
-/* A rank's samples for one step -> micro-batches of at most `capacity`
- * tokens (data.max_tokens_per_batch), without padding.
+/* A step's samples -> micro-batches of at most `capacity` tokens
+ * (data.max_tokens_per_batch), without padding. The step plan packs the
+ * whole global batch at once, into at most gradient_accumulation_steps x
+ * data-parallel ranks micro-batches (a number that does not depend on the
+ * layout), before the balancer hands them to ranks.
  *
  * Strategies (docs/loader.md):
  *   sequential  samples in the given order; a new micro-batch starts when the
@@ -8,11 +11,9 @@
  *               id, then input position), each into the open micro-batch
  *               with the least room left that still fits it (the lower
  *               index among equals), else into a new one.
- * At most `max_bins` micro-batches are opened (gradient_accumulation_steps,
- * so that every rank runs the same number; <= 0: no limit). A sample that
+ * At most `max_bins` micro-batches are opened (<= 0: no limit). A sample that
  * finds no room once max_bins are open is deferred: returned in `deferred`
- * (input order) for the caller to put first in the next step. With fewer
- * than max_bins micro-batches used, the caller runs the rest empty.
+ * (input order) for the caller to put first in the next step.
  *
  * Output: micro-batch k holds ids[start[k] .. start[k+1]) in input order,
  * ready for batch_pack (which lays out cu_seqlens, positions and targets). */
@@ -22,6 +23,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "loader/fit_tree.h"
 
 typedef struct pack_plan {
     int nbins;            /* micro-batches used (none empty) */
@@ -40,6 +42,7 @@ typedef struct pack_plan {
     int64_t *order;
     int *bin_of;
     int64_t *cursor;
+    fit_tree_t open;      /* best_fit: the open micro-batches by room */
 } pack_plan_t;
 
 /* Packs ids[0..n) (lens[i] the length of ids[i], in [1, capacity]). `p`

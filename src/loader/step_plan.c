@@ -23,7 +23,11 @@ void step_plan_init(step_plan_t *p, const config_t *cfg, const int64_t *lens, in
     p->use_curriculum = cfg->loader.curriculum;
     if (p->use_curriculum)
         curriculum_init(&p->cur, &cfg->loader, lens, nsamples, cfg->run.seed);
+    /* gradient_accumulation_steps x ranks = train_batch_size / micro batch:
+     * the same on every layout of one run */
+    p->nbins_max = cfg->grad_accum * dp_size;
     const size_t cap = (size_t)cfg->train_batch_size;
+    p->bin_cost = fb_malloc((size_t)p->nbins_max * sizeof *p->bin_cost);
     p->offer = fb_malloc(cap * sizeof *p->offer);
     p->offer_lens = fb_malloc(cap * sizeof *p->offer_lens);
     p->deferred = fb_malloc(cap * sizeof *p->deferred);
@@ -35,8 +39,8 @@ void step_plan_free(step_plan_t *p)
     if (p->use_curriculum)
         curriculum_free(&p->cur);
     balance_plan_free(&p->bal);
-    pack_plan_free(&p->mine);
-    pack_plan_free(&p->scratch);
+    pack_plan_free(&p->pack);
+    free(p->bin_cost);
     free(p->offer);
     free(p->offer_lens);
     free(p->deferred);
@@ -70,51 +74,50 @@ void step_plan_next(step_plan_t *p, long step)
     for (int64_t i = 0; i < p->noffer; i++)
         p->offer_lens[i] = curriculum_effective_len(p->lens[p->offer[i]], p->max_len);
 
-    balance_plan_make(&p->bal, p->offer, p->offer_lens, p->noffer, p->dp_size, cfg->loader.sampler,
-                      p->attention_cost, p->capacity * p->nmicro);
-    p->ndeferred = 0;
-    for (int64_t i = 0; i < p->bal.ndeferred; i++)
-        p->deferred[p->ndeferred++] = p->bal.deferred[i];
-
-    /* every rank packs every rank's share: the packer's deferrals and the
-     * step's token counts are then known everywhere */
+    /* the micro-batches: from the step's samples and the config alone, never
+     * from the layout, so that capacity and the router's losses, which are
+     * per-micro-batch statistics, see the same tokens on every layout */
+    pack_plan_t *pk = &p->pack;
+    pack_plan_make(pk, p->offer, p->offer_lens, p->noffer, p->capacity, p->nbins_max, cfg->loader.packing);
+    p->ndeferred = pk->ndeferred;
+    memcpy(p->deferred, pk->deferred, (size_t)pk->ndeferred * sizeof *p->deferred);
     p->tokens = p->targets = 0.0;
-    p->used = 0;
-    int64_t bins = 0;
-    for (int r = 0; r < p->dp_size; r++) {
-        pack_plan_t *pk = r == p->dp_rank ? &p->mine : &p->scratch;
-        const int64_t a = p->bal.start[r], b = p->bal.start[r + 1];
-        pack_plan_make(pk, p->bal.ids + a, p->bal.lens + a, b - a, p->capacity, p->nmicro, cfg->loader.packing);
-        for (int64_t i = 0; i < pk->n; i++) {
+    for (int b = 0; b < pk->nbins; b++) {
+        p->bin_cost[b] = 0.0;
+        for (int64_t i = pk->start[b]; i < pk->start[b + 1]; i++) {
+            p->bin_cost[b] += balance_cost(pk->lens[i], p->attention_cost);
             p->tokens += (double)pk->lens[i];
             p->targets += (double)(pk->lens[i] - 1);
         }
-        p->used += pk->n;
-        bins += pk->nbins;
-        for (int64_t i = 0; i < pk->ndeferred; i++)
-            p->deferred[p->ndeferred++] = pk->deferred[i];
     }
-    p->imbalance = p->bal.imbalance_cost;
-    p->imbalance_tokens = p->bal.imbalance_tokens;
-    p->bins = bins;
-    p->packing = bins ? p->tokens / ((double)bins * (double)p->capacity) : 0.0;
+    p->used = (long)pk->n;
     if (p->used == 0)
         fb_fatal(FB_EXIT_DATA, "step %ld: no sample fits a micro-batch of data.max_tokens_per_batch = %lld tokens",
                  step + 1, (long long)p->capacity);
+
+    /* which rank runs which: whole micro-batches, at most nmicro each */
+    balance_plan_make(&p->bal, p->bin_cost, pk->bin_tokens, pk->nbins, p->dp_size, p->nmicro, cfg->loader.sampler);
+    p->imbalance = p->bal.imbalance_cost;
+    p->imbalance_tokens = p->bal.imbalance_tokens;
+    p->bins = pk->nbins;
+    p->packing = pack_plan_efficiency(pk);
 }
 
-void step_plan_micro(const step_plan_t *p, int m, const int64_t **ids, const int64_t **lens, int *n)
+int step_plan_micro(const step_plan_t *p, int m, const int64_t **ids, const int64_t **lens, int *n)
 {
     FB_ASSERT(m >= 0 && m < p->nmicro);
-    if (m >= p->mine.nbins) {
+    const int first = p->bal.start[p->dp_rank], count = p->bal.start[p->dp_rank + 1] - first;
+    if (m >= count) {
         *ids = NULL;
         *lens = NULL;
         *n = 0;
-        return;
+        return -1;
     }
-    *ids = p->mine.ids + p->mine.start[m];
-    *lens = p->mine.lens + p->mine.start[m];
-    *n = (int)(p->mine.start[m + 1] - p->mine.start[m]);
+    const int b = p->bal.bins[first + m];
+    *ids = p->pack.ids + p->pack.start[b];
+    *lens = p->pack.lens + p->pack.start[b];
+    *n = (int)(p->pack.start[b + 1] - p->pack.start[b]);
+    return b;
 }
 
 void step_plan_state_get(const step_plan_t *p, step_plan_state_t *s)

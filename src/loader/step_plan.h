@@ -1,10 +1,14 @@
 /* Which samples each step trains on, and how they are split: the sampler
  * (or the length curriculum) offers train_batch_size samples, last step's
- * deferred ones first; the balancer assigns them to the data-parallel ranks
- * (uniform / greedy / lpt within a token budget); each rank's share is packed
- * into gradient_accumulation_steps micro-batches of max_tokens_per_batch
- * tokens. Everything is a pure function of the seed and the step, so every
- * rank computes the same global plan without communicating (docs/loader.md),
+ * deferred ones first; the whole offer is packed into at most
+ * M = gradient_accumulation_steps x ranks micro-batches of
+ * max_tokens_per_batch tokens (M = train_batch_size / micro batch, the same
+ * on every layout: the micro-batches, and so capacity and the router's
+ * losses, do not depend on the number of ranks, the ep size or the ZeRO
+ * stage); the balancer then gives each data-parallel rank at most
+ * gradient_accumulation_steps whole micro-batches (uniform / greedy / lpt).
+ * Everything is a pure function of the seed and the step, so every rank
+ * computes the same global plan without communicating (docs/loader.md),
  * and a plan needs no MPI world: `fabula plan sampler` runs it for simulated
  * rank counts (step_plan_stats.h). */
 #ifndef FABULA_TRAIN_STEP_PLAN_H
@@ -20,7 +24,8 @@
 
 typedef struct step_plan {
     const config_t *cfg;
-    int dp_size, dp_rank, nmicro;
+    int dp_size, dp_rank, nmicro; /* nmicro: micro-batches each rank runs */
+    int nbins_max;              /* nmicro x dp_size */
     int64_t nsamples;
     const int64_t *lens;        /* every sample's length */
     double attention_cost;
@@ -30,12 +35,13 @@ typedef struct step_plan {
     int use_curriculum;
     int64_t *offer, *offer_lens, noffer;
     int64_t *deferred, ndeferred;
-    balance_plan_t bal;
-    pack_plan_t mine, scratch;
+    pack_plan_t pack;           /* the step's micro-batches, all ranks */
+    double *bin_cost;           /* sum of balance_cost over each one's samples */
+    balance_plan_t bal;         /* which rank runs which */
     /* this step */
     int max_len;                /* sequence-length warm-up cap */
     double tokens, targets;     /* over all ranks, after the cap */
-    double imbalance;           /* max/mean - 1 of the balancer's cost */
+    double imbalance;           /* max/mean - 1 over ranks of the balancer's cost */
     double imbalance_tokens;    /* the same of its tokens */
     int64_t bins;               /* micro-batches used, all ranks */
     double packing;             /* real tokens / (micro-batches used x capacity), all ranks */
@@ -52,14 +58,17 @@ void step_plan_init(step_plan_t *p, const config_t *cfg, const int64_t *lens, in
 void step_plan_free(step_plan_t *p);
 /* Plans optimizer step `step` (0-based). */
 void step_plan_next(step_plan_t *p, long step);
-/* This rank's micro-batch m (0 <= m < nmicro): ids and their capped lengths;
- * n may be 0 (an empty micro-batch still takes part in the collectives). */
-void step_plan_micro(const step_plan_t *p, int m, const int64_t **ids, const int64_t **lens, int *n);
+/* This rank's micro-batch m (0 <= m < nmicro): ids and their capped lengths,
+ * and as the value its index among the step's micro-batches (the same on
+ * every layout), or -1 and n = 0 for an empty one (which still takes part in
+ * the collectives). */
+int step_plan_micro(const step_plan_t *p, int m, const int64_t **ids, const int64_t **lens, int *n);
 
 /* Where the data stream stands between two steps, for checkpoints: the
  * sampler's epoch and position, the curriculum's (when enabled), and the
- * samples deferred to the next step. None of it depends on the number of
- * ranks, so a checkpoint resumes at any layout. */
+ * samples deferred to the next step (the packer's, which does not know the
+ * layout). None of it depends on the number of ranks, so a checkpoint
+ * resumes at any layout and continues with the same micro-batches. */
 typedef struct step_plan_state {
     int64_t nsamples;                           /* of the corpus the state refers to */
     int64_t sampler_epoch, sampler_position;

@@ -22,8 +22,9 @@ void step_plan_stats_run(const config_t *cfg, const int64_t *lens, int64_t nsamp
         if (p.imbalance_tokens > st->imb_tokens_max)
             st->imb_tokens_max = p.imbalance_tokens;
         st->deferred += p.ndeferred;
-        st->pack_deferred += p.ndeferred - p.bal.ndeferred;
         st->bins += p.bins;
+        if (p.bins > st->bins_max)
+            st->bins_max = p.bins;
         st->samples += p.used;
         st->tokens += (int64_t)p.tokens;
     }

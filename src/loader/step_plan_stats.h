@@ -2,7 +2,7 @@
  * data-parallel ranks, summed up (`fabula plan sampler`). Every rank of a
  * job computes the whole global plan, so one plan at rank 0 of nranks sees
  * what train would see on any rank: the same sampler or curriculum, the
- * same balancer, packer, warm-up cap and deferrals, step after step. */
+ * same packer, balancer, warm-up cap and deferrals, step after step. */
 #ifndef FABULA_LOADER_STEP_PLAN_STATS_H
 #define FABULA_LOADER_STEP_PLAN_STATS_H
 
@@ -15,8 +15,8 @@ typedef struct step_plan_stats {
     double imb_cost_mean, imb_cost_max;     /* the balancer's max/mean - 1 of cost, over the steps */
     double imb_tokens_mean, imb_tokens_max; /* the same of tokens */
     int64_t deferred;                       /* samples carried to the next step, summed over steps */
-    int64_t pack_deferred;                  /* of those, the ones the packer found no room for */
-    int64_t bins;                           /* micro-batches used */
+    int64_t bins;                           /* micro-batches used, summed over steps */
+    int64_t bins_max;                       /* the most in one step */
     int64_t samples, tokens;                /* trained on (tokens after the warm-up cap) */
     double packing;                         /* tokens / (bins x data.max_tokens_per_batch) */
 } step_plan_stats_t;

@@ -59,7 +59,8 @@ static void micro_batch_load(trainer_t *tr, long step, int mb, model_input_t *in
     const config_t *cfg = tr->cfg;
     const int64_t *ids, *lens;
     int n;
-    step_plan_micro(&tr->plan, mb, &ids, &lens, &n);
+    /* the step's micro-batch index, not (rank, mb): the same on every layout */
+    const int gmb = step_plan_micro(&tr->plan, mb, &ids, &lens, &n);
     data_source_batch(&tr->data, &tr->batch, ids, lens, n);
     const batch_t *b = &tr->batch;
     *in = (model_input_t){b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, b->genre,
@@ -69,7 +70,7 @@ static void micro_batch_load(trainer_t *tr, long step, int mb, model_input_t *in
         .mb_weight = (double)b->T / tr->plan.tokens,
         .training = 1,
         .dropout_seed = fb_hash2(cfg->run.seed ^ 0x5eedd209ULL,
-                                 ((uint64_t)step * 65536u + (uint64_t)mb) * 4096u + (uint64_t)tr->dp_rank),
+                                 (uint64_t)step * ((uint64_t)1 << 28) + (uint64_t)(gmb < 0 ? 0 : gmb)),
         .loss_scale = loss_scale_value(zero_loss_scaler(tr->zero)),
     };
 }

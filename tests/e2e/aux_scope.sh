@@ -12,7 +12,7 @@ STEPS=12
 train() { # NP NAME ARGS...
     np=$1; name=$2; shift 2
     run_fabula "$np" train --steps $STEPS --run-dir "$SCRATCH/$name" --set train_batch_size=8 \
-        --set train_micro_batch_size_per_gpu=1 --set data.seq_len=64 --set model.hidden_size=64 \
+        --set train_micro_batch_size_per_gpu=2 --set data.seq_len=64 --set model.hidden_size=64 \
         --set model.intermediate_size=128 --set model.router_aux_loss_coef=0.05 "$@"
     cp "$SCRATCH/out.txt" "$SCRATCH/$name.out"
     [ $RC -eq 0 ] || { echo "--- $name failed:"; tail -n 20 "$SCRATCH/$name.out"; }

@@ -1,11 +1,11 @@
-# Shared by the checkpoint tests (sourced after lib.sh): a small MoE that
-# trains in a fraction of a second per step, with a schedule that does not
-# depend on run.steps (so a run cut in two follows the same lr), dropless
-# and without the load-balancing loss so that its loss does not depend on
-# the layout (docs/zero.md, "Invariance").
+# Shared by the checkpoint tests (sourced after lib.sh): a small MoE with the
+# default router (capacity 1.25, load-balancing and z losses on) that trains
+# in a fraction of a second per step, with a schedule that does not depend on
+# run.steps (so a run cut in two follows the same lr). Its loss does not
+# depend on the layout (docs/zero.md, "Invariance").
 CKPT_ARGS="--set train_batch_size=8 --set train_micro_batch_size_per_gpu=2 --set data.seq_len=64 \
  --set model.hidden_size=64 --set model.intermediate_size=128 --set model.num_hidden_layers=1 \
- --set model.capacity_factor=0 --set model.router_aux_loss_coef=0 --set scheduler.params.total_num_steps=40"
+ --set scheduler.params.total_num_steps=40"
 CKPT_TOOL="${FB_BUILDDIR:-.}/tests/e2e/ckpt_tool"
 
 # ctrain NP RUN_DIR ARGS...: trains into $SCRATCH/RUN_DIR, output in

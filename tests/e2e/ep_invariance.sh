@@ -1,14 +1,15 @@
 #!/bin/sh
-# Expert parallelism: 20 steps of the tiny MoE on 4 ranks with ep = 1, 2, 4
-# (dp = all 4 ranks) and each ZeRO stage give the losses of the single-rank
-# run within 1e-5 relative and the same tokens per expert. With capacity and
-# the load-balancing loss on, the micro-batches of a 4-rank run differ from a
-# 1-rank run's (the balancer assigns samples per rank count, and capacity and
-# aux are per micro-batch: docs/zero.md), so that part compares ep = 2 and 4
-# with ep = 1 on the same 4 ranks: same losses, same tokens per expert, the
-# same assignments dropped per layer; and the step's statistics agree with
-# each other (genre counts sum to tokens x top-k, per-layer figures to the
-# totals). Every launch runs under a timeout, so a hang fails the test.
+# Expert parallelism: 20 steps of the tiny MoE with the load-balancing and
+# z losses on give the losses of the single-rank run within 1e-5 relative,
+# the same tokens per expert and the same dropped assignments per layer,
+# step by step: dropless on 4 ranks with ep = 1, 2, 4 (dp = all 4 ranks) x
+# each ZeRO stage; with capacity (the default model: factor 1.25, aux 0.01)
+# on 4 ranks with ep 1, 2, 4 and on 2 ranks with ep 2. The step's
+# micro-batches do not depend on the layout (docs/loader.md) and each rank
+# routes and drops its own micro-batch's tokens before the all-to-all
+# (docs/expert-parallel.md). The step's statistics agree with each other
+# (genre counts sum to tokens x top-k, per-layer figures to the totals).
+# Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ep_lib.sh"
 # what must be equal besides the losses
@@ -42,7 +43,7 @@ EOF
 OVERLAP="--set zero_optimization.overlap_comm=true --set zero_optimization.reduce_bucket_size=20000 \
     --set zero_optimization.allgather_bucket_size=30000"
 train 1 ref $DROPLESS
-check "reference run (1 rank, dropless)" '[ $RC -eq 0 ]'
+check "reference run (1 rank, dropless, aux and z losses on)" '[ $RC -eq 0 ]'
 for ep in 1 2 4; do
     for stage in 0 1 2 3; do
         name="ep$ep-z$stage"
@@ -52,13 +53,22 @@ for ep in 1 2 4; do
     done
 done
 
-# capacity 1.25 and aux 0.01 (the default model): ep 2 and 4 against ep 1 on 4 ranks
+# capacity 1.25 and aux 0.01 (the default model) against one rank
+train 1 cap-ref --set zero_optimization.stage=0
+check "capacity: 1 rank drops assignments" \
+    '[ $RC -eq 0 ] && [ "$(grep -c "\"dropped\":[1-9]" "$SCRATCH/cap-ref/metrics.jsonl")" -gt 0 ]'
+check "capacity: statistics consistent (genres, per-layer figures)" "stats_ok cap-ref 2"
 train 4 cap-ep1 --set zero_optimization.stage=0
-check "capacity: 4 ranks, ep 1" '[ $RC -eq 0 ] && [ "$(grep -c "\"dropped\":[1-9]" "$SCRATCH/cap-ep1/metrics.jsonl")" -gt 0 ]'
-check "capacity: statistics consistent (genres, per-layer figures)" "stats_ok cap-ep1 2"
+check "capacity: 4 ranks, ep 1, ZeRO 0: losses, tokens per expert and drops of 1 rank" \
+    "[ $RC -eq 0 ] && compare cap-ref cap-ep1 1e-5 $SAME"
+train 2 cap-np2-ep2 --set parallel.expert_parallel_size=2 --set zero_optimization.stage=2 $OVERLAP
+check "capacity: 2 ranks, ep 2, ZeRO 2: losses, tokens per expert and drops of 1 rank" \
+    "[ $RC -eq 0 ] && compare cap-ref cap-np2-ep2 1e-5 $SAME"
 train 4 cap-ep2 --set parallel.expert_parallel_size=2 --set zero_optimization.stage=1 $OVERLAP
-check "capacity: ep 2, ZeRO 1: losses, tokens per expert and drops of ep 1" "[ $RC -eq 0 ] && compare cap-ep1 cap-ep2 1e-5 $SAME"
+check "capacity: 4 ranks, ep 2, ZeRO 1: losses, tokens per expert and drops of 1 rank" \
+    "[ $RC -eq 0 ] && compare cap-ref cap-ep2 1e-5 $SAME"
 train 4 cap-ep4 --set parallel.expert_parallel_size=4 --set zero_optimization.stage=3 $OVERLAP
-check "capacity: ep 4, ZeRO 3: losses, tokens per expert and drops of ep 1" "[ $RC -eq 0 ] && compare cap-ep1 cap-ep4 1e-5 $SAME"
+check "capacity: 4 ranks, ep 4, ZeRO 3: losses, tokens per expert and drops of 1 rank" \
+    "[ $RC -eq 0 ] && compare cap-ref cap-ep4 1e-5 $SAME"
 check "capacity: ep 4 statistics consistent, all-to-all recorded" "stats_ok cap-ep4 2"
 finish

@@ -194,13 +194,80 @@ static void test_batch_pack(void)
     free(set.tokens);
 }
 
+/* best_fit against the rule of pack.h written as a scan: samples by
+ * descending length (ties by id, then position), each into the open
+ * micro-batch with the least room that fits, the lower index among equals,
+ * else a new one while fewer than max_bins are open, else deferred. Large
+ * steps with many equal lengths, as the packer sees a whole global batch. */
+static void test_best_fit_against_scan(void)
+{
+    enum { N = 3000 };
+    static int64_t ids[N], lens[N], bin_tok[N];
+    static int order[N], bin_of[N];
+    for (int trial = 0; trial < 12; trial++) {
+        const int n = trial < 6 ? 200 + 400 * trial : N;
+        const int64_t cap = trial % 2 ? 1000 : 4096;
+        const int max_bins = trial % 3 == 0 ? 0 : n / (3 + trial % 4);
+        for (int i = 0; i < n; i++) {
+            ids[i] = (int64_t)((i * 7919 + trial) % 100003);
+            lens[i] = trial % 4 == 1 ? 1 + (int64_t)(fb_hash2(31, (uint64_t)(i + trial)) % 5) * (cap / 8)
+                                     : 1 + (int64_t)(fb_hash2(77, (uint64_t)(i * 13 + trial)) % (uint64_t)cap);
+        }
+        /* selection order by hand: insertion sort on (len desc, id asc, position) */
+        for (int i = 0; i < n; i++) {
+            int j = i;
+            while (j > 0 && (lens[order[j - 1]] < lens[i] ||
+                             (lens[order[j - 1]] == lens[i] && ids[order[j - 1]] > ids[i]))) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = i;
+        }
+        int nb = 0;
+        for (int k = 0; k < n; k++) {
+            const int i = order[k];
+            int best = -1;
+            for (int b = 0; b < nb; b++)
+                if (cap - bin_tok[b] >= lens[i] && (best < 0 || cap - bin_tok[b] < cap - bin_tok[best]))
+                    best = b;
+            if (best < 0 && (max_bins <= 0 || nb < max_bins)) {
+                bin_tok[nb] = 0;
+                best = nb++;
+            }
+            bin_of[i] = best;
+            if (best >= 0)
+                bin_tok[best] += lens[i];
+        }
+        pack_plan_t p = {0};
+        pack_plan_make(&p, ids, lens, n, cap, max_bins, LOADER_PACK_BEST_FIT);
+        int same = p.nbins == nb;
+        for (int b = 0; same && b < p.nbins; b++) {
+            for (int64_t k = p.start[b]; same && k < p.start[b + 1]; k++) {
+                /* ids are distinct here: find the position */
+                int pos = -1;
+                for (int i = 0; i < n && pos < 0; i++)
+                    pos = ids[i] == p.ids[k] ? i : -1;
+                same = pos >= 0 && bin_of[pos] == b;
+            }
+        }
+        int64_t ndef = 0;
+        for (int i = 0; i < n; i++)
+            ndef += bin_of[i] < 0;
+        same = same && p.ndeferred == ndef;
+        EXPECT(same, "trial %d (n %d, capacity %lld, max %d): best_fit differs from the scan (%d vs %d micro-batches)",
+               trial, n, (long long)cap, max_bins, p.nbins, nb);
+        pack_plan_free(&p);
+    }
+}
+
 int main(void)
 {
     test_random_plans();
+    test_best_fit_against_scan();
     test_worked_example();
     test_batch_pack();
     printf("test_pack: %d checks, %d failures (conservation, capacity, max micro-batches, deferral, sequential "
-           "breaks, best_fit leaves no mergeable pair, worked example, efficiencies, batch_pack tokens)\n",
+           "breaks, best_fit leaves no mergeable pair, best_fit vs a scan, worked example, efficiencies, batch_pack tokens)\n",
            checks, failures);
     return failures ? 1 : 0;
 }
