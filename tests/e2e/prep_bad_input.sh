@@ -5,7 +5,7 @@
 # unknown genres, a 50 MB single novel (time and peak memory printed), an
 # empty input directory, an existing output, failures that must leave no
 # file behind (missing output directory; a write that fails half-way; a
-# full file system, named), clean errors printed once without MPI_Abort's
+# full file system is prep_disk_full.sh), clean errors printed once without MPI_Abort's
 # notice at 2 ranks, and corpus files the reader must refuse (another
 # tokenizer, not a corpus, a newer version, a missing dataset, not HDF5).
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -184,20 +184,6 @@ if [ $? -eq 0 ]; then
 else
     echo "skip: MPI does not start under a 6 MB file-size limit here"
 fi
-# A full file system (a 1 MB tmpfs; needs root, else this part is skipped):
-# the error names the file and the dataset, and nothing is left behind.
-mkdir -p "$S/fs"
-if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=1m tmpfs "$S/fs" 2>/dev/null; then
-    run_prep 2 -q -o fs/full.h5 x8.jsonl
-    grep -v '^ \|^HDF5-DIAG\|^ADIOI' "$S/out.txt" | tail -n 4
-    check "disk full: exit 4, the error names the file, the dataset and the free space" \
-        '[ $RC -eq 4 ] && grep -q "error: fs/full.h5.tmp.[0-9]*: cannot write /[a-z/_]* (is the file system full? 0.0 MB are free there;" "$S/out.txt"'
-    check "disk full: nothing left on the file system" '[ -z "$(ls -A "$S/fs")" ]'
-    umount "$S/fs" 2>/dev/null || { sleep 1; umount "$S/fs"; }
-else
-    echo "skip: cannot mount a tmpfs here (not root, or not permitted)"
-fi
-
 # ---- files the reader refuses
 reader() {
     "$MPIEXEC" -n 1 "$TOOL" "$@" >"$S/out.txt" 2>&1
