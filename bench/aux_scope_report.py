@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Compares runs of bench/aux_scope.sh: for each metrics.jsonl, the training
-LM loss (mean of the last 10% of steps), the aux loss, the median step time,
+LM loss (mean of the last 10% of steps), the last validation LM loss (when the
+run evaluated), the aux loss, the median step time,
 and per MoE layer the mutual information I(genre; expert) in bits of the
 top-K choices summed over the second half of the run (0: the expert tells
 nothing about the genre; log2(#genres) at most).
@@ -50,7 +51,9 @@ def summarize(path):
             if row and sum(row):
                 table.append(row)
         mi.append(mutual_information(table) if table else 0.0)
+    valid = [r["valid_lm_loss"] for r in recs if "valid_lm_loss" in r]
     return {"steps": len(recs), "lm": statistics.mean(r["lm_loss"] for r in tail),
+            "valid": valid[-1] if valid else float("nan"),
             "aux": statistics.mean(r["aux_loss"] for r in tail),
             "step_time": statistics.median(r["step_time"] for r in recs[3:] or recs),
             "mi": mi, "genres": len(genres)}
@@ -59,11 +62,12 @@ def summarize(path):
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    print(f"{'run':<48} {'steps':>5} {'LM loss':>8} {'aux':>7} {'step s':>7}  I(genre; expert) per layer, bits")
+    print(f"{'run':<48} {'steps':>5} {'LM loss':>8} {'valid LM':>8} {'aux':>7} {'step s':>7}  "
+          "I(genre; expert) per layer, bits")
     for path in sys.argv[1:]:
         s = summarize(path)
         mi = " ".join(f"{x:.3f}" for x in s["mi"])
-        print(f"{path:<48} {s['steps']:>5} {s['lm']:>8.4f} {s['aux']:>7.4f} {s['step_time']:>7.3f}  {mi}"
+        print(f"{path:<48} {s['steps']:>5} {s['lm']:>8.4f} {s['valid']:>8.4f} {s['aux']:>7.4f} {s['step_time']:>7.3f}  {mi}"
               f"  (of {s['genres']} genres)")
     return 0
 

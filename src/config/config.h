@@ -142,6 +142,8 @@ typedef struct run_config {
     int steps_per_print;
     char *resume;               /* "auto", "none" or a checkpoint file (docs/checkpoint.md) */
     int backend;                /* RUN_BACKEND_* */
+    long eval_interval;         /* steps between validation losses (and at the last step); 0 = none */
+    long eval_samples;          /* the first N samples of the corpus's validation split */
 } run_config_t;
 
 /* "checkpoint" (docs/checkpoint.md). */

@@ -39,6 +39,12 @@ void config_read_run(cj_ctx_t *c, config_t *cfg)
     else
         cj_invalid(c, "run.backend",
                    "\"cpu\", \"cuda\", \"auto\" (cuda when a GPU is visible) or \"cpu16\" (CPU, 16-bit storage)");
+    r->eval_interval = (long)cj_integer(c, "run.eval_interval", cj_default_integer(c, "run.eval_interval"));
+    if (r->eval_interval < 0)
+        cj_invalid(c, "run.eval_interval", "an integer >= 0 (steps between validation losses; 0 = none)");
+    r->eval_samples = (long)cj_integer(c, "run.eval_samples", cj_default_integer(c, "run.eval_samples"));
+    if (r->eval_samples < 1)
+        cj_invalid(c, "run.eval_samples", "a positive integer (validation samples per evaluation)");
     /* DeepSpeed's key, top level. */
     r->steps_per_print = cj_int(c, "steps_per_print", 10);
     if (r->steps_per_print <= 0)

@@ -8,9 +8,9 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
-static void open_corpus(data_source_t *s, const config_t *cfg, int verbose)
+static void open_corpus(data_source_t *s, const config_t *cfg, int verbose, int split)
 {
-    s->corpus = corpus_open(cfg->data.corpus_path, 0);
+    s->corpus = corpus_open(cfg->data.corpus_path, split);
     tokenizer_t *tok = tokenizer_load(cfg->data.tokenizer);
     if (!corpus_check_tokenizer(s->corpus, tok))
         fb_fatal_all(FB_EXIT_DATA, "%s was made with another tokenizer than data.tokenizer = %s (digest %s); "
@@ -59,7 +59,7 @@ void data_source_open(data_source_t *s, const config_t *cfg, int verbose)
 {
     memset(s, 0, sizeof *s);
     if (cfg->data.corpus_path && cfg->data.corpus_path[0])
-        open_corpus(s, cfg, verbose);
+        open_corpus(s, cfg, verbose, CORPUS_TRAIN);
     else
         open_text(s, cfg);
     if (s->n == 0)
@@ -68,6 +68,23 @@ void data_source_open(data_source_t *s, const config_t *cfg, int verbose)
     if (verbose)
         printf("fabula: data: %s: %lld samples of <= %d tokens (%lld tokens)%s\n", s->what, (long long)s->n,
                cfg->data.seq_len, (long long)s->tokens, s->corpus ? "" : ", byte tokenizer");
+}
+
+void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose)
+{
+    memset(s, 0, sizeof *s);
+    if (!cfg->data.corpus_path || !cfg->data.corpus_path[0])
+        fb_fatal_all(FB_EXIT_USAGE, "run.eval_interval = %ld needs a validation split: give data.corpus, made by "
+                     "`fabula prep --valid-fraction F`", cfg->run.eval_interval);
+    open_corpus(s, cfg, 0, CORPUS_VALID);
+    if (s->n == 0)
+        fb_fatal_all(FB_EXIT_USAGE, "run.eval_interval = %ld: %s has no validation sample (make it with `fabula prep "
+                     "--valid-fraction F`)", cfg->run.eval_interval, cfg->data.corpus_path);
+    s->what = "validation split";
+    if (verbose)
+        printf("fabula: data: %s of %s: %lld samples (%lld tokens); the first %lld are evaluated every %ld steps\n",
+               s->what, cfg->data.corpus_path, (long long)s->n, (long long)s->tokens,
+               (long long)(cfg->run.eval_samples < s->n ? cfg->run.eval_samples : s->n), cfg->run.eval_interval);
 }
 
 void data_source_close(data_source_t *s)

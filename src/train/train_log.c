@@ -115,6 +115,8 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_object_set_new(j, "lm_loss", json_real(r->lm_loss));
     json_object_set_new(j, "aux_loss", json_real(r->aux_loss));
     json_object_set_new(j, "z_loss", json_real(r->z_loss));
+    if (!isnan(r->valid_lm_loss))
+        json_object_set_new(j, "valid_lm_loss", json_real(r->valid_lm_loss));
     json_object_set_new(j, "lr", json_real(r->lr));
     /* JSON has no inf: an overflowed fp16 step's norm is null */
     json_object_set_new(j, "grad_norm", isfinite(r->grad_norm) ? json_real(r->grad_norm) : json_null());
@@ -158,6 +160,10 @@ void train_log_step(train_log_t *log, const step_record_t *r)
                "%.0f tok/s | %.3f s/step | ETA %s\n",
                (int)snprintf(NULL, 0, "%ld", steps), r->step, steps, r->loss, r->lm_loss, r->aux_loss,
                r->z_loss, r->lr, r->grad_norm, tps, r->step_time, eta);
+        fflush(stdout);
+    }
+    if (!isnan(r->valid_lm_loss)) {
+        printf("step %ld | validation lm loss %.4f\n", r->step, r->valid_lm_loss);
         fflush(stdout);
     }
 }

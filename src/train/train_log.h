@@ -17,6 +17,7 @@ typedef struct step_record {
     double imbalance, packing;  /* balancer cost imbalance; packing efficiency */
     int max_len;                /* sequence-length cap this step */
     double step_time, elapsed;
+    double valid_lm_loss;       /* LM loss on the validation samples this step; NaN: not evaluated */
     const long *expert_tokens;  /* [L * E] tokens kept per expert (MoE layers) */
     const moe_metrics_t *moe;   /* per-layer and per-genre MoE statistics; NULL: none */
 } step_record_t;

@@ -4,6 +4,7 @@
  * all ranks without communication (docs/model.md, "Losses"). */
 #include "train/trainer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ typedef struct trainer {
     zero_t *zero;
     model_t *model;
     data_source_t data;
+    data_source_t valid;    /* the validation split (run.eval_interval > 0) */
     step_plan_t plan;
     batch_t batch;
     long *expert_tokens;    /* [L * E] summed over the step's micro-batches */
@@ -104,6 +106,33 @@ static void global_aux_freq(trainer_t *tr, long step)
 static int global_aux(const model_config_t *mc)
 {
     return mc->router_aux_loss_scope == MODEL_AUX_SCOPE_GLOBAL_BATCH && mc->num_local_experts > 1;
+}
+
+/* The LM loss on the first run.eval_samples samples of the validation
+ * split: one sample per forward, sample i on rank i mod world, so every
+ * sample's loss is the same on any layout (capacity is per micro-batch) and
+ * only the order of the final sum differs. All ranks run the same number of
+ * forwards (empty ones at the end): the ep exchanges and ZeRO-3 gathers
+ * need every rank. No gradient, no dropout. */
+static double evaluate(trainer_t *tr)
+{
+    const int64_t n = tr->valid.n < tr->cfg->run.eval_samples ? tr->valid.n : tr->cfg->run.eval_samples;
+    const int64_t rounds = (n + tr->world - 1) / tr->world;
+    double sums[2] = {0.0, 0.0}; /* lm_sum, targets */
+    for (int64_t r = 0; r < rounds; r++) {
+        const int64_t id = r * tr->world + tr->rank;
+        const int have = id < n;
+        data_source_batch(&tr->valid, &tr->batch, &id, have ? &tr->valid.lens[id] : NULL, have);
+        const batch_t *b = &tr->batch;
+        model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, NULL, 0};
+        model_scales_t sc = {.lm_denominator = 1.0, .mb_weight = 1.0, .training = 0};
+        model_stats_t st;
+        model_forward(tr->model, &in, &sc, &st);
+        sums[0] += st.lm_sum;
+        sums[1] += (double)st.ntargets;
+    }
+    comm_allreduce(comm_world(), sums, 2, COMM_F64, COMM_SUM);
+    return sums[1] > 0 ? sums[0] / sums[1] : NAN;
 }
 
 /* Forward and backward over this rank's micro-batches of the global batch. */
@@ -234,6 +263,8 @@ static void data_open_step(void *arg)
 {
     trainer_t *tr = arg;
     data_source_open(&tr->data, tr->cfg, tr->rank == 0);
+    if (tr->cfg->run.eval_interval > 0)
+        data_source_open_valid(&tr->valid, tr->cfg, tr->rank == 0);
 }
 
 /* Every rank reads the input alike; a missing or refused corpus is one
@@ -315,6 +346,9 @@ int trainer_run(const config_t *cfg)
                        rec.step, zs.loss_scale, loss_scale_value(zero_loss_scaler(tr.zero)));
         }
         rec.step_time = timer_now() - t0;
+        rec.valid_lm_loss = NAN;
+        if (cfg->run.eval_interval > 0 && (rec.step % cfg->run.eval_interval == 0 || rec.step == cfg->run.steps))
+            rec.valid_lm_loss = evaluate(&tr);
         rec.elapsed = timer_now() - t_start;
         train_log_step(&tr.log, &rec);
         prog.step = step + 1;
@@ -344,5 +378,7 @@ int trainer_run(const config_t *cfg)
     groups_free(&tr.groups);
     backend_close(&tr.be);
     data_source_close(&tr.data);
+    if (cfg->run.eval_interval > 0)
+        data_source_close(&tr.valid);
     return code;
 }
