@@ -37,7 +37,7 @@ static void sampler_usage(FILE *f)
             "\n"
             "Runs the training step plan: for each rank count, S steps offering\n"
             "nranks x B samples, packed into at most nranks x G micro-batches (by\n"
-            "data.packing, and by sequential and best_fit) whose ranks are chosen by\n"
+            "data.packing, and by sequential, best_fit and balanced) whose ranks are chosen by\n"
             "uniform, greedy and lpt (docs/loader.md; the config's curriculum and\n"
             "warm-up apply). Prints the mean and max imbalance (max/mean - 1 of cost\n"
             "and of tokens), the micro-batches per rank and the packing efficiency\n"
@@ -174,7 +174,7 @@ static config_t simulated_config(const config_t *cfg, const sampler_args_t *a, i
 }
 
 #define NSAMPLERS 3 /* indexed by loader_sampler_t */
-#define NPACKINGS 2 /* indexed by loader_packing_t */
+#define NPACKINGS 3 /* indexed by loader_packing_t */
 
 static void print_report(const sampler_args_t *a, const config_t *cfg, const int64_t *lens, int64_t n, int64_t cut)
 {
@@ -221,12 +221,14 @@ static void print_report(const sampler_args_t *a, const config_t *cfg, const int
                    100 * t->imb_tokens_mean, 100 * t->imb_tokens_max, (long long)t->deferred,
                    (double)t->bins / ((double)t->steps * a->ranks[i]));
         }
-        const step_plan_stats_t *seq = &st[sampler][LOADER_PACK_SEQUENTIAL], *bf = &st[sampler][LOADER_PACK_BEST_FIT];
+        const step_plan_stats_t *seq = &st[sampler][LOADER_PACK_SEQUENTIAL], *bf = &st[sampler][LOADER_PACK_BEST_FIT],
+                                *bal = &st[sampler][LOADER_PACK_BALANCED];
         printf("%8d packing  | sequential %.2f%% (%lld micro-batches, %lld deferred), best_fit %.2f%% (%lld, %lld), "
-               "padded to %d: %.2f%%\n",
+               "balanced %.2f%% (%lld, %lld; cost imbalance %.3f%% / %.3f%%), padded to %d: %.2f%%\n",
                a->ranks[i], 100 * seq->packing, (long long)seq->bins, (long long)seq->deferred,
-               100 * bf->packing, (long long)bf->bins, (long long)bf->deferred, a->max_seq_len,
-               100 * pack_padded_efficiency(bf->tokens, bf->samples, a->max_seq_len));
+               100 * bf->packing, (long long)bf->bins, (long long)bf->deferred, 100 * bal->packing,
+               (long long)bal->bins, (long long)bal->deferred, 100 * bal->imb_cost_mean, 100 * bal->imb_cost_max,
+               a->max_seq_len, 100 * pack_padded_efficiency(bf->tokens, bf->samples, a->max_seq_len));
     }
 }
 

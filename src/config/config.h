@@ -58,7 +58,7 @@ typedef struct data_config {
 /* data.sampler / packing / curriculum / seq_len_warmup (docs/loader.md):
  * how a step's samples are spread over ranks and packed into micro-batches. */
 typedef enum { LOADER_SAMPLER_UNIFORM = 0, LOADER_SAMPLER_GREEDY, LOADER_SAMPLER_LPT } loader_sampler_t;
-typedef enum { LOADER_PACK_SEQUENTIAL = 0, LOADER_PACK_BEST_FIT } loader_packing_t;
+typedef enum { LOADER_PACK_SEQUENTIAL = 0, LOADER_PACK_BEST_FIT, LOADER_PACK_BALANCED } loader_packing_t;
 enum { LOADER_SHORT = 0, LOADER_MEDIUM = 1, LOADER_LONG = 2, LOADER_NCLASSES = 3 };
 #define LOADER_MAX_PHASES 16
 

@@ -18,7 +18,7 @@ static const char *const class_keys[LOADER_NCLASSES] = {"short", "medium", "long
 static const char *const sampler_names[] = {[LOADER_SAMPLER_UNIFORM] = "uniform", [LOADER_SAMPLER_GREEDY] = "greedy",
                                             [LOADER_SAMPLER_LPT] = "lpt"};
 static const char *const packing_names[] = {[LOADER_PACK_SEQUENTIAL] = "sequential",
-                                            [LOADER_PACK_BEST_FIT] = "best_fit"};
+                                            [LOADER_PACK_BEST_FIT] = "best_fit", [LOADER_PACK_BALANCED] = "balanced"};
 
 static int name_index(const char *const *names, int n, const char *name)
 {
@@ -63,7 +63,7 @@ static void read_strategies(cj_ctx_t *c, loader_config_t *l)
         cj_invalid(c, "data.sampler", "\"lpt\", \"greedy\" or \"uniform\"");
     const char *p = cj_string(c, "data.packing", cj_default_string(c, "data.packing"));
     if (!config_packing_parse(p, &l->packing))
-        cj_invalid(c, "data.packing", "\"best_fit\" or \"sequential\"");
+        cj_invalid(c, "data.packing", "\"best_fit\", \"balanced\" or \"sequential\"");
 }
 
 /* Absent, null or "auto": pending, an "auto" kept in the tree where the

@@ -24,6 +24,7 @@ static void reserve(pack_plan_t *p, int64_t n)
         p->start = fb_realloc(p->start, m * sizeof *p->start);
         p->bin_tokens = fb_realloc(p->bin_tokens, m * sizeof *p->bin_tokens);
         p->cursor = fb_realloc(p->cursor, m * sizeof *p->cursor);
+        p->bin_cost = fb_realloc(p->bin_cost, m * sizeof *p->bin_cost);
         p->cap_bins = (int64_t)m;
     }
 }
@@ -73,8 +74,32 @@ static void pack_best_fit(pack_plan_t *p, const int64_t *ids, const int64_t *len
     }
 }
 
+static void pack_balanced(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int max_bins,
+                          double c)
+{
+    FB_ASSERT(max_bins > 0);
+    balance_order_by_length(p->order, ids, lens, n);
+    const int bins = (int64_t)max_bins < n ? max_bins : (int)n;
+    for (int b = 0; b < bins; b++) {
+        open_bin(p);
+        p->bin_cost[b] = 0.0;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t i = p->order[k];
+        int best = -1;
+        for (int b = 0; b < bins; b++)
+            if (p->bin_tokens[b] + lens[i] <= p->capacity && (best < 0 || p->bin_cost[b] < p->bin_cost[best]))
+                best = b;
+        if (best < 0)
+            continue; /* deferred */
+        p->bin_of[i] = best;
+        p->bin_tokens[best] += lens[i];
+        p->bin_cost[best] += balance_cost(lens[i], c);
+    }
+}
+
 void pack_plan_make(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int64_t capacity, int max_bins,
-                    loader_packing_t strategy)
+                    loader_packing_t strategy, double attention_cost)
 {
     FB_ASSERT(n >= 0 && capacity >= 1);
     reserve(p, n);
@@ -86,6 +111,8 @@ void pack_plan_make(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int
     }
     if (strategy == LOADER_PACK_SEQUENTIAL)
         pack_sequential(p, lens, n, max_bins);
+    else if (strategy == LOADER_PACK_BALANCED)
+        pack_balanced(p, ids, lens, n, max_bins, attention_cost);
     else
         pack_best_fit(p, ids, lens, n, max_bins);
 
@@ -138,6 +165,7 @@ void pack_plan_free(pack_plan_t *p)
     free(p->order);
     free(p->bin_of);
     free(p->cursor);
+    free(p->bin_cost);
     fit_tree_free(&p->open);
     memset(p, 0, sizeof *p);
 }

@@ -10,7 +10,13 @@
  *   best_fit    best-fit decreasing: samples by descending length (ties by
  *               id, then input position), each into the open micro-batch
  *               with the least room left that still fits it (the lower
- *               index among equals), else into a new one.
+ *               index among equals), else into a new one;
+ *   balanced    for few micro-batches per rank: min(max_bins, n)
+ *               micro-batches, all used; samples in best_fit's order, each
+ *               into the micro-batch of least cost len + c·len² that still
+ *               has room (the lower index among equals), so that whole
+ *               micro-batches cost about the same and the balancer can even
+ *               out ranks that run one or two each. Needs max_bins > 0.
  * At most `max_bins` micro-batches are opened (<= 0: no limit). A sample that
  * finds no room once max_bins are open is deferred: returned in `deferred`
  * (input order) for the caller to put first in the next step.
@@ -43,12 +49,13 @@ typedef struct pack_plan {
     int *bin_of;
     int64_t *cursor;
     fit_tree_t open;      /* best_fit: the open micro-batches by room */
+    double *bin_cost;     /* balanced: cost so far of each micro-batch */
 } pack_plan_t;
 
 /* Packs ids[0..n) (lens[i] the length of ids[i], in [1, capacity]). `p`
  * starts zeroed and may be reused. */
 void pack_plan_make(pack_plan_t *p, const int64_t *ids, const int64_t *lens, int64_t n, int64_t capacity, int max_bins,
-                    loader_packing_t strategy);
+                    loader_packing_t strategy, double attention_cost);
 
 /* Real tokens / token slots of the micro-batches used:
  * tokens / (nbins * capacity); 0 when nothing was packed. */

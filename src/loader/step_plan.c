@@ -78,7 +78,8 @@ void step_plan_next(step_plan_t *p, long step)
      * from the layout, so that capacity and the router's losses, which are
      * per-micro-batch statistics, see the same tokens on every layout */
     pack_plan_t *pk = &p->pack;
-    pack_plan_make(pk, p->offer, p->offer_lens, p->noffer, p->capacity, p->nbins_max, cfg->loader.packing);
+    pack_plan_make(pk, p->offer, p->offer_lens, p->noffer, p->capacity, p->nbins_max, cfg->loader.packing,
+                   p->attention_cost);
     p->ndeferred = pk->ndeferred;
     memcpy(p->deferred, pk->deferred, (size_t)pk->ndeferred * sizeof *p->deferred);
     p->tokens = p->targets = 0.0;

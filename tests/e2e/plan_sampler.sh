@@ -15,6 +15,17 @@ for r in 2 4; do
 done
 check "packing compared with padding" 'grep -q "best_fit .* padded to 32768" "$SCRATCH/out.txt"'
 
+# One micro-batch per rank: best_fit fills micro-batches one after the
+# other, so their costs differ widely; balanced packing evens them out.
+(cd "$FB_SRCDIR" && "$FABULA" plan sampler --jsonl inputs/sample.jsonl --split chapters --max-seq-len 32768 \
+    --max-tokens 131072 --accum 1 --simulate-ranks 4 --steps 8 --batch 8) >"$SCRATCH/one.txt" 2>&1
+rc=$?
+lpt=$(sed -n 's/^ *4 *lpt *| *\([0-9.]*\)%.*/\1/p' "$SCRATCH/one.txt")
+bal=$(sed -n 's/.*balanced [0-9.]*% ([0-9]*, [0-9]*; cost imbalance \([0-9.]*\)%.*/\1/p' "$SCRATCH/one.txt")
+echo "one micro-batch per rank, 4 ranks: mean cost imbalance best_fit + lpt $lpt%, balanced + lpt $bal%"
+check "one micro-batch per rank: balanced packing below a quarter of best_fit's imbalance" \
+    "[ $rc -eq 0 ] && [ -n \"$lpt\" ] && [ -n \"$bal\" ] && awk -v a=$lpt -v b=$bal 'BEGIN{exit !(b < a / 4)}'"
+
 printf '12\n# comment\n\n300\n' >"$SCRATCH/lens.txt"
 "$FABULA" plan sampler --corpus-lengths "$SCRATCH/lens.txt" --simulate-ranks 3 --max-seq-len 200 \
     >"$SCRATCH/out.txt" 2>&1

@@ -74,7 +74,7 @@ static void test_random_plans(void)
         int max_bins = trial % 3 == 0 ? 0 : 1 + trial % 5;
         for (int s = 0; s < 2; s++) {
             pack_plan_t p = {0};
-            pack_plan_make(&p, ids, lens, n, cap, max_bins, packers[s]);
+            pack_plan_make(&p, ids, lens, n, cap, max_bins, packers[s], 0.0);
             char what[64];
             snprintf(what, sizeof what, "trial %d %s", trial, config_packing_name(packers[s]));
             check_plan(&p, lens, n, cap, max_bins, what);
@@ -109,26 +109,73 @@ static void test_random_plans(void)
 /* Worked by hand, capacity 10, lengths 6 5 4 3 2 in that order:
  * sequential: [6] [5 4] [3 2]; best_fit (6 5 4 3 2 by length): 6 -> A,
  * 5 -> B, 4 -> A (room 4 = exact), 3 -> B, 2 -> B: [6 4] [5 3 2]. */
+/* balanced: with room everywhere, greedy least-cost placement of samples
+ * by decreasing length into exactly min(max_bins, n) micro-batches, none
+ * empty; checked against a direct transcription, and by hand: capacity 100,
+ * c = 0, lengths 50 40 30 20 10 into 2 -> A 50; B 40; B 30 (70); A 20 (70);
+ * A 10 (80, lower index on the tie). Its cost spread is at most the
+ * longest sample's cost (the LPT bound), which best_fit does not give. */
+static void test_balanced(void)
+{
+    int64_t ids[5] = {0, 1, 2, 3, 4}, lens[5] = {50, 40, 30, 20, 10};
+    pack_plan_t p = {0};
+    pack_plan_make(&p, ids, lens, 5, 100, 2, LOADER_PACK_BALANCED, 0.0);
+    EXPECT(p.nbins == 2 && p.bin_tokens[0] == 80 && p.bin_tokens[1] == 70 && p.ndeferred == 0,
+           "worked example: %d micro-batches, tokens %lld %lld", p.nbins, (long long)p.bin_tokens[0],
+           (long long)p.bin_tokens[1]);
+    pack_plan_free(&p);
+    for (int trial = 0; trial < 40; trial++) {
+        const int n = 8 + (trial * 11) % 120, bins = 1 + trial % 9;
+        const double c = trial % 2 ? 0.0 : 1e-3;
+        int64_t tid[128], tl[128];
+        random_lengths(tl, n, 400, 900 + (uint64_t)trial);
+        for (int i = 0; i < n; i++)
+            tid[i] = i;
+        /* capacity with room for everything: the pure cost balance */
+        pack_plan_make(&p, tid, tl, n, 400 * 128, bins, LOADER_PACK_BALANCED, c);
+        char what[64];
+        snprintf(what, sizeof what, "balanced trial %d", trial);
+        check_plan(&p, tl, n, 400 * 128, bins, what);
+        const int want = bins < n ? bins : n;
+        EXPECT(p.nbins == want && p.ndeferred == 0, "%s: %d micro-batches, %lld deferred", what, p.nbins,
+               (long long)p.ndeferred);
+        double lo = 1e300, hi = 0, maxc = 0;
+        for (int b = 0; b < p.nbins; b++) {
+            double cost = 0;
+            for (int64_t k = p.start[b]; k < p.start[b + 1]; k++)
+                cost += (double)p.lens[k] + c * (double)p.lens[k] * (double)p.lens[k];
+            lo = cost < lo ? cost : lo;
+            hi = cost > hi ? cost : hi;
+        }
+        for (int i = 0; i < n; i++) {
+            double ci = (double)tl[i] + c * (double)tl[i] * (double)tl[i];
+            maxc = ci > maxc ? ci : maxc;
+        }
+        EXPECT(hi - lo <= maxc + 1e-9, "%s: cost spread %g above the longest sample's cost %g", what, hi - lo, maxc);
+        pack_plan_free(&p);
+    }
+}
+
 static void test_worked_example(void)
 {
     const int64_t ids[5] = {0, 1, 2, 3, 4}, lens[5] = {6, 5, 4, 3, 2};
     pack_plan_t p = {0};
-    pack_plan_make(&p, ids, lens, 5, 10, 0, LOADER_PACK_SEQUENTIAL);
+    pack_plan_make(&p, ids, lens, 5, 10, 0, LOADER_PACK_SEQUENTIAL, 0.0);
     EXPECT(p.nbins == 3 && p.start[1] == 1 && p.start[2] == 3 && p.ids[1] == 1 && p.ids[2] == 2, "sequential %d bins",
            p.nbins);
-    pack_plan_make(&p, ids, lens, 5, 10, 0, LOADER_PACK_BEST_FIT);
+    pack_plan_make(&p, ids, lens, 5, 10, 0, LOADER_PACK_BEST_FIT, 0.0);
     EXPECT(p.nbins == 2 && p.start[1] == 2 && p.ids[0] == 0 && p.ids[1] == 2 && p.ids[2] == 1 && p.ids[3] == 3 &&
                p.ids[4] == 4,
            "best_fit %d bins", p.nbins);
     EXPECT(fabs(pack_plan_efficiency(&p) - 20.0 / 20.0) < 1e-15, "efficiency %g", pack_plan_efficiency(&p));
     /* one micro-batch allowed, best_fit: 6 -> A, 5 finds no room -> deferred,
      * 4 -> A (now full), 3 and 2 deferred; deferred in input order 1 3 4. */
-    pack_plan_make(&p, ids, lens, 5, 10, 1, LOADER_PACK_BEST_FIT);
+    pack_plan_make(&p, ids, lens, 5, 10, 1, LOADER_PACK_BEST_FIT, 0.0);
     EXPECT(p.nbins == 1 && p.tokens == 10 && p.ndeferred == 3 && p.deferred[0] == 1 && p.deferred[1] == 3 &&
                p.deferred[2] == 4,
            "best_fit, one micro-batch: %d bins, %lld deferred", p.nbins, (long long)p.ndeferred);
     /* sequential, one micro-batch: 6 in, 5 deferred, 4 fits (10), 3, 2 deferred */
-    pack_plan_make(&p, ids, lens, 5, 10, 1, LOADER_PACK_SEQUENTIAL);
+    pack_plan_make(&p, ids, lens, 5, 10, 1, LOADER_PACK_SEQUENTIAL, 0.0);
     EXPECT(p.nbins == 1 && p.tokens == 10 && p.ndeferred == 3, "sequential, one micro-batch: %lld deferred",
            (long long)p.ndeferred);
     EXPECT(fabs(pack_padded_efficiency(20, 5, 8) - 0.5) < 1e-15, "padded efficiency %g",
@@ -159,7 +206,7 @@ static void test_batch_pack(void)
         for (int64_t t = 0; t < lens[i]; t++)
             set.tokens[set.offsets[i] + t] = (int32_t)((i << 8) | t);
     pack_plan_t p = {0};
-    pack_plan_make(&p, ids, lens, N, 128, 0, LOADER_PACK_BEST_FIT);
+    pack_plan_make(&p, ids, lens, N, 128, 0, LOADER_PACK_BEST_FIT, 0.0);
     check_plan(&p, lens, N, 128, 0, "batch_pack input");
     batch_t b = {0};
     int *hit = calloc((size_t)set.ntokens, sizeof *hit);
@@ -239,7 +286,7 @@ static void test_best_fit_against_scan(void)
                 bin_tok[best] += lens[i];
         }
         pack_plan_t p = {0};
-        pack_plan_make(&p, ids, lens, n, cap, max_bins, LOADER_PACK_BEST_FIT);
+        pack_plan_make(&p, ids, lens, n, cap, max_bins, LOADER_PACK_BEST_FIT, 0.0);
         int same = p.nbins == nb;
         for (int b = 0; same && b < p.nbins; b++) {
             for (int64_t k = p.start[b]; same && k < p.start[b + 1]; k++) {
@@ -265,9 +312,11 @@ int main(void)
     test_random_plans();
     test_best_fit_against_scan();
     test_worked_example();
+    test_balanced();
     test_batch_pack();
     printf("test_pack: %d checks, %d failures (conservation, capacity, max micro-batches, deferral, sequential "
-           "breaks, best_fit leaves no mergeable pair, best_fit vs a scan, worked example, efficiencies, batch_pack tokens)\n",
+           "breaks, best_fit leaves no mergeable pair, best_fit vs a scan, worked example, balanced, efficiencies, "
+           "batch_pack tokens)\n",
            checks, failures);
     return failures ? 1 : 0;
 }
