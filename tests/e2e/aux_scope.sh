@@ -1,9 +1,10 @@
 #!/bin/sh
 # The global-batch load-balancing loss (model.router_aux_loss_scope
 # "global_batch", docs/model.md "Losses"): the same losses, dropped
-# assignments and expert token counts at 1, 2 and 4 ranks (ep 2, ZeRO 3)
-# within 1e-5; bit-identical when a layout runs twice; an aux loss that
-# differs from the micro-batch scope on the same run; a bad value refused.
+# assignments and expert token counts at 1, 2 (ZeRO 1; ZeRO 2 with overlap
+# and offload) and 4 ranks (ep 2 ZeRO 3; ep 4 ZeRO 3 with offload) within
+# 1e-5; bit-identical when a layout runs twice; an aux loss that differs
+# from the micro-batch scope on the same run; a bad value refused.
 # (The loss itself is checked against the PyTorch reference by
 # validation.sh, case moe_global.)
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -41,6 +42,14 @@ check "global_batch, 2 ranks: dropped and expert tokens identical" "routing_same
 train 4 g4 $G --set parallel.expert_parallel_size=2 --set zero_optimization.stage=3
 check "global_batch, 4 ranks ep 2 ZeRO 3: losses within 1e-5 of 1 rank" "same g1 g4 1e-5 loss"
 check "global_batch, 4 ranks ep 2: dropped and expert tokens identical" "routing_same g1 g4"
+train 2 g2off $G --set zero_optimization.stage=2 --set zero_optimization.overlap_comm=true \
+    --set zero_optimization.offload_optimizer.device=cpu
+check "global_batch, 2 ranks ZeRO 2, overlap, optimizer offload: losses within 1e-5, routing identical" \
+    "same g1 g2off 1e-5 loss && routing_same g1 g2off"
+train 4 g4ep4 $G --set parallel.expert_parallel_size=4 --set zero_optimization.stage=3 \
+    --set zero_optimization.offload_param.device=cpu --set zero_optimization.offload_optimizer.device=cpu
+check "global_batch, 4 ranks ep 4 ZeRO 3, parameter and optimizer offload: losses within 1e-5, routing identical" \
+    "same g1 g4ep4 1e-5 loss && routing_same g1 g4ep4"
 train 2 g2again $G --set zero_optimization.stage=1
 check "global_batch, same layout twice: bit-identical losses" "same g2 g2again 0 loss"
 
