@@ -52,3 +52,18 @@ finish() {
     [ "$FAILS" -eq 0 ] || exit 1
     exit 0
 }
+
+# need_tokenizers_python: sets PY to a Python that imports the Hugging Face
+# `tokenizers` package, or skips the whole test (exit 77) saying how to get one.
+need_tokenizers_python() {
+    PY=
+    for p in "${PYTHON_TOKENIZERS:-}" "${PYTHON:-}" /usr/bin/python3 python3; do
+        if [ -n "$p" ] && "$p" -c 'import tokenizers' >/dev/null 2>&1; then
+            PY=$p
+            return 0
+        fi
+    done
+    echo "SKIP: no Python with the 'tokenizers' package (tried \$PYTHON_TOKENIZERS, \$PYTHON, /usr/bin/python3," \
+        "python3); install it: /usr/bin/python3 -m pip install --break-system-packages tokenizers"
+    exit 77
+}

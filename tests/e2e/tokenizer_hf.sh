@@ -7,18 +7,7 @@
 # its vocab) tokenizer.json files in tests/data/tokenizers. Needs a Python with
 # `tokenizers` (tools/install-deps.sh installs it); skipped (77) without.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
-PY=
-for p in "${PYTHON_TOKENIZERS:-}" "${PYTHON:-}" /usr/bin/python3 python3; do
-    if [ -n "$p" ] && "$p" -c 'import tokenizers' >/dev/null 2>&1; then
-        PY=$p
-        break
-    fi
-done
-if [ -z "$PY" ]; then
-    echo "SKIP: no Python with the 'tokenizers' package (tried \$PYTHON_TOKENIZERS, \$PYTHON, /usr/bin/python3," \
-        "python3); install it: /usr/bin/python3 -m pip install --break-system-packages tokenizers"
-    exit 77
-fi
+need_tokenizers_python
 echo "using $PY (tokenizers $("$PY" -c 'import tokenizers; print(tokenizers.__version__)'))"
 D="$FB_SRCDIR/tests/data/tokenizers"
 "$PY" "$FB_SRCDIR/tests/hf_equivalence.py" --fabula "$FABULA" --launcher "$MPIEXEC -n 1" \
