@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_plan_calibrate.h"
 #include "config/config.h"
 #include "corpus/chapter_lengths.h"
 #include "corpus/novels.h"
@@ -26,7 +27,8 @@ static void plan_usage(FILE *f)
 {
     fprintf(f, "usage: fabula plan <what> [options]\n"
                "\n"
-               "  sampler   simulate the data-parallel sampler and packer (--help for options)\n");
+               "  sampler   simulate the data-parallel sampler and packer (--help for options)\n"
+               "  calibrate measure data.attention_cost on this machine (--help for options)\n");
 }
 
 static void sampler_usage(FILE *f)
@@ -314,6 +316,8 @@ int cli_plan(int argc, char **argv)
     }
     if (!strcmp(argv[1], "sampler"))
         return plan_sampler(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "calibrate"))
+        return plan_calibrate(argc - 1, argv + 1);
     fprintf(stderr, "fabula plan: unknown plan '%s'\n\n", argv[1]);
     plan_usage(stderr);
     return FB_EXIT_USAGE;

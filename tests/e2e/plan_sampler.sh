@@ -1,6 +1,6 @@
 #!/bin/sh
 # `fabula plan sampler`: the sampler simulated on the bundled corpus, and its
-# usage and input errors.
+# usage and input errors; `fabula plan calibrate`'s form and usage errors.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 
 (cd "$FB_SRCDIR" && "$FABULA" plan sampler --jsonl inputs/sample.jsonl --split chapters --max-seq-len 32768 \
@@ -46,6 +46,19 @@ check "zero ranks: exit 2" '[ $rc -eq 2 ]'
 "$FABULA" plan nothing >"$SCRATCH/out.txt" 2>&1
 rc=$?
 check "unknown plan: exit 2 naming it" '[ $rc -eq 2 ] && grep -q nothing "$SCRATCH/out.txt"'
+# plan calibrate: a measurement (its value varies from run to run, so only
+# its form is checked), and its usage errors
+(cd "$FB_SRCDIR" && "$FABULA" plan calibrate --long 256 --tokens 512 --repeats 1) >"$SCRATCH/out.txt" 2>&1
+rc=$?
+cat "$SCRATCH/out.txt"
+check "plan calibrate: exit 0, both passes timed, a c or the reason there is none" \
+    '[ $rc -eq 0 ] && grep -q "^calibrate: 512 tokens as samples of 64: [0-9.]* s, of 256: [0-9.]* s" "$SCRATCH/out.txt" && grep -Eq "^data.attention_cost measured [0-9.e+-]+ \(FLOP-based|no attention term measurable" "$SCRATCH/out.txt"'
+"$FABULA" plan calibrate --short 128 --long 64 >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "plan calibrate: --short above --long: exit 2 naming both" '[ $rc -eq 2 ] && grep -q -- "--short (128) must be below --long (64)" "$SCRATCH/out.txt"'
+"$FABULA" plan calibrate --help >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "plan calibrate --help: exit 0" '[ $rc -eq 0 ] && grep -q -- "--repeats" "$SCRATCH/out.txt"'
 "$FABULA" plan sampler --help >"$SCRATCH/out.txt" 2>&1
 rc=$?
 check "plan sampler --help: exit 0" '[ $rc -eq 0 ] && grep -q -- "--split" "$SCRATCH/out.txt"'

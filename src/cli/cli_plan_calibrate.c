@@ -1,0 +1,164 @@
+/* `fabula plan calibrate`: measures the attention cost c of the sampler's
+ * cost model len + c·len² (docs/loader.md) on this machine's CPU backend, for
+ * the config's model: the forward and backward of one step's worth of
+ * tokens, once as many short samples and once as few long ones. Per token a
+ * packed sample of length L costs a + b·L (the linear layers, and attention
+ * over the sample so far), so two lengths give b / a = c. A measured number
+ * varies from run to run, and the plan must be the same on every rank and
+ * every rerun, so the result is printed for the user to put in
+ * data.attention_cost, never used behind their back. */
+#include "cli/cli_plan_calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli_args.h"
+#include "config/config.h"
+#include "model/model.h"
+#include "ops.h"
+#include "rng.h"
+#include "train/train_config.h"
+#include "util/error.h"
+
+static void calibrate_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fabula plan calibrate [options] [CONFIG.json ...]\n"
+            "\n"
+            "Measures data.attention_cost, the c of the sampler's cost len + c*len^2,\n"
+            "for the config's model on the CPU backend: forward and backward over\n"
+            "--tokens tokens packed as samples of --short tokens, then of --long\n"
+            "tokens (default data.seq_len), the median of --repeats runs each. Prints\n"
+            "the measured c beside the FLOP-based \"auto\" value; put it in the config\n"
+            "as data.attention_cost to plan with it.\n"
+            "\n"
+            "  --short N     short sample length (default 64)\n"
+            "  --long N      long sample length (default data.seq_len)\n"
+            "  --tokens N    tokens per measured pass (default: the long length x 2)\n"
+            "  --repeats N   timed passes per length (default 5; one untimed first)\n"
+            "  --set K=V     override a config key\n"
+            "  -h, --help    this help\n"
+            "\n"
+            "exit codes: 0 ok, 1 internal, 2 usage or config\n");
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median seconds of forward + backward over T tokens cut into samples of
+ * `len` (the last one shorter when len does not divide T). */
+static double time_pass(model_t *m, const model_config_t *mc, int T, int len, int repeats)
+{
+    const int nseq = (T + len - 1) / len;
+    int32_t *tokens = fb_malloc((size_t)T * sizeof *tokens), *positions = fb_malloc((size_t)T * sizeof *positions);
+    int32_t *targets = fb_malloc((size_t)T * sizeof *targets), *cu = fb_malloc((size_t)(nseq + 1) * sizeof *cu);
+    for (int t = 0; t < T; t++)
+        tokens[t] = (int32_t)(fb_hash2(77, (uint64_t)t) % (uint64_t)mc->vocab_size);
+    cu[0] = 0;
+    for (int s = 0; s < nseq; s++) {
+        cu[s + 1] = (s + 1) * len < T ? (s + 1) * len : T;
+        for (int t = cu[s]; t < cu[s + 1]; t++) {
+            positions[t] = t - cu[s];
+            targets[t] = t + 1 < cu[s + 1] ? tokens[t + 1] : -1;
+        }
+    }
+    model_input_t in = {tokens, positions, targets, cu, T, nseq, NULL, 0};
+    model_scales_t sc = {.lm_denominator = (double)T, .mb_weight = 1.0, .training = 0};
+    double *times = fb_malloc((size_t)repeats * sizeof *times);
+    for (int r = -1; r < repeats; r++) {
+        model_stats_t st;
+        model_zero_grads(m);
+        const double t0 = now();
+        model_forward(m, &in, &sc, &st);
+        model_backward(m);
+        if (r >= 0)
+            times[r] = now() - t0;
+    }
+    qsort(times, (size_t)repeats, sizeof *times, cmp_double);
+    const double med = times[repeats / 2];
+    free(times);
+    free(tokens);
+    free(positions);
+    free(targets);
+    free(cu);
+    return med;
+}
+
+int plan_calibrate(int argc, char **argv)
+{
+    enum { OPT_SHORT = 1, OPT_LONG, OPT_TOKENS, OPT_REPEATS, OPT_SET };
+    static const cli_option_t options[] = {
+        {"short", 0, 1, OPT_SHORT},   {"long", 0, 1, OPT_LONG}, {"tokens", 0, 1, OPT_TOKENS},
+        {"repeats", 0, 1, OPT_REPEATS}, {"set", 0, 1, OPT_SET}, {0, 0, 0, 0},
+    };
+    int shortlen = 64, longlen = 0, tokens = 0, repeats = 5, nsets = 0, opt;
+    const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
+    cli_args_t args;
+    cli_args_init(&args, "plan calibrate", calibrate_usage, options, 0, &argc, &argv);
+    while ((opt = cli_args_next(&args)) != 0) {
+        switch (opt) {
+        case OPT_SHORT: shortlen = (int)cli_args_int(&args, 2, 1 << 20); break;
+        case OPT_LONG: longlen = (int)cli_args_int(&args, 2, 1 << 20); break;
+        case OPT_TOKENS: tokens = (int)cli_args_int(&args, 2, 1 << 24); break;
+        case OPT_REPEATS: repeats = (int)cli_args_int(&args, 1, 1000); break;
+        case OPT_SET: sets[nsets++] = args.value; break;
+        }
+    }
+    config_t cfg;
+    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 0);
+    train_config_resolve(&cfg, 0);
+    if (!longlen)
+        longlen = cfg.data.seq_len;
+    if (!tokens)
+        tokens = 2 * longlen;
+    if (!(shortlen < longlen))
+        cli_args_fail(&args, 0, "--short (%d) must be below --long (%d)", shortlen, longlen);
+    if (tokens < longlen)
+        cli_args_fail(&args, 0, "--tokens (%d) must be at least --long (%d)", tokens, longlen);
+    if (longlen > cfg.model.max_position_embeddings)
+        cli_args_fail(&args, 0, "--long (%d) exceeds model.max_position_embeddings (%d)", longlen,
+                      cfg.model.max_position_embeddings);
+    free(sets);
+    cli_args_free(&args);
+
+    const model_config_t *mc = &cfg.model;
+    /* Dropless: capacity would drop a different share at each length. */
+    model_config_t dropless = *mc;
+    dropless.capacity_factor = 0.0;
+    model_t *m = model_create(&dropless, ops_cpu(), tokens);
+    model_init_weights(m, cfg.run.seed);
+    const double ts = time_pass(m, &dropless, tokens, shortlen, repeats);
+    const double tl = time_pass(m, &dropless, tokens, longlen, repeats);
+    model_free(m);
+
+    const double b = (tl - ts) / ((double)tokens * (double)(longlen - shortlen));
+    const double a = ts / (double)tokens - b * (double)shortlen;
+    printf("calibrate: %d tokens as samples of %d: %.4f s, of %d: %.4f s (forward + backward, median of %d)\n",
+           tokens, shortlen, ts, longlen, tl, repeats);
+    if (!(b > 0) || !(a > 0)) {
+        printf("calibrate: no attention term measurable at these lengths (a %.3g, b %.3g s per token); use a longer "
+               "--long or more --tokens\n", a, b);
+        config_free(&cfg);
+        return FB_EXIT_OK;
+    }
+    const double c = b / a;
+    const double flops_c = model_attention_cost(mc);
+    printf("calibrate: per token a + b*len with a = %.4g s, b = %.4g s\n", a, b);
+    printf("data.attention_cost measured %.6g (FLOP-based \"auto\": %.6g, %.2fx)\n", c, flops_c,
+           flops_c > 0 ? c / flops_c : NAN);
+    config_free(&cfg);
+    return FB_EXIT_OK;
+}
