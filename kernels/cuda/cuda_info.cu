@@ -1,4 +1,5 @@
 #include <cuda_runtime.h>
+#include <string.h>
 
 #include "cuda_info.h"
 
@@ -23,4 +24,18 @@ extern "C" void cuda_print_devices(FILE *f)
         fprintf(f, "    device %d: %s, sm_%d%d, %.1f GiB, %d SMs\n", i, p.name, p.major, p.minor,
                 (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount);
     }
+}
+
+extern "C" int cuda_device_identity(int dev, char *name, size_t name_len, char *pci, size_t pci_len, int *major,
+                                    int *minor)
+{
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+        return -1;
+    snprintf(name, name_len, "%s", p.name);
+    *major = p.major;
+    *minor = p.minor;
+    if (cudaDeviceGetPCIBusId(pci, (int)pci_len, dev) != cudaSuccess)
+        pci[0] = '\0';
+    return 0;
 }

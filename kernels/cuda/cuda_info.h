@@ -12,6 +12,10 @@ extern "C" {
 /* Prints one line per visible device, or why there is none. */
 void cuda_print_devices(FILE *f);
 
+/* Name and PCI bus id ("0000:3b:00.0", as NVML takes it) of device `dev`,
+ * and its compute capability. 0, or -1 when the runtime cannot say. */
+int cuda_device_identity(int dev, char *name, size_t name_len, char *pci, size_t pci_len, int *major, int *minor);
+
 #ifdef __cplusplus
 }
 #endif

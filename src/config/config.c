@@ -189,6 +189,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     config_read_precision(&c, cfg);
     config_read_zero(&c, cfg);
     config_read_parallel(&c, cfg, world_size);
+    config_read_monitor(&c, cfg, world_size);
     config_read_compat(&c);
     if (cj_nerrors(&c) == 0)
         config_check_memory(&c, cfg, world_size);

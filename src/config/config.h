@@ -154,6 +154,16 @@ typedef struct checkpoint_config {
     int collective_io;          /* collective "all": every tensor transfer collective; "shared": shared ones */
 } checkpoint_config_t;
 
+/* "monitor" and the top-level wall_clock_breakdown (docs/monitoring.md). */
+typedef struct monitor_config {
+    int enabled;                /* 0: no phase timers, gathers, MFU or verdicts (bench/monitor.sh's "off") */
+    int wall_clock_breakdown;   /* DeepSpeed key: the breakdown line every step, not every steps_per_print */
+    double peak_flops;          /* FLOP/s of one rank's device; 0 = the backend's default (docs/monitoring.md) */
+    int debug_delay_rank;       /* the rank debug_delay_s slows; -1 = every rank */
+    double debug_delay_s;       /* seconds of sleep added to each step's compute (tests of the verdicts) */
+    double debug_delay_data_s;  /* seconds of sleep added to each step's data phase, every rank */
+} monitor_config_t;
+
 typedef struct config {
     model_config_t model;
     data_config_t data;
@@ -166,6 +176,7 @@ typedef struct config {
     parallel_config_t parallel;
     run_config_t run;
     checkpoint_config_t checkpoint;
+    monitor_config_t monitor;
     /* DeepSpeed batch triple, after the identity rule and inference:
      * train_batch_size = micro_batch * grad_accum * world_size. */
     int train_batch_size;

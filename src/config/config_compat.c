@@ -5,7 +5,6 @@
 #include "config/config_internal.h"
 
 static const cj_inert_t top_inert[] = {
-    {"wall_clock_breakdown", CJ_BOOL},          /* fabula always times its phases */
     {"prescale_gradients", CJ_BOOL},            /* the loss is divided by the global token count */
     {"gradient_predivide_factor", CJ_NUMBER},   /* same */
     {"zero_allow_untested_optimizer", CJ_BOOL}, /* fabula's ZeRO runs its own Adam */

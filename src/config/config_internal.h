@@ -36,6 +36,8 @@ void config_read_checkpoint(cj_ctx_t *c, config_t *cfg);
 /* A lower bound on one rank's memory against what any rank has: absurd
  * sizes are refused naming the key (config_memory.c). Last, on a valid config. */
 void config_check_memory(cj_ctx_t *c, const config_t *cfg, int world_size);
+/* monitor.* and wall_clock_breakdown (config_monitor.c). */
+void config_read_monitor(cj_ctx_t *c, config_t *cfg, int world_size);
 /* Top-level DeepSpeed keys accepted without effect, and the refused ones. */
 void config_read_compat(cj_ctx_t *c);
 

@@ -532,6 +532,12 @@ double model_flops_per_token(const model_config_t *mc, double ctx, int count_nor
     return 6.0 * n + 12.0 * mc->num_hidden_layers * (double)mc->hidden_size * ctx;
 }
 
+double model_flops_packed(const model_config_t *mc, double tokens, double sum_len_sq)
+{
+    return model_flops_per_token(mc, 0.0, 1) * tokens +
+           12.0 * mc->num_hidden_layers * (double)mc->hidden_size * sum_len_sq;
+}
+
 double model_loss_total(const model_config_t *mc, double lm, double aux, double z)
 {
     return lm + mc->router_aux_loss_coef * aux + mc->router_z_loss_coef * z;

@@ -152,6 +152,11 @@ long model_norm_params(const model_config_t *mc);
  * sequence for bench/README.md's MFU convention, which also counts the
  * RMSNorm weights (count_norms). */
 double model_flops_per_token(const model_config_t *mc, double ctx, int count_norms);
+/* Model FLOPs of forward + backward over a packed micro-batch of `tokens`
+ * tokens whose samples' lengths squared sum to `sum_len_sq`: the
+ * convention above with every sample's full len x len attention square
+ * (bench/README.md, "FLOP convention"), so packing counts Σ len², not T². */
+double model_flops_packed(const model_config_t *mc, double tokens, double sum_len_sq);
 /* c of the loader's sample cost len + c len^2 (data.attention_cost "auto"):
  * from the FLOPs above, a causal sample of length len costs
  * 6 N_active len + 6 L d len^2, proportional to len + (L d / N_active) len^2. */

@@ -162,7 +162,17 @@ void comm_stats_count(comm_t *c, comm_kind_t kind, uint64_t bytes)
     c->stats[kind].bytes += bytes;
 }
 
-void comm_stats_add_wait(comm_t *c, comm_kind_t kind, double seconds) { c->stats[kind].wait_seconds += seconds; }
+/* Every group's waits also add to one process-wide sum: the phase timers
+ * (src/monitor) subtract it from the phases that contain waits. */
+static double wait_total;
+
+void comm_stats_add_wait(comm_t *c, comm_kind_t kind, double seconds)
+{
+    c->stats[kind].wait_seconds += seconds;
+    wait_total += seconds;
+}
+
+double comm_wait_seconds_total(void) { return wait_total; }
 
 const comm_stats_t *comm_stats(const comm_t *c, comm_kind_t kind)
 {

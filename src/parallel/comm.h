@@ -133,6 +133,12 @@ void comm_barrier(comm_t *c);
 typedef void (*comm_bytes_sink_fn)(void *ctx, int rank, const void *buf, size_t n);
 void comm_gather_bytes(comm_t *c, const void *buf, size_t n, int root, comm_bytes_sink_fn sink, void *ctx);
 
+/* `bytes` bytes from every rank, the same size everywhere, into root's
+ * recv (size x bytes, rank order; one MPI_Gather). recv is ignored on the
+ * other ranks (NULL allowed). For the monitor's per-rank record; host comms
+ * only, bytes at most comm_max_count(). */
+void comm_gather(comm_t *c, const void *send, size_t bytes, void *recv, int root);
+
 /* ---- completion --------------------------------------------------------- */
 
 /* Blocks until *req is complete, frees it and sets *req = NULL (a NULL *req
@@ -176,6 +182,11 @@ typedef struct comm_stats {
 
 const comm_stats_t *comm_stats(const comm_t *c, comm_kind_t kind);
 void comm_stats_reset(comm_t *c);
+/* Seconds this process spent in blocking calls and waits, over every group
+ * since the start (the sum of all wait_seconds, including freed groups).
+ * On an NCCL device comm a wait does not block the host: such groups add
+ * little here (docs/monitoring.md). */
+double comm_wait_seconds_total(void);
 const char *comm_kind_name(comm_kind_t kind);
 
 /* ---- limits ------------------------------------------------------------- */

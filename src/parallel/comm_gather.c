@@ -1,5 +1,6 @@
 /* comm_gather_bytes: point-to-point on the group, one sender at a time, so
- * the root holds one buffer at a time. */
+ * the root holds one buffer at a time. comm_gather: one MPI_Gather of a
+ * fixed-size record. */
 #include "parallel/comm.h"
 
 #include <stdint.h>
@@ -47,5 +48,20 @@ void comm_gather_bytes(comm_t *c, const void *buf, size_t n, int root, comm_byte
         sink(ctx, r, in, (size_t)m);
         free(in);
     }
+    comm_stats_add_wait(c, COMM_KIND_GATHER, MPI_Wtime() - t0);
+}
+
+void comm_gather(comm_t *c, const void *send, size_t bytes, void *recv, int root)
+{
+    FB_ASSERT(root >= 0 && root < c->size);
+    if (c->backend)
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_gather", "takes host comms only");
+    if (bytes > comm_max_count())
+        fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_gather", "record larger than one MPI count");
+    FB_ASSERT(c->rank != root || recv);
+    comm_stats_count(c, COMM_KIND_GATHER, (uint64_t)bytes);
+    double t0 = MPI_Wtime();
+    CHECK_MPI(MPI_Gather(send, (int)bytes, MPI_BYTE, c->rank == root ? recv : NULL, (int)bytes, MPI_BYTE, root,
+                         c->mpi));
     comm_stats_add_wait(c, COMM_KIND_GATHER, MPI_Wtime() - t0);
 }

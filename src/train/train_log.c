@@ -96,6 +96,95 @@ static json_t *genre_experts_json(const config_t *cfg, const moe_metrics_t *mm)
     return genres;
 }
 
+/* {"data": s, "forward": s, ...} in phase order. */
+static json_t *phases_json(const double *v)
+{
+    json_t *o = json_object();
+    for (int p = 0; p < PHASE_COUNT; p++)
+        json_object_set_new(o, phase_name(p), json_real(v[p]));
+    return o;
+}
+
+static json_t *ranks_json(const monitor_report_t *m)
+{
+    const ranks_summary_t *rs = &m->ranks;
+    const span_over_ranks_t *s = &rs->step;
+    json_t *o = json_object();
+    json_object_set_new(o, "world", json_integer(rs->world));
+    json_object_set_new(o, "step_time_min", json_real(s->step_min));
+    json_object_set_new(o, "step_time_mean", json_real(s->step_mean));
+    json_object_set_new(o, "step_time_max", json_real(s->step_max));
+    json_object_set_new(o, "busy_min", json_real(s->busy_min));
+    json_object_set_new(o, "busy_mean", json_real(s->busy_mean));
+    json_object_set_new(o, "busy_max", json_real(s->busy_max));
+    json_object_set_new(o, "slowest_rank", json_integer(s->slowest_rank));
+    json_object_set_new(o, "rss_max_bytes", json_integer((json_int_t)rs->rss_max));
+    if (m->device)
+        json_object_set_new(o, "device_mem_max_bytes", json_integer((json_int_t)rs->device_max));
+    json_object_set_new(o, "time_mean", phases_json(s->mean));
+    json_object_set_new(o, "time_max", phases_json(s->max));
+    json_t *mr = json_object();
+    for (int p = 0; p < PHASE_COUNT; p++)
+        json_object_set_new(mr, phase_name(p), json_integer(s->max_rank[p]));
+    json_object_set_new(o, "time_max_rank", mr);
+    if (rs->have_gpu) {
+        json_t *g = json_object();
+        json_object_set_new(g, "util_min", json_real(rs->gpu_util_min));
+        json_object_set_new(g, "util_mean", json_real(rs->gpu_util_mean));
+        json_object_set_new(g, "mem_used_max_bytes", json_integer((json_int_t)rs->gpu_mem_used_max));
+        json_object_set_new(g, "mem_total_bytes", json_integer((json_int_t)rs->gpu_mem_total));
+        json_object_set_new(g, "temp_max_c", json_real(rs->gpu_temp_max));
+        json_object_set_new(g, "power_sum_w", json_real(rs->gpu_power_sum));
+        json_object_set_new(g, "sm_clock_min_mhz", json_real(rs->gpu_sm_mhz_min));
+        json_object_set_new(o, "gpu", g);
+    }
+    return o;
+}
+
+static json_t *bottleneck_json(const bottleneck_t *b)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "verdict", json_string(b->verdict));
+    json_object_set_new(o, "evidence", json_string(b->evidence));
+    json_object_set_new(o, "advice", json_string(b->advice));
+    return o;
+}
+
+static void monitor_json(json_t *j, const monitor_report_t *m)
+{
+    json_object_set_new(j, "time", phases_json(m->time));
+    json_object_set_new(j, "model_flops", json_real(m->model_flops));
+    json_object_set_new(j, "model_flops_per_s", json_real(m->flops_per_s));
+    if (m->mfu >= 0)
+        json_object_set_new(j, "mfu", json_real(m->mfu));
+    json_object_set_new(j, "rss_bytes", json_integer((json_int_t)m->rss));
+    if (m->gathered) {
+        json_object_set_new(j, "ranks", ranks_json(m));
+        json_object_set_new(j, "bottleneck", bottleneck_json(&m->bottleneck));
+    }
+}
+
+/* Two console lines of a gathered step: the split of the step (mean over
+ * ranks) with the spread over ranks, then the interval's verdict. */
+static void monitor_print(const monitor_report_t *m)
+{
+    static const char *const shortname[PHASE_COUNT] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "imb"};
+    const span_over_ranks_t *s = &m->ranks.step;
+    const double iter = s->step_mean + s->mean[PHASE_CHECKPOINT];
+    char split[256];
+    size_t n = 0;
+    for (int p = 0; p < PHASE_COUNT && n < sizeof split; p++)
+        n += (size_t)snprintf(split + n, sizeof split - n, "%s%s %.1f%%", p ? " " : "", shortname[p],
+                              iter > 0 ? 100.0 * s->mean[p] / iter : 0.0);
+    char mfu[48] = "";
+    if (m->mfu >= 0)
+        snprintf(mfu, sizeof mfu, ", MFU %.1f%%", 100.0 * m->mfu);
+    printf("  time %s | step min/mean/max %.3f/%.3f/%.3f s, slowest rank %d | %.3g GFLOP/s%s | rss %.0f MiB\n",
+           split, s->step_min, s->step_mean, s->step_max, s->slowest_rank, m->flops_per_s / 1e9, mfu,
+           m->ranks.rss_max / 1048576.0);
+    printf("  bottleneck: %s (%s); %s\n", m->bottleneck.verdict, m->bottleneck.evidence, m->bottleneck.advice);
+}
+
 void train_log_step(train_log_t *log, const step_record_t *r)
 {
     if (!log->active)
@@ -147,6 +236,8 @@ void train_log_step(train_log_t *log, const step_record_t *r)
             json_object_set_new(j, "ep_alltoall", a);
         }
     }
+    if (r->mon && r->mon->active)
+        monitor_json(j, r->mon);
     metrics_write(log->metrics, j);
     json_decref(j);
 
@@ -162,6 +253,14 @@ void train_log_step(train_log_t *log, const step_record_t *r)
                r->z_loss, r->lr, r->grad_norm, tps, r->step_time, eta);
         fflush(stdout);
     }
+    if (r->mon && r->mon->gathered) {
+        monitor_print(r->mon);
+        fflush(stdout);
+    }
+    if (r->mon && r->mon->final) {
+        log->final_mon = *r->mon;
+        log->have_final = 1;
+    }
     if (!isnan(r->valid_lm_loss)) {
         printf("step %ld | validation lm loss %.4f\n", r->step, r->valid_lm_loss);
         fflush(stdout);
@@ -176,6 +275,19 @@ void train_log_close(train_log_t *log, int exit_code)
         printf("fabula: %s after %ld steps: loss %.4f -> %.4f, %.0f tokens/s on average, %.1f s\n",
                exit_code == 0 ? "done" : "stopped", log->steps_logged, log->first_loss, log->last_loss,
                log->tokens_total / (log->time_total > 0 ? log->time_total : 1e-9), log->time_total);
+    if (log->have_final) {
+        const monitor_report_t *m = &log->final_mon;
+        const span_over_ranks_t *s = &m->ranks.total;
+        const double iter = s->step_mean + s->mean[PHASE_CHECKPOINT];
+        printf("fabula: monitor over the run:");
+        for (int p = 0; p < PHASE_COUNT; p++)
+            printf(" %s %.1f%%", phase_name(p), iter > 0 ? 100.0 * s->mean[p] / iter : 0.0);
+        printf("; %.3g GFLOP/s", m->run_flops_per_s / 1e9);
+        if (m->run_mfu >= 0)
+            printf(", MFU %.1f%%", 100.0 * m->run_mfu);
+        printf("\nfabula: bottleneck over the run: %s (%s); %s\n", m->run_bottleneck.verdict,
+               m->run_bottleneck.evidence, m->run_bottleneck.advice);
+    }
     fflush(stdout);
     metrics_close(log->metrics);
     log->metrics = NULL;

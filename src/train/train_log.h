@@ -6,6 +6,7 @@
 #include "config/config.h"
 #include "io/rundir.h"
 #include "train/moe_metrics.h"
+#include "train/step_monitor.h"
 
 typedef struct step_record {
     long step;              /* 1-based */
@@ -20,6 +21,8 @@ typedef struct step_record {
     double valid_lm_loss;       /* LM loss on the validation samples this step; NaN: not evaluated */
     const long *expert_tokens;  /* [L * E] tokens kept per expert (MoE layers) */
     const moe_metrics_t *moe;   /* per-layer and per-genre MoE statistics; NULL: none */
+    double model_flops;         /* model FLOPs of the global batch (docs/monitoring.md) */
+    const monitor_report_t *mon; /* phase times, MFU, gathered ranks, verdict; NULL: none */
 } step_record_t;
 
 typedef struct train_log {
@@ -29,6 +32,8 @@ typedef struct train_log {
     double first_loss, last_loss;
     double tokens_total, time_total;
     long steps_logged;
+    int have_final;             /* final_mon holds the run's verdict */
+    monitor_report_t final_mon;
 } train_log_t;
 
 void train_log_open(train_log_t *log, const config_t *cfg, int active);

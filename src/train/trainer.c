@@ -16,6 +16,7 @@
 #include "kernels_info.h"
 #include "model/model.h"
 #include "monitor/counters.h"
+#include "monitor/phase.h"
 #include "monitor/timer.h"
 #include "ops.h"
 #include "parallel/groups.h"
@@ -26,6 +27,7 @@
 #include "zero/loss_scale.h"
 #include "train/moe_metrics.h"
 #include "train/preempt.h"
+#include "train/step_monitor.h"
 #include "zero/schedule.h"
 #include "loader/step_plan.h"
 #include "train/train_log.h"
@@ -52,6 +54,7 @@ typedef struct trainer {
     ckpt_policy_t ckpt;
     backend_t be;
     long skipped;           /* steps skipped by the scaler in this process */
+    step_monitor_t mon;     /* phase times, MFU, the gather and the verdicts */
 } trainer_t;
 
 /* Micro-batch mb of this rank's share of the step, in tr->batch, and how
@@ -63,7 +66,9 @@ static void micro_batch_load(trainer_t *tr, long step, int mb, model_input_t *in
     int n;
     /* the step's micro-batch index, not (rank, mb): the same on every layout */
     const int gmb = step_plan_micro(&tr->plan, mb, &ids, &lens, &n);
+    PHASE_BEGIN(PHASE_DATA);
     data_source_batch(&tr->data, &tr->batch, ids, lens, n);
+    PHASE_END(PHASE_DATA);
     const batch_t *b = &tr->batch;
     *in = (model_input_t){b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, b->genre,
                           BYTETOK_NGENRES};
@@ -93,7 +98,9 @@ static void global_aux_freq(trainer_t *tr, long step)
         model_scales_t sc;
         micro_batch_load(tr, step, mb, &in, &sc);
         model_stats_t st;
+        PHASE_BEGIN(PHASE_FORWARD);
         model_forward(tr->model, &in, &sc, &st);
+        PHASE_END(PHASE_FORWARD);
         for (size_t i = 0; i < nexp && in.T > 0; i++)
             tr->routed[i] += st.routed_per_expert[i];
     }
@@ -135,6 +142,36 @@ static double evaluate(trainer_t *tr)
     return sums[1] > 0 ? sums[0] / sums[1] : NAN;
 }
 
+/* Model FLOPs of the micro-batch in tr->batch, from its real sample
+ * boundaries (docs/monitoring.md, "MFU"). */
+static double batch_flops(const trainer_t *tr)
+{
+    const batch_t *b = &tr->batch;
+    double sq = 0.0;
+    for (int s = 0; s < b->nseq; s++) {
+        const double len = (double)(b->cu_seqlens[s + 1] - b->cu_seqlens[s]);
+        sq += len * len;
+    }
+    return b->T > 0 ? model_flops_packed(&tr->cfg->model, (double)b->T, sq) : 0.0;
+}
+
+/* monitor.debug_delay_*: a slow read on every rank, a slow rank's compute
+ * (the verdict tests provoke input and imbalance with them). */
+static void debug_delays(const trainer_t *tr)
+{
+    const monitor_config_t *mo = &tr->cfg->monitor;
+    if (mo->debug_delay_data_s > 0) {
+        PHASE_BEGIN(PHASE_DATA);
+        phase_sleep(mo->debug_delay_data_s);
+        PHASE_END(PHASE_DATA);
+    }
+    if (mo->debug_delay_s > 0 && (mo->debug_delay_rank < 0 || mo->debug_delay_rank == tr->rank)) {
+        PHASE_BEGIN(PHASE_FORWARD);
+        phase_sleep(mo->debug_delay_s);
+        PHASE_END(PHASE_FORWARD);
+    }
+}
+
 /* Forward and backward over this rank's micro-batches of the global batch. */
 static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
 {
@@ -146,7 +183,8 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     const double targets = tr->plan.targets, tokens = tr->plan.tokens;
     memset(tr->expert_tokens, 0, nexp * sizeof *tr->expert_tokens);
     moe_metrics_begin_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL);
-    double sums[4] = {0.0, 0.0, 0.0, 0.0}; /* lm_sum, aux, z, dropped */
+    double sums[5] = {0.0, 0.0, 0.0, 0.0, 0.0}; /* lm_sum, aux, z, dropped, model FLOPs */
+    debug_delays(tr);
     if (global_aux(mc))
         global_aux_freq(tr, step);
     for (int mb = 0; mb < tr->plan.nmicro; mb++) {
@@ -157,8 +195,13 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
         const batch_t *b = &tr->batch;
         model_stats_t st;
         zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
+        PHASE_BEGIN(PHASE_FORWARD);
         model_forward(tr->model, &in, &sc, &st);
+        PHASE_END(PHASE_FORWARD);
+        PHASE_BEGIN(PHASE_BACKWARD);
         model_backward(tr->model);
+        PHASE_END(PHASE_BACKWARD);
+        sums[4] += batch_flops(tr);
         sums[0] += st.lm_sum;
         sums[1] += st.aux * sc.mb_weight;
         sums[2] += st.z * sc.mb_weight;
@@ -167,7 +210,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
             tr->expert_tokens[i] += st.tokens_per_expert[i];
         moe_metrics_add(&tr->moe, &st, sc.mb_weight);
     }
-    comm_allreduce(comm_world(), sums, 4, COMM_F64, COMM_SUM);
+    comm_allreduce(comm_world(), sums, 5, COMM_F64, COMM_SUM);
     if (tr->world > 1)
         comm_allreduce(comm_world(), tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
     rec->lm_loss = sums[0] / targets;
@@ -175,6 +218,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->z_loss = sums[2];
     rec->loss = model_loss_total(mc, rec->lm_loss, rec->aux_loss, rec->z_loss);
     rec->dropped = (long)sums[3];
+    rec->model_flops = sums[4];
     rec->tokens = (long)tokens;
     rec->samples = tr->plan.used;
     rec->imbalance = tr->plan.imbalance;
@@ -316,6 +360,7 @@ int trainer_run(const config_t *cfg)
     ckpt_progress_t prog;
     ckpt_policy_resume(&tr.ckpt, &prog);
     train_log_open(&tr.log, cfg, tr.rank == 0);
+    step_monitor_open(&tr.mon, cfg, &tr.be, tr.threads);
 
     int code = FB_EXIT_OK;
     const double t_start = timer_now();
@@ -324,11 +369,16 @@ int trainer_run(const config_t *cfg)
         memset(&rec, 0, sizeof rec);
         rec.step = step + 1;
         const double t0 = timer_now();
+        step_monitor_begin(&tr.mon);
         zero_begin_step(tr.zero);
         run_micro_batches(&tr, step, &rec);
+        PHASE_BEGIN(PHASE_BACKWARD);
         zero_end_backward(tr.zero);
+        PHASE_END(PHASE_BACKWARD);
         rec.lr = schedule_lr(&cfg->sched, &cfg->optim, zero_step_count(tr.zero));
+        PHASE_BEGIN(PHASE_OPTIMIZER);
         const zero_step_report_t zs = zero_step(tr.zero, rec.lr, rec.loss);
+        PHASE_END(PHASE_OPTIMIZER);
         rec.grad_norm = zs.grad_norm;
         rec.loss_scale = zs.loss_scale;
         if (zs.status == ZERO_STEP_DIVERGED) {
@@ -346,6 +396,9 @@ int trainer_run(const config_t *cfg)
                        rec.step, zs.loss_scale, loss_scale_value(zero_loss_scaler(tr.zero)));
         }
         rec.step_time = timer_now() - t0;
+        monitor_report_t mrep;
+        step_monitor_end(&tr.mon, rec.step, rec.step_time, rec.model_flops, rec.imbalance, &mrep);
+        rec.mon = &mrep;
         rec.valid_lm_loss = NAN;
         if (cfg->run.eval_interval > 0 && (rec.step % cfg->run.eval_interval == 0 || rec.step == cfg->run.steps))
             rec.valid_lm_loss = evaluate(&tr);
@@ -362,11 +415,14 @@ int trainer_run(const config_t *cfg)
             code = FB_EXIT_PREEMPTED;
             break;
         }
+        PHASE_BEGIN(PHASE_CHECKPOINT);
         ckpt_policy_step_done(&tr.ckpt, &prog);
+        PHASE_END(PHASE_CHECKPOINT);
     }
     if (code == FB_EXIT_OK)
         ckpt_policy_save_final(&tr.ckpt, &prog);
     train_log_close(&tr.log, code);
+    step_monitor_close(&tr.mon);
 
     free(tr.expert_tokens);
     free(tr.routed);

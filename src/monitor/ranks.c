@@ -1,0 +1,131 @@
+#include "monitor/ranks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+void rank_monitor_init(rank_monitor_t *m, comm_t *world)
+{
+    memset(m, 0, sizeof *m);
+    m->rank = comm_rank(world);
+    m->world = comm_size(world);
+    if (m->rank == 0)
+        m->all = fb_calloc((size_t)m->world, sizeof *m->all);
+}
+
+void rank_monitor_free(rank_monitor_t *m)
+{
+    free(m->all);
+    memset(m, 0, sizeof *m);
+}
+
+static void span_add(span_sums_t *a, const span_sums_t *b)
+{
+    for (int p = 0; p < PHASE_COUNT; p++)
+        a->s[p] += b->s[p];
+    a->step_time += b->step_time;
+    a->busy += b->busy;
+    a->steps += b->steps;
+}
+
+void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t)
+{
+    span_sums_t *s = &m->rec.step;
+    memcpy(s->s, t->s, sizeof s->s);
+    s->step_time = t->step_time;
+    s->busy = t->busy;
+    s->steps = 1;
+    span_add(&m->rec.interval, s);
+    span_add(&m->rec.total, s);
+}
+
+/* which: 0 step, 1 interval, 2 total */
+static const span_sums_t *pick(const rank_record_t *r, int which)
+{
+    return which == 0 ? &r->step : which == 1 ? &r->interval : &r->total;
+}
+
+static void over_ranks(const rank_record_t *all, int world, int which, span_over_ranks_t *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int r = 0; r < world; r++) {
+        const span_sums_t *s = pick(&all[r], which);
+        for (int p = 0; p < PHASE_COUNT; p++) {
+            o->mean[p] += s->s[p] / world;
+            if (r == 0 || s->s[p] > o->max[p]) {
+                o->max[p] = s->s[p];
+                o->max_rank[p] = r;
+            }
+        }
+        o->step_mean += s->step_time / world;
+        o->busy_mean += s->busy / world;
+        if (r == 0 || s->step_time < o->step_min)
+            o->step_min = s->step_time;
+        if (r == 0 || s->step_time > o->step_max)
+            o->step_max = s->step_time;
+        if (r == 0 || s->busy < o->busy_min)
+            o->busy_min = s->busy;
+        if (r == 0 || s->busy > o->busy_max) {
+            o->busy_max = s->busy;
+            o->slowest_rank = r;
+        }
+    }
+    o->steps = pick(&all[0], which)->steps;
+}
+
+static void gpu_over_ranks(const rank_record_t *all, int world, ranks_summary_t *o)
+{
+    int n = 0;
+    for (int r = 0; r < world; r++) {
+        const nvml_sample_t *g = &all[r].gpu;
+        if (g->util < 0 && g->mem_used < 0)
+            continue;
+        if (n == 0) {
+            o->gpu_util_min = g->util;
+            o->gpu_sm_mhz_min = g->sm_mhz;
+        }
+        o->gpu_util_min = g->util < o->gpu_util_min ? g->util : o->gpu_util_min;
+        o->gpu_util_mean += g->util;
+        o->gpu_temp_max = g->temp_c > o->gpu_temp_max ? g->temp_c : o->gpu_temp_max;
+        o->gpu_power_sum += g->power_w > 0 ? g->power_w : 0.0;
+        o->gpu_sm_mhz_min = g->sm_mhz < o->gpu_sm_mhz_min ? g->sm_mhz : o->gpu_sm_mhz_min;
+        o->gpu_mem_used_max = g->mem_used > o->gpu_mem_used_max ? g->mem_used : o->gpu_mem_used_max;
+        o->gpu_mem_total = g->mem_total > o->gpu_mem_total ? g->mem_total : o->gpu_mem_total;
+        n++;
+    }
+    o->have_gpu = n > 0;
+    if (n)
+        o->gpu_util_mean /= n;
+}
+
+void rank_monitor_gather(rank_monitor_t *m, comm_t *world, double rss_peak, double device_peak,
+                         const nvml_sample_t *gpu, ranks_summary_t *out)
+{
+    m->rec.rss_peak = rss_peak;
+    m->rec.device_peak = device_peak;
+    if (gpu)
+        m->rec.gpu = *gpu;
+    else
+        m->rec.gpu = (nvml_sample_t){-1, -1, -1, -1, -1, -1};
+    comm_gather(world, &m->rec, sizeof m->rec, m->all, 0);
+    memset(&m->rec.interval, 0, sizeof m->rec.interval);
+    if (m->rank != 0)
+        return;
+    memset(out, 0, sizeof *out);
+    out->world = m->world;
+    over_ranks(m->all, m->world, 0, &out->step);
+    over_ranks(m->all, m->world, 1, &out->interval);
+    over_ranks(m->all, m->world, 2, &out->total);
+    for (int r = 0; r < m->world; r++) {
+        if (r == 0 || m->all[r].rss_peak > out->rss_max) {
+            out->rss_max = m->all[r].rss_peak;
+            out->rss_max_rank = r;
+        }
+        if (r == 0 || m->all[r].device_peak > out->device_max) {
+            out->device_max = m->all[r].device_peak;
+            out->device_max_rank = r;
+        }
+    }
+    gpu_over_ranks(m->all, m->world, out);
+}

@@ -1,0 +1,67 @@
+/* Every rank's phase times, gathered to rank 0: the record each rank keeps
+ * (this step, the print interval, the whole run), one MPI_Gather of it at
+ * each print step, and the min/mean/max over ranks rank 0 derives
+ * (docs/monitoring.md). */
+#ifndef FABULA_MONITOR_RANKS_H
+#define FABULA_MONITOR_RANKS_H
+
+#include "monitor/nvml.h"
+#include "monitor/phase.h"
+#include "parallel/comm.h"
+
+/* Sums over some steps of one rank. */
+typedef struct span_sums {
+    double s[PHASE_COUNT];
+    double step_time, busy, steps;
+} span_sums_t;
+
+/* What each rank sends: a fixed struct of doubles, so that one gather of
+ * sizeof bytes carries it on any layout. */
+typedef struct rank_record {
+    span_sums_t step, interval, total;
+    double rss_peak;        /* bytes */
+    double device_peak;     /* bytes, 0 without a device */
+    nvml_sample_t gpu;      /* -1 fields without NVML */
+} rank_record_t;
+
+/* A span over all ranks. Phase sums are per rank; "mean" and "max" over
+ * the ranks; the step time's min/mean/max likewise. slowest_rank is the
+ * rank with the largest busy time (the one the others waited for). */
+typedef struct span_over_ranks {
+    double mean[PHASE_COUNT], max[PHASE_COUNT];
+    int max_rank[PHASE_COUNT];
+    double step_min, step_mean, step_max;
+    double busy_min, busy_mean, busy_max;
+    int slowest_rank;
+    double steps;
+} span_over_ranks_t;
+
+typedef struct ranks_summary {
+    int world;
+    span_over_ranks_t step, interval, total;
+    double rss_max;
+    int rss_max_rank;
+    double device_max;      /* 0 without a device */
+    int device_max_rank;
+    int have_gpu;           /* some rank read NVML */
+    double gpu_util_min, gpu_util_mean, gpu_temp_max, gpu_power_sum, gpu_sm_mhz_min, gpu_mem_used_max,
+        gpu_mem_total;
+} ranks_summary_t;
+
+/* One rank's running sums. */
+typedef struct rank_monitor {
+    rank_record_t rec;
+    rank_record_t *all;     /* rank 0: world records */
+    int rank, world;
+} rank_monitor_t;
+
+void rank_monitor_init(rank_monitor_t *m, comm_t *world);
+void rank_monitor_free(rank_monitor_t *m);
+/* Adds a step's times to the interval and the run. */
+void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t);
+/* Collective over `world`: one MPI_Gather of every rank's record; on rank
+ * 0 fills *out (untouched elsewhere). Then starts a new interval. */
+void rank_monitor_gather(rank_monitor_t *m, comm_t *world, double rss_peak, double device_peak,
+                         const nvml_sample_t *gpu, ranks_summary_t *out);
+
+#endif

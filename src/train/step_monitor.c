@@ -1,0 +1,223 @@
+#include "build_config.h"
+
+#include "train/step_monitor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "monitor/memory.h"
+#include "monitor/nvml.h"
+#include "monitor/phase.h"
+#include "monitor/timer.h"
+#include "ops.h"
+#include "parallel/world.h"
+#include "util/error.h"
+
+#ifdef HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_info.h"
+#endif
+
+double peak_flops_cpu(double seconds)
+{
+    /* big enough for the BLAS to reach its blocked kernel, small enough
+     * that one call is a few ms even on one slow core */
+    const int n = 384;
+    const ops_t *o = ops_cpu();
+    const size_t bytes = (size_t)n * n * sizeof(float);
+    float *host = fb_malloc(bytes);
+    for (size_t i = 0; i < (size_t)n * n; i++)
+        host[i] = (float)((i * 2654435761u) % 1000u) * 1e-3f - 0.5f;
+    fb_act *a = o->alloc(bytes), *b = o->alloc(bytes), *c = o->alloc(bytes);
+    o->to_backend(a, host, bytes);
+    o->to_backend(b, host, bytes);
+    o->matmul(c, a, b, n, n, n, 0, 1, 0.0f); /* warm-up: pages, the BLAS's threads */
+    double best = 0.0;
+    const double start = timer_now();
+    int calls = 0;
+    /* the best call, not the mean: other processes on a shared node only
+     * ever slow calls down */
+    while (calls < 3 || timer_now() - start < seconds) {
+        const double t0 = timer_now();
+        o->matmul(c, a, b, n, n, n, 0, 1, 0.0f);
+        const double dt = timer_now() - t0;
+        const double rate = 2.0 * n * n * (double)n / (dt > 0 ? dt : 1e-9);
+        best = rate > best ? rate : best;
+        calls++;
+    }
+    o->release(a);
+    o->release(b);
+    o->release(c);
+    free(host);
+    return best;
+}
+
+double peak_flops_gpu(const char *name)
+{
+    /* NVIDIA datasheets, bf16 dense tensor-core (without sparsity), the
+     * most specific names first */
+    static const struct { const char *key; double tflops; } table[] = {
+        {"GB200", 2500.0}, {"B200", 2250.0}, {"B100", 1750.0}, {"GH200", 989.4}, {"H200", 989.4},
+        {"H100 PCIe", 756.0}, {"H100 NVL", 835.0}, {"H100", 989.4}, {"H800", 989.4}, {"A100", 312.0},
+        {"A800", 312.0}, {"L40S", 362.05}, {"L40", 181.05}, {"L4", 121.0}, {"A40", 149.7}, {"A30", 165.0},
+        {"A10", 125.0}, {"RTX 4090", 165.2}, {"RTX 6000 Ada", 364.2}, {"RTX A6000", 154.8},
+    };
+    for (size_t i = 0; name && i < sizeof table / sizeof *table; i++)
+        if (strstr(name, table[i].key))
+            return table[i].tflops * 1e12;
+    return 0.0;
+}
+
+static void open_gpu(step_monitor_t *m)
+{
+#ifdef HAVE_CUDA
+    char name[256] = "", pci[64] = "";
+    int major = 0, minor = 0;
+    if (cuda_device_identity(m->be->device, name, sizeof name, pci, sizeof pci, &major, &minor) != 0)
+        snprintf(name, sizeof name, "unknown");
+    nvml_open(pci, m->rank == 0);
+    if (m->peak == 0.0) {
+        m->peak = peak_flops_gpu(name);
+        if (m->rank == 0) {
+            if (m->peak > 0)
+                printf("fabula: monitor: peak %.1f TFLOP/s per GPU (%s, bf16 dense, docs/monitoring.md)\n",
+                       m->peak / 1e12, name);
+            else
+                printf("fabula: monitor: %s is not in the peak table: set monitor.peak_flops for the MFU\n", name);
+        }
+    }
+#else
+    (void)m;
+#endif
+}
+
+void step_monitor_open(step_monitor_t *m, const config_t *cfg, const backend_t *be, int threads)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = cfg;
+    m->be = be;
+    m->rank = parallel_rank();
+    m->world = parallel_size();
+    m->active = cfg->monitor.enabled && PHASE_TIMERS_COMPILED;
+    phase_enable(m->active);
+    if (!m->active) {
+        if (m->rank == 0)
+            printf("fabula: monitor: %s: no phase times, MFU or verdicts\n",
+                   PHASE_TIMERS_COMPILED ? "off (monitor.enabled false)" : "built with --disable-phase-timers");
+        return;
+    }
+    rank_monitor_init(&m->ranks, comm_world());
+    m->peak = cfg->monitor.peak_flops;
+    if (be->cuda) {
+        open_gpu(m);
+    } else if (m->peak == 0.0) {
+        /* every rank at once, as they will compute: ranks that share cores
+         * measure their share */
+        m->peak = peak_flops_cpu(0.2);
+        if (m->rank == 0)
+            printf("fabula: monitor: peak %.2f GFLOP/s per rank (sgemm %dx%d measured with %d thread%s in 0.2 s; "
+                   "monitor.peak_flops overrides)\n", m->peak / 1e9, 384, 384, threads, threads == 1 ? "" : "s");
+    } else if (m->rank == 0) {
+        printf("fabula: monitor: peak %.4g FLOP/s per rank (monitor.peak_flops)\n", m->peak);
+    }
+    m->peak_total = m->peak;
+    if (m->world > 1)
+        comm_allreduce(comm_world(), &m->peak_total, 1, COMM_F64, COMM_SUM);
+}
+
+void step_monitor_close(step_monitor_t *m)
+{
+    if (m->active)
+        rank_monitor_free(&m->ranks);
+    nvml_close();
+    phase_enable(0);
+    memset(m, 0, sizeof *m);
+}
+
+void step_monitor_begin(step_monitor_t *m)
+{
+    if (m->active)
+        phase_step_begin();
+}
+
+static double device_peak(const step_monitor_t *m)
+{
+#ifdef HAVE_CUDA
+    if (m->be->cuda)
+        return (double)cuda_bytes_peak();
+#else
+    (void)m;
+#endif
+    return 0.0;
+}
+
+static void classify(const step_monitor_t *m, const span_over_ranks_t *span, double plan_imb, double mfu,
+                     const ranks_summary_t *rs, bottleneck_t *out)
+{
+    bottleneck_input_t in = {span, m->world, plan_imb, mfu, -1.0, 0, NULL};
+    const double phys = (double)memory_physical();
+    const int local = parallel_local_size() > 0 ? parallel_local_size() : 1;
+    if (phys > 0) {
+        in.memory_fraction = rs->rss_max / (phys / local);
+        in.memory_rank = rs->rss_max_rank;
+        in.memory_what = "host RSS";
+    }
+    if (rs->device_max > 0 && rs->gpu_mem_total > 0 && rs->device_max / rs->gpu_mem_total > in.memory_fraction) {
+        in.memory_fraction = rs->device_max / rs->gpu_mem_total;
+        in.memory_rank = rs->device_max_rank;
+        in.memory_what = "device memory";
+    }
+    bottleneck_classify(m->cfg, &in, out);
+}
+
+void step_monitor_end(step_monitor_t *m, long step, double step_time, double flops, double plan_imbalance,
+                      monitor_report_t *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!m->active)
+        return;
+    phase_times_t t;
+    phase_step_end(step_time, comm_world(), &t);
+    rank_monitor_add(&m->ranks, &t);
+    m->ivl_flops += flops;
+    m->tot_flops += flops;
+    m->ivl_time += step_time + t.s[PHASE_CHECKPOINT];
+    m->tot_time += step_time + t.s[PHASE_CHECKPOINT];
+    m->ivl_plan_imb += plan_imbalance;
+    m->tot_plan_imb += plan_imbalance;
+    m->ivl_steps++;
+    m->tot_steps++;
+
+    r->active = 1;
+    memcpy(r->time, t.s, sizeof r->time);
+    r->model_flops = flops;
+    r->flops_per_s = flops / (step_time > 0 ? step_time : 1e-9);
+    r->mfu = m->peak_total > 0 ? r->flops_per_s / m->peak_total : -1.0;
+    r->rss = (double)memory_rss_peak();
+
+    const config_t *cfg = m->cfg;
+    const long steps = cfg->run.steps;
+    const int gather = step == 1 || step % cfg->run.steps_per_print == 0 || step == steps ||
+                       cfg->monitor.wall_clock_breakdown;
+    if (!gather)
+        return;
+    nvml_sample_t gpu;
+    const int have_gpu = nvml_read(&gpu);
+    rank_monitor_gather(&m->ranks, comm_world(), r->rss, device_peak(m), have_gpu ? &gpu : NULL, &r->ranks);
+    if (m->rank == 0) {
+        r->gathered = 1;
+        r->device = m->be->cuda;
+        const double ivl_fps = m->ivl_flops / (m->ivl_time > 0 ? m->ivl_time : 1e-9);
+        classify(m, &r->ranks.interval, m->ivl_plan_imb / m->ivl_steps,
+                 m->peak_total > 0 ? ivl_fps / m->peak_total : -1.0, &r->ranks, &r->bottleneck);
+        if (step == steps) {
+            r->final = 1;
+            r->run_flops_per_s = m->tot_flops / (m->tot_time > 0 ? m->tot_time : 1e-9);
+            r->run_mfu = m->peak_total > 0 ? r->run_flops_per_s / m->peak_total : -1.0;
+            classify(m, &r->ranks.total, m->tot_plan_imb / m->tot_steps, r->run_mfu, &r->ranks,
+                     &r->run_bottleneck);
+        }
+    }
+    m->ivl_flops = m->ivl_time = m->ivl_plan_imb = m->ivl_steps = 0.0;
+}

@@ -1,0 +1,60 @@
+/* The training loop's side of src/monitor: the peak FLOP/s the MFU is
+ * measured against, the phase timers of each step, the gather of every
+ * rank's record at print steps, NVML and memory high-water marks, and the
+ * bottleneck verdicts (docs/monitoring.md). */
+#ifndef FABULA_TRAIN_STEP_MONITOR_H
+#define FABULA_TRAIN_STEP_MONITOR_H
+
+#include "config/config.h"
+#include "monitor/bottleneck.h"
+#include "monitor/ranks.h"
+#include "train/backend.h"
+
+/* What rank 0 logs for one step (train_log.c). */
+typedef struct monitor_report {
+    int active;                 /* monitor on: the fields below are meaningful */
+    double time[PHASE_COUNT];   /* rank 0's seconds */
+    double model_flops;         /* of the global batch */
+    double flops_per_s;         /* model_flops / step time */
+    double mfu;                 /* of world x peak; < 0: no peak known */
+    double rss;                 /* rank 0's high-water, bytes */
+    int gathered;               /* a print step: ranks and bottleneck hold */
+    int device;                 /* ranks.device_max is meaningful */
+    ranks_summary_t ranks;
+    bottleneck_t bottleneck;    /* of the interval since the last gather */
+    int final;                  /* the run's last step: run_* hold */
+    bottleneck_t run_bottleneck;
+    double run_mfu, run_flops_per_s;
+} monitor_report_t;
+
+typedef struct step_monitor {
+    int active;
+    const config_t *cfg;
+    const backend_t *be;
+    int rank, world;
+    double peak;                /* one rank's FLOP/s; 0 unknown */
+    double peak_total;          /* over the ranks */
+    rank_monitor_t ranks;
+    double ivl_flops, ivl_time, ivl_plan_imb, tot_flops, tot_time, tot_plan_imb;
+    double ivl_steps, tot_steps;
+} step_monitor_t;
+
+/* Collective: measures or looks up the peak and prints one line about it
+ * (rank 0), opens NVML on GPUs. `threads`: the CPU backend's threads. */
+void step_monitor_open(step_monitor_t *m, const config_t *cfg, const backend_t *be, int threads);
+void step_monitor_close(step_monitor_t *m);
+/* At the start of a step. */
+void step_monitor_begin(step_monitor_t *m);
+/* After the step (collective): `flops` the global batch's model FLOPs,
+ * `plan_imbalance` the balancer's, `step` 1-based. Fills *r on rank 0. */
+void step_monitor_end(step_monitor_t *m, long step, double step_time, double flops, double plan_imbalance,
+                      monitor_report_t *r);
+
+/* Seconds of sgemm at the largest rate the CPU backend reaches with its
+ * current threads in about `seconds` (FLOP/s). */
+double peak_flops_cpu(double seconds);
+/* bf16 dense tensor-core peak of a GPU by name (docs/monitoring.md has the
+ * table); 0 when the name is not in it. */
+double peak_flops_gpu(const char *name);
+
+#endif
