@@ -94,6 +94,7 @@ extern "C" void cuda_backend_shutdown(void)
         CHECK_CUDA(cudaFree(g_scratch));
     g_scratch = NULL;
     g_scratch_bytes = 0;
+    cuda_events_release();
     CHECK_CUDA(cudaEventDestroy(g_order_event));
     CHECK_CUDA(cudaStreamDestroy(g_comm));
     CHECK_CUDA(cudaStreamDestroy(g_compute));

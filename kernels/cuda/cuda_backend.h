@@ -41,6 +41,17 @@ void cuda_compute_wait_comm(void);
 size_t cuda_bytes_in_use(void);
 size_t cuda_bytes_peak(void);
 
+/* Timing events on the compute stream (the monitor's device phases,
+ * kernels/cuda/cuda_events.cu): cuda_event_mark records event `slot`
+ * (0 <= slot < CUDA_EVENT_SLOTS) in stream order; cuda_event_seconds waits
+ * for event `to` and returns the device time from `from` to `to` in
+ * seconds, or -1 when either was never recorded. cuda_backend_shutdown
+ * releases them. */
+#define CUDA_EVENT_SLOTS 512
+void cuda_event_mark(int slot);
+double cuda_event_seconds(int from, int to);
+void cuda_events_release(void);
+
 #ifdef __cplusplus
 }
 #endif

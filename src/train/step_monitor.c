@@ -139,6 +139,59 @@ void step_monitor_begin(step_monitor_t *m)
 {
     if (m->active)
         phase_step_begin();
+    m->ndev = 0;
+}
+
+void step_monitor_device_begin(step_monitor_t *m, phase_id_t p)
+{
+#ifdef HAVE_CUDA
+    if (!m->active || !m->be->cuda || m->ndev >= STEP_MONITOR_DEVICE_PAIRS)
+        return;
+    m->dev_from = 2 * m->ndev;
+    cuda_event_mark(m->dev_from);
+    m->dev[m->ndev].phase = p;
+#else
+    (void)m;
+    (void)p;
+#endif
+}
+
+void step_monitor_device_end(step_monitor_t *m, phase_id_t p)
+{
+#ifdef HAVE_CUDA
+    if (!m->active || !m->be->cuda || m->ndev >= STEP_MONITOR_DEVICE_PAIRS || m->dev[m->ndev].phase != (int)p)
+        return;
+    cuda_event_mark(m->dev_from + 1);
+    m->dev[m->ndev].from = m->dev_from;
+    m->dev[m->ndev].to = m->dev_from + 1;
+    m->ndev++;
+#else
+    (void)m;
+    (void)p;
+#endif
+}
+
+/* Replaces the host times of the phases timed on the device by their
+ * device times (waits for the last event: the step is over anyway). */
+static void device_times(const step_monitor_t *m, phase_times_t *t)
+{
+#ifdef HAVE_CUDA
+    double dev[PHASE_COUNT] = {0};
+    int seen[PHASE_COUNT] = {0};
+    for (int i = 0; i < m->ndev; i++) {
+        const double s = cuda_event_seconds(m->dev[i].from, m->dev[i].to);
+        if (s >= 0) {
+            dev[m->dev[i].phase] += s;
+            seen[m->dev[i].phase] = 1;
+        }
+    }
+    for (int p = 0; p < PHASE_COUNT; p++)
+        if (seen[p])
+            t->s[p] = dev[p];
+#else
+    (void)m;
+    (void)t;
+#endif
 }
 
 static double device_peak(const step_monitor_t *m)
@@ -179,6 +232,7 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
         return;
     phase_times_t t;
     phase_step_end(step_time, comm_world(), &t);
+    device_times(m, &t);
     rank_monitor_add(&m->ranks, &t);
     m->ivl_flops += flops;
     m->tot_flops += flops;

@@ -27,6 +27,10 @@ typedef struct monitor_report {
     double run_mfu, run_flops_per_s;
 } monitor_report_t;
 
+/* Device phases per step with event timing (CUDA): 3 per micro-batch and
+ * the optimizer; beyond it, the rest of the step keeps host times. */
+#define STEP_MONITOR_DEVICE_PAIRS 200
+
 typedef struct step_monitor {
     int active;
     const config_t *cfg;
@@ -37,6 +41,9 @@ typedef struct step_monitor {
     rank_monitor_t ranks;
     double ivl_flops, ivl_time, ivl_plan_imb, tot_flops, tot_time, tot_plan_imb;
     double ivl_steps, tot_steps;
+    /* CUDA: event pairs of this step's device phases */
+    struct { int phase, from, to; } dev[STEP_MONITOR_DEVICE_PAIRS];
+    int ndev, dev_from;
 } step_monitor_t;
 
 /* Collective: measures or looks up the peak and prints one line about it
@@ -45,6 +52,11 @@ void step_monitor_open(step_monitor_t *m, const config_t *cfg, const backend_t *
 void step_monitor_close(step_monitor_t *m);
 /* At the start of a step. */
 void step_monitor_begin(step_monitor_t *m);
+/* On CUDA, brackets device work of phase p (forward, backward, optimizer)
+ * with events on the compute stream: the step's time of p becomes the
+ * device time between them, not the host's. Nothing elsewhere. */
+void step_monitor_device_begin(step_monitor_t *m, phase_id_t p);
+void step_monitor_device_end(step_monitor_t *m, phase_id_t p);
 /* After the step (collective): `flops` the global batch's model FLOPs,
  * `plan_imbalance` the balancer's, `step` 1-based. Fills *r on rank 0. */
 void step_monitor_end(step_monitor_t *m, long step, double step_time, double flops, double plan_imbalance,

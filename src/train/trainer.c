@@ -34,6 +34,16 @@
 #include "zero/zero.h"
 #include "util/error.h"
 
+/* A phase of the step: host timer and, on CUDA, device events. */
+#define TIMED(tr, phase, stmt)                                                                                 \
+    do {                                                                                                       \
+        PHASE_BEGIN(phase);                                                                                    \
+        step_monitor_device_begin(&(tr)->mon, phase);                                                          \
+        stmt;                                                                                                  \
+        step_monitor_device_end(&(tr)->mon, phase);                                                            \
+        PHASE_END(phase);                                                                                      \
+    } while (0)
+
 typedef struct trainer {
     const config_t *cfg;
     int rank, world;        /* world rank and size */
@@ -98,9 +108,7 @@ static void global_aux_freq(trainer_t *tr, long step)
         model_scales_t sc;
         micro_batch_load(tr, step, mb, &in, &sc);
         model_stats_t st;
-        PHASE_BEGIN(PHASE_FORWARD);
-        model_forward(tr->model, &in, &sc, &st);
-        PHASE_END(PHASE_FORWARD);
+        TIMED(tr, PHASE_FORWARD, model_forward(tr->model, &in, &sc, &st));
         for (size_t i = 0; i < nexp && in.T > 0; i++)
             tr->routed[i] += st.routed_per_expert[i];
     }
@@ -195,12 +203,8 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
         const batch_t *b = &tr->batch;
         model_stats_t st;
         zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
-        PHASE_BEGIN(PHASE_FORWARD);
-        model_forward(tr->model, &in, &sc, &st);
-        PHASE_END(PHASE_FORWARD);
-        PHASE_BEGIN(PHASE_BACKWARD);
-        model_backward(tr->model);
-        PHASE_END(PHASE_BACKWARD);
+        TIMED(tr, PHASE_FORWARD, model_forward(tr->model, &in, &sc, &st));
+        TIMED(tr, PHASE_BACKWARD, model_backward(tr->model));
         sums[4] += batch_flops(tr);
         sums[0] += st.lm_sum;
         sums[1] += st.aux * sc.mb_weight;
@@ -372,13 +376,10 @@ int trainer_run(const config_t *cfg)
         step_monitor_begin(&tr.mon);
         zero_begin_step(tr.zero);
         run_micro_batches(&tr, step, &rec);
-        PHASE_BEGIN(PHASE_BACKWARD);
-        zero_end_backward(tr.zero);
-        PHASE_END(PHASE_BACKWARD);
+        TIMED(&tr, PHASE_BACKWARD, zero_end_backward(tr.zero));
         rec.lr = schedule_lr(&cfg->sched, &cfg->optim, zero_step_count(tr.zero));
-        PHASE_BEGIN(PHASE_OPTIMIZER);
-        const zero_step_report_t zs = zero_step(tr.zero, rec.lr, rec.loss);
-        PHASE_END(PHASE_OPTIMIZER);
+        zero_step_report_t zs;
+        TIMED(&tr, PHASE_OPTIMIZER, zs = zero_step(tr.zero, rec.lr, rec.loss));
         rec.grad_norm = zs.grad_norm;
         rec.loss_scale = zs.loss_scale;
         if (zs.status == ZERO_STEP_DIVERGED) {
