@@ -12,6 +12,8 @@ int cli_plan(int argc, char **argv);
 /* `fabula ckpt info|verify FILE`: a checkpoint's metadata, tensors, checksums. */
 int cli_ckpt(int argc, char **argv);
 
+/* `fabula eval --checkpoint CKPT`: a checkpoint's validation loss per genre. */
+int cli_eval(int argc, char **argv);
 /* `fabula report`: a run directory's report, runs compared, a scaling table. */
 int cli_report(int argc, char **argv);
 

@@ -5,6 +5,7 @@
 
 #include "config/config.h"
 #include "io/rundir.h"
+#include "train/evaluate.h"
 #include "train/moe_metrics.h"
 
 typedef struct step_record {
@@ -18,6 +19,7 @@ typedef struct step_record {
     int max_len;                /* sequence-length cap this step */
     double step_time, elapsed;
     double valid_lm_loss;       /* LM loss on the validation samples this step; NaN: not evaluated */
+    const eval_result_t *valid; /* the whole evaluation (perplexity, per genre); NULL: not evaluated */
     const long *expert_tokens;  /* [L * E] tokens kept per expert (MoE layers) */
     const moe_metrics_t *moe;   /* per-layer and per-genre MoE statistics; NULL: none */
 } step_record_t;
