@@ -46,8 +46,9 @@ static void eval_usage(FILE *f)
 /* The checkpoint's config for this job: the batch triple re-derived for
  * this world (the training's may not divide it) and the expert-parallel
  * size kept only where it divides the world. Written to a temporary file
- * for config_load, which reads files. */
-static char *eval_config_file(const char *json_text, const char *ckpt, int world)
+ * for config_load, which reads files; the file is unlinked at once and read
+ * through /dev/fd, so that no exit leaves it behind. *fd: close it after. */
+static char *eval_config_file(const char *json_text, const char *ckpt, int world, int *fd_out)
 {
     json_error_t err;
     json_t *root = json_loads(json_text, 0, &err);
@@ -66,9 +67,11 @@ static char *eval_config_file(const char *json_text, const char *ckpt, int world
     int fd = mkstemps(path, 5);
     if (fd < 0)
         fb_fatal(FB_EXIT_IO, "cannot create a temporary file %s: %s", path, strerror(errno));
-    if (json_dumpfd(root, fd, JSON_INDENT(1)) != 0 || close(fd) != 0)
-        fb_fatal(FB_EXIT_IO, "cannot write the temporary file %s", path);
+    if (unlink(path) != 0 || json_dumpfd(root, fd, JSON_INDENT(1)) != 0)
+        fb_fatal(FB_EXIT_IO, "cannot write the temporary file %s: %s", path, strerror(errno));
     json_decref(root);
+    snprintf(path, n, "/dev/fd/%d", fd);
+    *fd_out = fd;
     return path;
 }
 
@@ -112,13 +115,13 @@ int cli_eval(int argc, char **argv)
         cli_args_fail(&a, 1, "unexpected argument '%s'", a.positional[0]);
 
     parallel_init(&argc, &argv);
-    const int rank = parallel_rank();
     char *json_text = NULL, why[512] = "";
     long step = 0;
     int code = ckpt_read_config(ckpt, &json_text, &step, why, sizeof why);
     if (code != FB_EXIT_OK)
         fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
-    char *path = eval_config_file(json_text, ckpt, parallel_size());
+    int fd;
+    char *path = eval_config_file(json_text, ckpt, parallel_size(), &fd);
     free(json_text);
     char set_corpus[4096], set_samples[64];
     const char *sets[2];
@@ -134,10 +137,9 @@ int cli_eval(int argc, char **argv)
     config_t cfg;
     const char *paths[1] = {path};
     config_load(&cfg, paths, 1, sets, nsets, parallel_size(), 0);
-    unlink(path);
+    close(fd);
     free(path);
     train_config_resolve(&cfg, 0);
-    (void)rank;
     code = eval_checkpoint(&cfg, ckpt, step, valid, cfg.run.eval_samples);
     config_free(&cfg);
     cli_args_free(&a);
