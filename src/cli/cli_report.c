@@ -65,8 +65,10 @@ int cli_report(int argc, char **argv)
     int rc;
     if (scaling)
         rc = report_scaling((const char *const *)a.positional, (size_t)a.npositional, out ? out : ".");
+    else if (compare)
+        rc = report_compare((const char *const *)a.positional, (size_t)a.npositional, out);
     else
-        cli_args_fail(&a, 1, "only --scaling is implemented yet");
+        rc = report_run(a.positional[0], out);
     cli_args_free(&a);
     return rc;
 }

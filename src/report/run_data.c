@@ -1,7 +1,9 @@
 /* Loading a run directory for the report. */
 #include "report/run_data.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,4 +170,127 @@ double report_tokens_per_s(const report_run_t *r, size_t *nsteps)
     if (nsteps)
         *nsteps = n;
     return secs > 0 ? tokens / secs : 0;
+}
+
+size_t report_series(const report_run_t *r, const char *path, double **x, double **y)
+{
+    *x = fb_malloc((r->nsteps ? r->nsteps : 1) * sizeof **x);
+    *y = fb_malloc((r->nsteps ? r->nsteps : 1) * sizeof **y);
+    size_t n = 0;
+    for (size_t i = 0; i < r->nsteps; i++) {
+        double v, s;
+        if (report_num(r->steps[i], path, &v) && report_num(r->steps[i], "step", &s)) {
+            (*x)[n] = s;
+            (*y)[n] = v;
+            n++;
+        }
+    }
+    return n;
+}
+
+size_t report_sum_measured(const report_run_t *r, const char *path, double *sum, double *step_time)
+{
+    size_t measured = 0, n = 0;
+    for (size_t i = 0; i < r->nsteps; i++)
+        measured += !report_is_warmup(r, i);
+    *sum = *step_time = 0;
+    for (size_t i = 0; i < r->nsteps; i++) {
+        double v, st;
+        if ((measured && report_is_warmup(r, i)) || !report_num(r->steps[i], path, &v) ||
+            !report_num(r->steps[i], "step_time", &st))
+            continue;
+        *sum += v;
+        *step_time += st;
+        n++;
+    }
+    return n;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void report_ckpts_list(const report_run_t *r, report_ckpts_t *c)
+{
+    memset(c, 0, sizeof *c);
+    json_t *d = r->config ? report_get(r->config, "checkpoint.dir") : NULL;
+    c->dir = d && json_is_string(d) && json_string_length(d) ? strdup(json_string_value(d))
+                                                             : path_join(r->dir, "checkpoints");
+    if (!c->dir)
+        fb_fatal(FB_EXIT_INTERNAL, "out of memory");
+    DIR *dir = opendir(c->dir);
+    if (!dir)
+        return;
+    struct dirent *e;
+    size_t cap = 0;
+    while ((e = readdir(dir)) != NULL) {
+        size_t len = strlen(e->d_name);
+        const int h5 = len > 3 && !strcmp(e->d_name + len - 3, ".h5");
+        const int damaged = len > 8 && !strcmp(e->d_name + len - 8, ".damaged");
+        if (strncmp(e->d_name, "step-", 5) != 0 || !(h5 || damaged))
+            continue;
+        if (c->n == cap) {
+            cap = cap ? 2 * cap : 16;
+            c->names = fb_realloc(c->names, cap * sizeof *c->names);
+        }
+        c->names[c->n] = strdup(e->d_name);
+        if (!c->names[c->n])
+            fb_fatal(FB_EXIT_INTERNAL, "out of memory");
+        c->n++;
+    }
+    closedir(dir);
+    if (c->n)
+        qsort(c->names, c->n, sizeof *c->names, by_name);
+    c->bytes = fb_calloc(c->n ? c->n : 1, sizeof *c->bytes);
+    for (size_t i = 0; i < c->n; i++) {
+        char *p = path_join(c->dir, c->names[i]);
+        struct stat st;
+        c->bytes[i] = stat(p, &st) == 0 ? (double)st.st_size : NAN;
+        free(p);
+    }
+    char *lp = path_join(c->dir, "latest");
+    FILE *f = fopen(lp, "r");
+    if (f) {
+        if (fgets(c->latest, sizeof c->latest, f))
+            c->latest[strcspn(c->latest, "\r\n")] = 0;
+        fclose(f);
+    }
+    free(lp);
+}
+
+void report_ckpts_free(report_ckpts_t *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->names[i]);
+    free(c->names);
+    free(c->bytes);
+    free(c->dir);
+    memset(c, 0, sizeof *c);
+}
+
+const char *report_run_name(const report_run_t *r)
+{
+    size_t n = strlen(r->dir);
+    while (n > 1 && r->dir[n - 1] == '/')
+        n--;
+    const char *end = r->dir + n, *p = end;
+    while (p > r->dir && p[-1] != '/')
+        p--;
+    static char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(end - p), p);
+    return name;
+}
+
+double report_memory_bytes(const report_run_t *r)
+{
+    double best = NAN, v;
+    for (size_t i = 0; i < r->nsteps; i++)
+        if (report_num(r->steps[i], "ranks.rss_max_bytes", &v) && !(v <= best))
+            best = v;
+    if (isnan(best))
+        for (size_t i = 0; i < r->nsteps; i++)
+            if (report_num(r->steps[i], "rss_bytes", &v) && !(v <= best))
+                best = v;
+    return best;
 }

@@ -42,4 +42,32 @@ int report_is_warmup(const report_run_t *r, size_t i);
  * lines count. 0 when the run has no timed step. *nsteps: steps counted. */
 double report_tokens_per_s(const report_run_t *r, size_t *nsteps);
 
+/* The largest resident set of any rank: "ranks.rss_max_bytes" of the
+ * gather steps, else rank 0's "rss_bytes"; NaN when neither is recorded. */
+double report_memory_bytes(const report_run_t *r);
+
+/* The lines that have a number at `path`: their steps in *x and the values
+ * in *y (new arrays, freed by the caller); returns how many. */
+size_t report_series(const report_run_t *r, const char *path, double **x, double **y);
+
+/* The measured steps' (non-warm-up, as report_tokens_per_s) sum of the
+ * number at `path`, and of step_time over the same lines; 0 lines: 0. */
+size_t report_sum_measured(const report_run_t *r, const char *path, double *sum, double *step_time);
+
+/* The checkpoint files of the run: checkpoint.dir of config.json, else
+ * RUN_DIR/checkpoints. Sorted names of step-*.h5 (and *.damaged), their
+ * sizes, and what `latest` names ("" if none). */
+typedef struct report_ckpts {
+    char *dir;
+    char **names;
+    double *bytes;
+    size_t n;
+    char latest[256];
+} report_ckpts_t;
+void report_ckpts_list(const report_run_t *r, report_ckpts_t *c);
+void report_ckpts_free(report_ckpts_t *c);
+
+/* A short name for a run in legends: the last component of its path. */
+const char *report_run_name(const report_run_t *r);
+
 #endif

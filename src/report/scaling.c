@@ -65,21 +65,6 @@ static void time_split(const report_run_t *r, point_t *p)
     }
 }
 
-/* The largest resident set of any rank: "ranks.rss_max_bytes" of the gather
- * steps, else rank 0's "rss_bytes". */
-static double memory_mib(const report_run_t *r)
-{
-    double best = NAN, v;
-    for (size_t i = 0; i < r->nsteps; i++)
-        if (report_num(r->steps[i], "ranks.rss_max_bytes", &v) && !(v <= best))
-            best = v;
-    if (isnan(best))
-        for (size_t i = 0; i < r->nsteps; i++)
-            if (report_num(r->steps[i], "rss_bytes", &v) && !(v <= best))
-                best = v;
-    return best / (1024.0 * 1024.0);
-}
-
 static void cell(strbuf_t *b, const char *fmt, double v)
 {
     if (isnan(v))
@@ -144,7 +129,7 @@ int report_scaling(const char *const *dirs, size_t n, const char *out_dir)
         p[i].tokens_per_step = k ? tok / k : NAN;
         p[i].tps_rank = p[i].tps / p[i].ranks;
         time_split(&r, &p[i]);
-        p[i].mem_mib = memory_mib(&r);
+        p[i].mem_mib = report_memory_bytes(&r) / (1024.0 * 1024.0);
         report_run_free(&r);
     }
     qsort(p, n, sizeof *p, by_ranks);
