@@ -75,10 +75,10 @@ int report_compare(const char *const *dirs, size_t n, const char *out_dir)
                    "each process left out; MFU: the mean of \"mfu\" over the same steps; \"-\": not recorded.\n");
     html_note(&h, "tokens/s: the tokens of the measured steps over their summed step time, the first step of "
                   "each process left out. The legends name each run by its directory's last component.");
-    html_h2(&h, "loss", "Loss");
+    html_h2(&h, "loss", "Loss and learning rate");
     charts_losses(&h, ptrs, n);
-    html_h2(&h, "lr", "Learning rate");
     charts_metric(&h, ptrs, n, "lr", "Learning rate", "lr", 1);
+    charts_loss_note(&h);
     html_h2(&h, "throughput", "Throughput and MFU");
     charts_metric(&h, ptrs, n, "tokens_per_s", "Tokens per second", "tokens/s", 1);
     charts_mfu(&h, ptrs, n);

@@ -114,6 +114,10 @@ void charts_losses(strbuf_t *b, const report_run_t *const *runs, size_t n)
         html_note(b, "No \"valid_genre_lm_loss\" in metrics.jsonl: no validation loss per genre.");
     }
     done(&ss);
+}
+
+void charts_loss_note(strbuf_t *b)
+{
     html_note(b, "metrics.jsonl records the training loss of the whole batch only; per genre, the validation "
                  "loss shows how each genre is learnt.");
 }

@@ -8,6 +8,8 @@
 
 /* Training loss and validation loss; validation loss per genre. */
 void charts_losses(strbuf_t *b, const report_run_t *const *runs, size_t n);
+/* Why there is no training loss per genre. */
+void charts_loss_note(strbuf_t *b);
 /* The number at `path` over steps (a note when no run has it). */
 void charts_metric(strbuf_t *b, const report_run_t *const *runs, size_t n, const char *path, const char *title,
                    const char *ylabel, int y_from_0);

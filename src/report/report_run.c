@@ -284,10 +284,10 @@ int report_run(const char *run_dir, const char *out_dir)
     html_begin(&h, title);
     html_h2(&h, "summary", "Summary");
     html_summary(&h, &sum);
-    html_h2(&h, "loss", "Loss");
+    html_h2(&h, "loss", "Loss and learning rate");
     charts_losses(&h, runs, 1);
-    html_h2(&h, "lr", "Learning rate");
     charts_metric(&h, runs, 1, "lr", "Learning rate", "lr", 1);
+    charts_loss_note(&h);
     html_h2(&h, "throughput", "Throughput and MFU");
     charts_metric(&h, runs, 1, "tokens_per_s", "Tokens per second", "tokens/s", 1);
     charts_mfu(&h, runs, 1);

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { W = 720, H = 280, ML = 64, MR = 170, MT = 28, MB = 42 };
+enum { W = 720, H = 280, ML = 64, MR = 170, MT = 28, MB = 42, MAX_POINTS = 2000 };
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
@@ -144,7 +144,11 @@ void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t 
         sb_printf(b, "<path class=\"data\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s d=\"", svg_color(j),
                   s[j].dashed ? " stroke-dasharray=\"4 3\"" : "");
         int pen = 0, started = 0;
+        /* a long run: every k-th point (and the last), a path a browser draws at once */
+        const size_t k = s[j].n > MAX_POINTS ? (s[j].n + MAX_POINTS - 1) / MAX_POINTS : 1;
         for (size_t i = 0; i < s[j].n; i++) {
+            if (i % k != 0 && i != s[j].n - 1)
+                continue;
             if (!isfinite(s[j].x[i]) || !isfinite(s[j].y[i])) {
                 pen = 0;
                 continue;
@@ -181,14 +185,17 @@ void svg_stacked(strbuf_t *b, const svg_axes_t *ax, const double *x, size_t n, c
     double *below = calloc(n ? n : 1, sizeof *below);
     if (!below)
         return;
+    const size_t every = n > MAX_POINTS ? (n + MAX_POINTS - 1) / MAX_POINTS : 1;
     for (size_t j = 0; j < k; j++) {
         sb_printf(b, "<path class=\"data\" fill=\"%s\" fill-opacity=\"0.8\" stroke=\"none\" d=\"", svg_color(j));
         for (size_t i = 0; i < n; i++) {
             double v = isfinite(ys[j][i]) ? ys[j][i] : 0;
-            sb_printf(b, "%s%.1f %.1f", i ? " L" : "M", px(&f, x[i]), py(&f, below[i] + v));
+            if (i % every == 0 || i == n - 1)
+                sb_printf(b, "%s%.1f %.1f", i ? " L" : "M", px(&f, x[i]), py(&f, below[i] + v));
         }
         for (size_t i = n; i-- > 0;) {
-            sb_printf(b, " L%.1f %.1f", px(&f, x[i]), py(&f, below[i]));
+            if (i % every == 0 || i == n - 1)
+                sb_printf(b, " L%.1f %.1f", px(&f, x[i]), py(&f, below[i]));
             below[i] += isfinite(ys[j][i]) ? ys[j][i] : 0;
         }
         sb_printf(b, " Z\"/>\n");
@@ -202,15 +209,21 @@ void svg_heatmap(strbuf_t *b, const char *title, const double *v, size_t rows, s
                  const char *const *row_labels, const char *const *col_labels, const char *row_axis,
                  const char *col_axis)
 {
-    double vmax = 0;
+    /* shaded from the smallest value to the largest: shares near 1/E
+     * differ by little, and the contrast is what the eye compares */
+    double vmin = INFINITY, vmax = -INFINITY;
     for (size_t i = 0; i < rows * cols; i++)
-        if (isfinite(v[i]) && v[i] > vmax)
-            vmax = v[i];
+        if (isfinite(v[i])) {
+            vmin = fmin(vmin, v[i]);
+            vmax = fmax(vmax, v[i]);
+        }
+    if (!isfinite(vmin))
+        vmin = vmax = 0;
     const double cw = (double)(W - ML - MR) / (cols ? cols : 1), ch = (double)(H - MT - MB) / (rows ? rows : 1);
     open_svg(b, title);
     for (size_t r = 0; r < rows; r++) {
         for (size_t c = 0; c < cols; c++) {
-            double t = vmax > 0 && isfinite(v[r * cols + c]) ? v[r * cols + c] / vmax : 0;
+            double t = vmax > vmin && isfinite(v[r * cols + c]) ? (v[r * cols + c] - vmin) / (vmax - vmin) : 0;
             /* white to dark blue */
             int R = (int)(255 - t * (255 - 8)), G = (int)(255 - t * (255 - 48)), B = (int)(255 - t * (255 - 107));
             sb_printf(b,
@@ -247,8 +260,10 @@ void svg_heatmap(strbuf_t *b, const char *title, const double *v, size_t rows, s
         sb_xml(b, row_axis);
         sb_printf(b, "</text>\n");
     }
-    char t[32];
+    char t[32], u[32];
     fmt_num(t, sizeof t, vmax);
+    fmt_num(u, sizeof u, vmin);
     sb_printf(b, "<text x=\"%d\" y=\"%d\">darkest: %s</text>\n", W - MR + 10, MT + 12, t);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\">white: %s</text>\n", W - MR + 10, MT + 28, u);
     sb_printf(b, "</svg>\n");
 }

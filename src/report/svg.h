@@ -28,8 +28,9 @@ void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t 
 void svg_stacked(strbuf_t *b, const svg_axes_t *ax, const double *x, size_t n, const double *const *ys,
                  const char *const *names, size_t k);
 
-/* A rows x cols grid, v[r * cols + c], shaded from white (0) to dark (the
- * maximum); row and column labels (NULL: their index). */
+/* A rows x cols grid, v[r * cols + c], shaded from white (the smallest
+ * value) to dark (the largest), both printed beside it; row and column
+ * labels (NULL: their index). Each cell's value is its tooltip. */
 void svg_heatmap(strbuf_t *b, const char *title, const double *v, size_t rows, size_t cols,
                  const char *const *row_labels, const char *const *col_labels, const char *row_axis,
                  const char *col_axis);

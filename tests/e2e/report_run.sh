@@ -101,6 +101,27 @@ ok = len(svgs) >= 4 and all(any(e.get(\"class\") == \"data\" for e in s.iter()) 
 legend = [t.text for t in r.iter(ns + \"text\")]
 sys.exit(not (ok and \"r1\" in legend and \"r2\" in legend))" "$SCRATCH/cmp/compare.html"'
 
+# a long run: 6000 records (the real run's, renumbered); the page stays
+# small: every line chart at most ~2000 points, heatmaps at most 120 columns
+mkdir -p "$SCRATCH/long"
+"$PY" - "$SCRATCH/r1/metrics.jsonl" "$SCRATCH/long/metrics.jsonl" <<'PYEOF'
+import json, sys
+src = [json.loads(l) for l in open(sys.argv[1])]
+with open(sys.argv[2], "w") as out:
+    for k in range(6000):
+        s = dict(src[k % len(src)])
+        s["step"] = k + 1
+        out.write(json.dumps(s) + "\n")
+PYEOF
+(cd "$SCRATCH" && "$FABULA" report long) >"$SCRATCH/long.txt" 2>&1; RC=$?
+check "6000 steps: exit 0, a page under 1.5 MB whose paths have at most 2001 points" \
+    '[ $RC -eq 0 ] && [ "$(wc -c <"$SCRATCH/long/report/report.html")" -lt 1500000 ] && "$PY" -c "
+import sys, xml.etree.ElementTree as E
+ns = \"{http://www.w3.org/2000/svg}\"
+r = E.parse(sys.argv[1]).getroot()
+n = [p.get(\"d\").count(\"L\") + 1 for p in r.iter(ns + \"path\") if p.get(\"class\") == \"data\" and p.get(\"fill\") == \"none\"]
+sys.exit(not (n and max(n) <= 2001 and max(n) >= 1000))" "$SCRATCH/long/report/report.html"'
+
 (cd "$SCRATCH" && "$FABULA" report nowhere) >"$SCRATCH/e.txt" 2>&1; RC=$?
 check "a missing run directory: exit 4" '[ $RC -eq 4 ] && grep -q "nowhere" "$SCRATCH/e.txt"'
 (cd "$SCRATCH" && "$FABULA" report r1 r2) >"$SCRATCH/e.txt" 2>&1; RC=$?
