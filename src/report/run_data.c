@@ -188,19 +188,21 @@ size_t report_series(const report_run_t *r, const char *path, double **x, double
     return n;
 }
 
-size_t report_sum_measured(const report_run_t *r, const char *path, double *sum, double *step_time)
+size_t report_sum_measured(const report_run_t *r, const char *path, double *sum, double *wall)
 {
     size_t measured = 0, n = 0;
     for (size_t i = 0; i < r->nsteps; i++)
         measured += !report_is_warmup(r, i);
-    *sum = *step_time = 0;
+    *sum = *wall = 0;
     for (size_t i = 0; i < r->nsteps; i++) {
-        double v, st;
+        double v, st, ck;
         if ((measured && report_is_warmup(r, i)) || !report_num(r->steps[i], path, &v) ||
             !report_num(r->steps[i], "step_time", &st))
             continue;
+        if (!report_num(r->steps[i], "time.checkpoint", &ck))
+            ck = 0;
         *sum += v;
-        *step_time += st;
+        *wall += st + ck;
         n++;
     }
     return n;

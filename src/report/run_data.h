@@ -51,8 +51,10 @@ double report_memory_bytes(const report_run_t *r);
 size_t report_series(const report_run_t *r, const char *path, double **x, double **y);
 
 /* The measured steps' (non-warm-up, as report_tokens_per_s) sum of the
- * number at `path`, and of step_time over the same lines; 0 lines: 0. */
-size_t report_sum_measured(const report_run_t *r, const char *path, double *sum, double *step_time);
+ * number at `path`, and in *wall the sum of step_time + time.checkpoint
+ * over the same lines (a save is timed outside the step, with the next
+ * one); returns how many lines. */
+size_t report_sum_measured(const report_run_t *r, const char *path, double *sum, double *wall);
 
 /* The checkpoint files of the run: checkpoint.dir of config.json, else
  * RUN_DIR/checkpoints. Sorted names of step-*.h5 (and *.damaged), their

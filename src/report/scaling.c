@@ -31,7 +31,8 @@ static int by_ranks(const void *a, const void *b)
 }
 
 /* The time split over the measured steps that carry "time": shares of their
- * summed step_time. */
+ * summed step_time + time.checkpoint (a save is timed outside the step and
+ * reported with the next one), as the console's split. */
 static void time_split(const report_run_t *r, point_t *p)
 {
     p->compute = p->comm = p->imbalance = NAN;
@@ -52,7 +53,10 @@ static void time_split(const report_run_t *r, point_t *p)
             cw = 0;
         if (!report_num(s, "time.imbalance", &im))
             im = 0;
-        total += st;
+        double ck;
+        if (!report_num(s, "time.checkpoint", &ck))
+            ck = 0;
+        total += st + ck;
         comp += fw + bw + opt;
         comm += cw;
         imb += im;
@@ -156,7 +160,7 @@ int report_scaling(const char *const *dirs, size_t n, const char *out_dir)
     sb_printf(&md, "Throughput is the tokens of the measured steps over their summed step time; the warm-up step "
                    "(each process's first: the first line of metrics.jsonl and the first after a resume) is left "
                    "out. Efficiency: tokens/s per rank over that of the %d-rank point. The time split is rank 0's "
-                   "\"time\" of the same steps as a share of their step time: compute = forward + backward + "
+                   "\"time\" of the same steps as a share of their step time plus checkpoint time: compute = forward + backward + "
                    "optimizer, comm = exposed communication wait, imbalance = waiting for the slowest rank. "
                    "Memory: the largest resident set of any rank (\"ranks.rss_max_bytes\"; rank 0's \"rss_bytes\" "
                    "when absent). \"-\": the run has no such field.\n\n",

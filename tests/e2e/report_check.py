@@ -72,7 +72,7 @@ def scaling_rows(runs):
             t = s.get("time")
             if not t or "forward" not in t or "backward" not in t:
                 continue
-            tot += s["step_time"]
+            tot += s["step_time"] + t.get("checkpoint", 0)
             comp += t["forward"] + t["backward"] + t.get("optimizer", 0)
             comm += t.get("comm_wait", 0)
             imb += t.get("imbalance", 0)
@@ -121,7 +121,7 @@ def measured_sum(steps, path):
         if v is None or "step_time" not in s:
             continue
         tot += v
-        st += s["step_time"]
+        st += s["step_time"] + (s.get("time") or {}).get("checkpoint", 0)
         n += 1
     return n, tot, st
 

@@ -74,4 +74,12 @@ check "a directory without metrics.jsonl: exit 4 naming it" '[ $RC -eq 4 ] && gr
 mkdir -p "$SCRATCH/bad" && cp "$SCRATCH/r1/config.json" "$SCRATCH/bad/" && printf '{"step":1}\nnot json\n{"step":3}\n' >"$SCRATCH/bad/metrics.jsonl"
 (cd "$SCRATCH" && "$FABULA" report --scaling bad) >"$SCRATCH/e.txt" 2>&1; RC=$?
 check "a damaged line in metrics.jsonl: exit 3 naming the line" '[ $RC -eq 3 ] && grep -q "bad/metrics.jsonl:2:" "$SCRATCH/e.txt"'
+# a run killed while writing a line: the cut last line is skipped with a warning
+mkdir -p "$SCRATCH/cut" && cp "$SCRATCH/r1/config.json" "$SCRATCH/cut/"
+head -n 5 "$SCRATCH/r1/metrics.jsonl" >"$SCRATCH/cut/metrics.jsonl"
+sed -n 6p "$SCRATCH/r1/metrics.jsonl" | head -c 40 >>"$SCRATCH/cut/metrics.jsonl"
+(cd "$SCRATCH" && "$FABULA" report --scaling cut --output "$SCRATCH/cutout") >"$SCRATCH/cut.md" 2>"$SCRATCH/e.txt"; RC=$?
+check "a cut last line: exit 0, a warning naming line 6, the 5 whole lines used" \
+    '[ $RC -eq 0 ] && grep -q "cut/metrics.jsonl:6: an unfinished last line, skipped" "$SCRATCH/e.txt" &&
+     grep -q "| 1 | cut | 4 |" "$SCRATCH/cutout/scaling.md"'
 finish
