@@ -28,7 +28,8 @@ typedef struct ckpt_target {
     const config_t *cfg;
     zero_t *zero;           /* parameters, moments, optimizer step count */
     const ops_t *ops;       /* the backend of zero's buffers */
-    step_plan_t *plan;      /* sampler, curriculum, deferred samples */
+    step_plan_t *plan;      /* sampler, curriculum, deferred samples; NULL on read: the
+                             * weights alone (`fabula eval`: no data position to fit) */
     const groups_t *groups; /* the layout, recorded for information */
     loss_scale_t *scaler;   /* fp16 loss scaler (saved, restored); NULL: none */
 } ckpt_target_t;
@@ -69,6 +70,11 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
  * a file that is not a checkpoint). */
 int ckpt_info(const char *path, int print_config);
 
+/* Serial: the effective config saved in `path` (a new string in
+ * *config_json) and its step. Returns 0, FB_EXIT_IO when the file cannot be
+ * read, FB_EXIT_DATA when it is not a checkpoint this fabula reads; the
+ * reason in why[0..why_len). */
+int ckpt_read_config(const char *path, char **config_json, long *step, char *why, size_t why_len);
 /* Serial: recomputes every tensor's checksum (`fabula ckpt verify`).
  * Prints one line per damaged tensor and a summary; returns 0 when all
  * match, FB_EXIT_DATA otherwise (including a file HDF5 cannot open). */

@@ -302,3 +302,36 @@ int ckpt_verify(const char *path, int quiet)
     printf("%s: ok: %lld tensors, every checksum matches (step %lld)\n", path, checked, step);
     return FB_EXIT_OK;
 }
+
+int ckpt_read_config(const char *path, char **config_json, long *step, char *why, size_t why_len)
+{
+    *config_json = NULL;
+    if (access(path, R_OK) != 0) {
+        snprintf(why, why_len, "cannot open: %s", strerror(errno));
+        return FB_EXIT_IO;
+    }
+    hid_t f = ckpt_open_read(path, 0);
+    if (f < 0) {
+        snprintf(why, why_len, "HDF5 cannot open it (truncated, or not an HDF5 file)");
+        return FB_EXIT_DATA;
+    }
+    ckpt_meta_t m;
+    if (ckpt_meta_read(f, &m, why, why_len) < 0) {
+        ckpt_meta_free(&m);
+        H5Fclose(f);
+        return FB_EXIT_DATA;
+    }
+    int code = FB_EXIT_OK;
+    if (strcmp(m.format, CKPT_FORMAT_NAME) != 0 || m.version > CKPT_FORMAT_VERSION) {
+        snprintf(why, why_len, "format '%s' version %lld: this fabula reads '%s' up to version %d", m.format,
+                 m.version, CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION);
+        code = FB_EXIT_DATA;
+    } else {
+        *config_json = m.config;
+        m.config = NULL; /* handed to the caller */
+        *step = (long)m.step;
+    }
+    ckpt_meta_free(&m);
+    CHECK_H5(H5Fclose(f));
+    return code;
+}

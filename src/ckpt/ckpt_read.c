@@ -227,7 +227,7 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     }
     check_format(path, &m);
     char data_why[256];
-    if (step_plan_state_check(t->plan, &m.data, data_why, sizeof data_why) < 0)
+    if (t->plan && step_plan_state_check(t->plan, &m.data, data_why, sizeof data_why) < 0)
         fb_fatal_all(FB_EXIT_DATA, "checkpoint %s does not fit this run's data: %s", path, data_why);
 
     param_table_t global;
@@ -301,7 +301,8 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     if (rank == 0 && (uint64_t)m.rng_seed != t->cfg->run.seed)
         fb_warn("checkpoint %s was made with run.seed = %lld; this run uses %llu, so sampling and dropout differ "
                 "from the run that wrote it", path, m.rng_seed, (unsigned long long)t->cfg->run.seed);
-    step_plan_state_set(t->plan, &m.data);
+    if (t->plan)
+        step_plan_state_set(t->plan, &m.data);
     zero_set_step_count(t->zero, (long)m.optimizer_step);
     zero_sync_params(t->zero);
     /* a dynamic scaler continues where the saved dynamic one stopped; any

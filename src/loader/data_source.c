@@ -70,16 +70,16 @@ void data_source_open(data_source_t *s, const config_t *cfg, int verbose)
                cfg->data.seq_len, (long long)s->tokens, s->corpus ? "" : ", byte tokenizer");
 }
 
-void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose)
+void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose, const char *who)
 {
     memset(s, 0, sizeof *s);
     if (!cfg->data.corpus_path || !cfg->data.corpus_path[0])
-        fb_fatal_all(FB_EXIT_USAGE, "run.eval_interval = %ld needs a validation split: give data.corpus, made by "
-                     "`fabula prep --valid-fraction F`", cfg->run.eval_interval);
+        fb_fatal_all(FB_EXIT_USAGE, "%s needs a validation split: give data.corpus, made by "
+                     "`fabula prep --valid-fraction F`", who);
     open_corpus(s, cfg, 0, CORPUS_VALID);
     if (s->n == 0)
-        fb_fatal_all(FB_EXIT_USAGE, "run.eval_interval = %ld: %s has no validation sample (make it with `fabula prep "
-                     "--valid-fraction F`)", cfg->run.eval_interval, cfg->data.corpus_path);
+        fb_fatal_all(FB_EXIT_USAGE, "%s: %s has no validation sample (make it with `fabula prep "
+                     "--valid-fraction F`)", who, cfg->data.corpus_path);
     s->what = "validation split";
     if (verbose)
         printf("fabula: data: %s of %s: %lld samples (%lld tokens); the first %lld are evaluated every %ld steps\n",

@@ -30,9 +30,10 @@ typedef struct data_source {
 /* Opens the source of cfg (collective); errors exit 3 (data) or 4 (I/O). */
 void data_source_open(data_source_t *s, const config_t *cfg, int verbose);
 /* The validation split of data.corpus (novels `fabula prep --valid-fraction`
- * held out), for run.eval_interval; a text source or a corpus without one:
- * exit 2 naming the key. */
-void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose);
+ * held out), for `who` (what asks for it: "run.eval_interval = 5", "fabula
+ * eval --split val"); a text source or a corpus without one: exit 2 naming
+ * `who`. */
+void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose, const char *who);
 void data_source_close(data_source_t *s);
 /* The packed micro-batch of samples `ids` with (capped) lengths `lens`. */
 void data_source_batch(data_source_t *s, batch_t *b, const int64_t *ids, const int64_t *lens, int n);

@@ -206,6 +206,8 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_object_set_new(j, "z_loss", json_real(r->z_loss));
     if (!isnan(r->valid_lm_loss))
         json_object_set_new(j, "valid_lm_loss", json_real(r->valid_lm_loss));
+    if (r->valid)
+        evaluate_json(j, r->valid);
     json_object_set_new(j, "lr", json_real(r->lr));
     /* JSON has no inf: an overflowed fp16 step's norm is null */
     json_object_set_new(j, "grad_norm", isfinite(r->grad_norm) ? json_real(r->grad_norm) : json_null());
@@ -261,10 +263,8 @@ void train_log_step(train_log_t *log, const step_record_t *r)
         log->final_mon = *r->mon;
         log->have_final = 1;
     }
-    if (!isnan(r->valid_lm_loss)) {
-        printf("step %ld | validation lm loss %.4f\n", r->step, r->valid_lm_loss);
-        fflush(stdout);
-    }
+    if (r->valid)
+        evaluate_print(r->step, r->valid);
 }
 
 void train_log_close(train_log_t *log, int exit_code)

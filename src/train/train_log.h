@@ -5,6 +5,7 @@
 
 #include "config/config.h"
 #include "io/rundir.h"
+#include "train/evaluate.h"
 #include "train/moe_metrics.h"
 #include "train/step_monitor.h"
 
@@ -19,6 +20,7 @@ typedef struct step_record {
     int max_len;                /* sequence-length cap this step */
     double step_time, elapsed;
     double valid_lm_loss;       /* LM loss on the validation samples this step; NaN: not evaluated */
+    const eval_result_t *valid; /* the whole evaluation (perplexity, per genre); NULL: not evaluated */
     const long *expert_tokens;  /* [L * E] tokens kept per expert (MoE layers) */
     const moe_metrics_t *moe;   /* per-layer and per-genre MoE statistics; NULL: none */
     double model_flops;         /* model FLOPs of the global batch (docs/monitoring.md) */

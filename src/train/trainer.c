@@ -25,6 +25,7 @@
 #include "train/backend.h"
 #include "loader/data_source.h"
 #include "zero/loss_scale.h"
+#include "train/evaluate.h"
 #include "train/moe_metrics.h"
 #include "train/preempt.h"
 #include "train/step_monitor.h"
@@ -123,31 +124,11 @@ static int global_aux(const model_config_t *mc)
     return mc->router_aux_loss_scope == MODEL_AUX_SCOPE_GLOBAL_BATCH && mc->num_local_experts > 1;
 }
 
-/* The LM loss on the first run.eval_samples samples of the validation
- * split: one sample per forward, sample i on rank i mod world, so every
- * sample's loss is the same on any layout (capacity is per micro-batch) and
- * only the order of the final sum differs. All ranks run the same number of
- * forwards (empty ones at the end): the ep exchanges and ZeRO-3 gathers
- * need every rank. No gradient, no dropout. */
-static double evaluate(trainer_t *tr)
+/* The validation loss on the first run.eval_samples samples of the
+ * validation split (train/evaluate.h), with the weights after the step. */
+static void evaluate(trainer_t *tr, eval_result_t *out)
 {
-    const int64_t n = tr->valid.n < tr->cfg->run.eval_samples ? tr->valid.n : tr->cfg->run.eval_samples;
-    const int64_t rounds = (n + tr->world - 1) / tr->world;
-    double sums[2] = {0.0, 0.0}; /* lm_sum, targets */
-    for (int64_t r = 0; r < rounds; r++) {
-        const int64_t id = r * tr->world + tr->rank;
-        const int have = id < n;
-        data_source_batch(&tr->valid, &tr->batch, &id, have ? &tr->valid.lens[id] : NULL, have);
-        const batch_t *b = &tr->batch;
-        model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, NULL, 0};
-        model_scales_t sc = {.lm_denominator = 1.0, .mb_weight = 1.0, .training = 0};
-        model_stats_t st;
-        model_forward(tr->model, &in, &sc, &st);
-        sums[0] += st.lm_sum;
-        sums[1] += (double)st.ntargets;
-    }
-    comm_allreduce(comm_world(), sums, 2, COMM_F64, COMM_SUM);
-    return sums[1] > 0 ? sums[0] / sums[1] : NAN;
+    evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->rank, tr->world, out);
 }
 
 /* Model FLOPs of the micro-batch in tr->batch, from its real sample
@@ -311,8 +292,11 @@ static void data_open_step(void *arg)
 {
     trainer_t *tr = arg;
     data_source_open(&tr->data, tr->cfg, tr->rank == 0);
-    if (tr->cfg->run.eval_interval > 0)
-        data_source_open_valid(&tr->valid, tr->cfg, tr->rank == 0);
+    if (tr->cfg->run.eval_interval > 0) {
+        char who[64];
+        snprintf(who, sizeof who, "run.eval_interval = %ld", tr->cfg->run.eval_interval);
+        data_source_open_valid(&tr->valid, tr->cfg, tr->rank == 0, who);
+    }
 }
 
 /* Every rank reads the input alike; a missing or refused corpus is one
@@ -401,8 +385,12 @@ int trainer_run(const config_t *cfg)
         step_monitor_end(&tr.mon, rec.step, rec.step_time, rec.model_flops, rec.imbalance, &mrep);
         rec.mon = &mrep;
         rec.valid_lm_loss = NAN;
-        if (cfg->run.eval_interval > 0 && (rec.step % cfg->run.eval_interval == 0 || rec.step == cfg->run.steps))
-            rec.valid_lm_loss = evaluate(&tr);
+        eval_result_t valid;
+        if (cfg->run.eval_interval > 0 && (rec.step % cfg->run.eval_interval == 0 || rec.step == cfg->run.steps)) {
+            evaluate(&tr, &valid);
+            rec.valid_lm_loss = valid.lm_loss;
+            rec.valid = &valid;
+        }
         rec.elapsed = timer_now() - t_start;
         train_log_step(&tr.log, &rec);
         prog.step = step + 1;

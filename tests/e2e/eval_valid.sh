@@ -26,7 +26,7 @@ valid() { sed -n 's/.*"step":\([0-9]*\),.*"valid_lm_loss":\([-0-9.e+]*\).*/\1 \2
 train 1 v1
 valid v1
 check "1 rank: validation losses at steps 3 and 6 only" '[ $RC -eq 0 ] && [ "$(valid v1 | cut -d" " -f1 | tr "\n" " ")" = "3 6 " ]'
-check "1 rank: the validation loss is printed" 'grep -q "^step 3 | validation lm loss [0-9.]*$" "$SCRATCH/v1.out"'
+check "1 rank: the validation loss is printed, with its perplexity and genre" 'grep -q "^step 3 | validation lm loss [0-9.]* | ppl [0-9.]* | romance [0-9.]*$" "$SCRATCH/v1.out"'
 check "1 rank: the log names the split" 'grep -q "validation split of .*split.h5: [0-9]* samples" "$SCRATCH/v1.out"'
 close() { # A B: every validation loss of B within 1e-6 relative of A's
     valid "$1" >"$SCRATCH/a.txt"; valid "$2" >"$SCRATCH/b.txt"

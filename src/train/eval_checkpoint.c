@@ -1,0 +1,107 @@
+/* `fabula eval` (train/eval_checkpoint.h). */
+#include "train/eval_checkpoint.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "kernels_info.h"
+#include "loader/batch.h"
+#include "loader/data_source.h"
+#include "model/model.h"
+#include "parallel/groups.h"
+#include "parallel/world.h"
+#include "train/backend.h"
+#include "train/evaluate.h"
+#include "util/error.h"
+#include "zero/zero.h"
+
+typedef struct open_args {
+    data_source_t *src;
+    const config_t *cfg;
+    int valid, verbose;
+} open_args_t;
+
+static void open_step(void *arg)
+{
+    open_args_t *a = arg;
+    if (!a->valid) {
+        data_source_open(a->src, a->cfg, a->verbose);
+        return;
+    }
+    if (!a->cfg->data.corpus_path || !a->cfg->data.corpus_path[0])
+        fb_fatal(FB_EXIT_USAGE, "fabula eval --split val needs a corpus with a validation split: the checkpoint "
+                 "was trained on text (data.train); give --corpus C.h5 made by `fabula prep --valid-fraction F` "
+                 "with the same tokenizer, or --split train");
+    data_source_open_valid(a->src, a->cfg, a->verbose, "fabula eval --split val");
+}
+
+/* As the training does: unless OMP_NUM_THREADS says otherwise, the ranks of
+ * a node share its processors. */
+static void choose_threads(void)
+{
+    const char *env = getenv("OMP_NUM_THREADS");
+    int n = env ? atoi(env) : 0;
+    if (n < 1) {
+        int local = parallel_local_size();
+        n = kernels_cpu_available() / (local > 0 ? local : 1);
+    }
+    kernels_cpu_set_threads(n < 1 ? 1 : n);
+}
+
+static void print_row(const char *name, long samples, double targets, double loss)
+{
+    if (targets > 0)
+        printf("| %s | %ld | %.0f | %.9g | %.9g |\n", name, samples, targets, loss, exp(loss));
+    else
+        printf("| %s | %ld | 0 | - | - |\n", name, samples);
+}
+
+int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, int valid, long samples)
+{
+    const int rank = parallel_rank(), world = parallel_size();
+    choose_threads();
+    data_source_t src;
+    memset(&src, 0, sizeof src);
+    open_args_t oa = {&src, cfg, valid, 0};
+    static char msg[1 << 14];
+    parallel_agree_outcome(fb_catch(open_step, &oa, msg, sizeof msg), msg);
+
+    groups_t groups;
+    groups_create(&groups, cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
+    backend_t be;
+    backend_open(&be, cfg);
+    if (be.ops->device_memory)
+        groups_attach_device(&groups);
+    zero_t *zero = zero_create(cfg, &groups, be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed);
+    model_t *model = zero_model(zero);
+    ckpt_target_t target = {cfg, zero, model_ops(model), NULL, &groups, NULL};
+    ckpt_progress_t prog;
+    ckpt_io_stats_t st;
+    char why[512];
+    if (ckpt_read(&target, ckpt_path, &prog, why, sizeof why, &st) != 0)
+        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: %s", ckpt_path, why);
+
+    batch_t batch = {0};
+    eval_result_t r;
+    evaluate_split(model, &src, &batch, samples, rank, world, &r);
+    if (rank == 0) {
+        printf("fabula eval: %s (step %ld), %s split of %s: the first %ld of %lld samples, %d rank(s)\n", ckpt_path,
+               ckpt_step, valid ? "validation" : "training",
+               src.corpus ? cfg->data.corpus_path : src.what, r.samples, (long long)src.n, world);
+        printf("| genre | samples | tokens | loss | ppl |\n|---|---:|---:|---:|---:|\n");
+        for (int g = 0; g < BYTETOK_NGENRES; g++)
+            if (r.genre_samples[g] > 0)
+                print_row(bytetok_genre_name(g), r.genre_samples[g], r.genre_targets[g], r.genre_lm_loss[g]);
+        print_row("all", r.samples, r.targets, r.lm_loss);
+        fflush(stdout);
+    }
+    batch_free(&batch);
+    zero_free(zero);
+    groups_free(&groups);
+    backend_close(&be);
+    data_source_close(&src);
+    return FB_EXIT_OK;
+}

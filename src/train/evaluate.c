@@ -1,0 +1,76 @@
+/* The validation loss, overall and per genre (train/evaluate.h). */
+#include "train/evaluate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parallel/comm.h"
+
+enum { NG = BYTETOK_NGENRES };
+
+void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, int rank, int world,
+                    eval_result_t *out)
+{
+    if (n > src->n)
+        n = src->n;
+    const int64_t rounds = (n + world - 1) / world;
+    /* lm_sum, targets, then per genre: lm_sum, targets, samples. One
+     * allreduce; the first two are summed as they were before the genres
+     * were added, so the overall loss keeps its digits. */
+    double sums[2 + 3 * NG];
+    memset(sums, 0, sizeof sums);
+    for (int64_t r = 0; r < rounds; r++) {
+        const int64_t id = r * world + rank;
+        const int have = id < n;
+        data_source_batch(src, batch, &id, have ? &src->lens[id] : NULL, have);
+        const batch_t *b = batch;
+        model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, NULL, 0};
+        model_scales_t sc = {.lm_denominator = 1.0, .mb_weight = 1.0, .training = 0};
+        model_stats_t st;
+        model_forward(model, &in, &sc, &st);
+        sums[0] += st.lm_sum;
+        sums[1] += (double)st.ntargets;
+        if (have) {
+            const int g = src->genres[id] < NG ? src->genres[id] : GENRE_UNKNOWN;
+            sums[2 + 3 * g] += st.lm_sum;
+            sums[3 + 3 * g] += (double)st.ntargets;
+            sums[4 + 3 * g] += 1.0;
+        }
+    }
+    comm_allreduce(comm_world(), sums, 2 + 3 * NG, COMM_F64, COMM_SUM);
+    memset(out, 0, sizeof *out);
+    out->lm_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+    out->ppl = exp(out->lm_loss);
+    out->samples = (long)n;
+    out->targets = sums[1];
+    for (int g = 0; g < NG; g++) {
+        out->genre_targets[g] = sums[3 + 3 * g];
+        out->genre_samples[g] = (long)sums[4 + 3 * g];
+        out->genre_lm_loss[g] = sums[3 + 3 * g] > 0 ? sums[2 + 3 * g] / sums[3 + 3 * g] : NAN;
+    }
+}
+
+void evaluate_json(json_t *record, const eval_result_t *r)
+{
+    if (isfinite(r->ppl))
+        json_object_set_new(record, "valid_ppl", json_real(r->ppl));
+    json_t *g = json_object();
+    for (int i = 0; i < NG; i++)
+        if (r->genre_targets[i] > 0)
+            json_object_set_new(g, bytetok_genre_name(i), json_real(r->genre_lm_loss[i]));
+    json_object_set_new(record, "valid_genre_lm_loss", g);
+}
+
+void evaluate_print(long step, const eval_result_t *r)
+{
+    printf("step %ld | validation lm loss %.4f | ppl %.2f |", step, r->lm_loss, r->ppl);
+    const char *sep = "";
+    for (int i = 0; i < NG; i++)
+        if (r->genre_targets[i] > 0) {
+            printf("%s %s %.4f", sep, bytetok_genre_name(i), r->genre_lm_loss[i]);
+            sep = ",";
+        }
+    printf("\n");
+    fflush(stdout);
+}

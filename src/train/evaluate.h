@@ -1,0 +1,42 @@
+/* The validation loss: the LM loss of a model on the first N samples of a
+ * split, overall and per genre, on all ranks together. The same function
+ * runs inside training (run.eval_interval) and in `fabula eval`, so the
+ * two give the same digits on the same checkpoint. */
+#ifndef FABULA_TRAIN_EVALUATE_H
+#define FABULA_TRAIN_EVALUATE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "loader/batch.h"
+#include "loader/data_source.h"
+#include "model/model.h"
+#include "tokenizer/bytetok.h"
+
+typedef struct eval_result {
+    double lm_loss;                    /* mean token cross-entropy (nats); NaN: no target */
+    double ppl;                        /* exp(lm_loss) */
+    long samples;
+    double targets;                    /* target tokens scored */
+    long genre_samples[BYTETOK_NGENRES];
+    double genre_targets[BYTETOK_NGENRES];
+    double genre_lm_loss[BYTETOK_NGENRES]; /* NaN for a genre without targets */
+} eval_result_t;
+
+/* Collective over the world. Samples 0..n-1 of `src` (n at most src->n):
+ * one sample per forward, sample i on rank i mod world, so every sample's
+ * loss is the same on any layout (capacity is per micro-batch) and only the
+ * order of the final sum differs. All ranks run the same number of forwards
+ * (empty ones at the end): the ep exchanges and ZeRO-3 gathers need every
+ * rank. No gradient, no dropout. `batch` is a reusable buffer. */
+void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, int rank, int world,
+                    eval_result_t *out);
+
+/* "valid_ppl" and "valid_genre_lm_loss" ({genre: loss}, the genres with
+ * targets) into a metrics record; "valid_lm_loss" is the caller's. */
+void evaluate_json(json_t *record, const eval_result_t *r);
+
+/* "step S | validation lm loss L | ppl P | fantasy L1, romance L2, ...". */
+void evaluate_print(long step, const eval_result_t *r);
+
+#endif
