@@ -136,7 +136,7 @@ int cli_eval(int argc, char **argv)
     }
     config_t cfg;
     const char *paths[1] = {path};
-    config_load(&cfg, paths, 1, sets, nsets, parallel_size(), 0);
+    config_load(&cfg, paths, 1, sets, nsets, parallel_size(), parallel_rank() == 0);
     close(fd);
     free(path);
     train_config_resolve(&cfg, 0);
