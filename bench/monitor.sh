@@ -119,4 +119,8 @@ printf '%-6s %14.4f %14.4f' all "$OFF" "$ON"
 [ -z "$FABULA_NOTIMERS" ] || printf ' %18.4f' "$("$PYTHON" -c "$MEDIAN_PY" "$WORK/notimers.all")"
 awk -v a="$OFF" -v b="$ON" 'BEGIN { printf " %+8.2f%%\n", 100 * (b - a) / a }'
 echo "(medians of the wall time per step, from the differences of \"elapsed\", over the steps after the warm-up)"
-"$PYTHON" -c "$MEDIAN_PY" "$WORK/share.all" | awk '{ printf "the monitor'"'"'s own time (monitor_overhead_s), median share of the step: %.4f%%\n", 100 * $1 }'
+"$PYTHON" -c '
+import statistics, sys
+v = [float(x) for x in open(sys.argv[1]).read().split()]
+print("the monitor'"'"'s own time (monitor_overhead_s) as a share of the step: median %.4f%%, mean %.4f%%, max %.4f%% "
+      "(the max: a gather step)" % (100 * statistics.median(v), 100 * statistics.mean(v), 100 * max(v)))' "$WORK/share.all"

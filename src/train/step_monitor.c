@@ -230,7 +230,10 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
     memset(r, 0, sizeof *r);
     if (!m->active)
         return;
-    const double t_enter = timer_now();
+    /* the monitor's own time, less what its collectives block waiting for
+     * ranks that arrive later: that skew would be waited out in the next
+     * step's first collective anyway */
+    const double t_enter = timer_now(), w_enter = comm_wait_seconds_total();
     const double handles = phase_handles_cost();
     phase_times_t t;
     phase_step_end(step_time, comm_world(), &t);
@@ -257,7 +260,7 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
     const int gather = step == 1 || step % cfg->run.steps_per_print == 0 || step == steps ||
                        cfg->monitor.wall_clock_breakdown;
     if (!gather) {
-        r->overhead = handles + (timer_now() - t_enter);
+        r->overhead = handles + (timer_now() - t_enter) - (comm_wait_seconds_total() - w_enter);
         return;
     }
     nvml_sample_t gpu;
@@ -278,5 +281,5 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
         }
     }
     m->ivl_flops = m->ivl_time = m->ivl_plan_imb = m->ivl_steps = 0.0;
-    r->overhead = handles + (timer_now() - t_enter);
+    r->overhead = handles + (timer_now() - t_enter) - (comm_wait_seconds_total() - w_enter);
 }
