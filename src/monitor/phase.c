@@ -4,12 +4,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "monitor/counters.h"
 #include "monitor/timer.h"
 #include "util/error.h"
 
 static struct {
-    int on;
-    double acc[PHASE_COUNT];
+    int on, count;
+    long pairs;             /* handle pairs this step */
+    double pair_cost;       /* seconds per pair, measured at enable */
+    double acc[PHASE_COUNT], ins[PHASE_COUNT], cyc[PHASE_COUNT];
     double t0[PHASE_COUNT], w0[PHASE_COUNT];
     double step_w0;
 } st;
@@ -22,7 +25,27 @@ const char *phase_name(phase_id_t p)
     return names[p];
 }
 
-void phase_enable(int on) { st.on = on && PHASE_TIMERS_COMPILED; }
+void phase_enable(int on)
+{
+    st.on = on && PHASE_TIMERS_COMPILED;
+    st.count = st.on && counters_available();
+    st.pair_cost = 0.0;
+#ifdef FB_PHASE_TIMERS
+    if (st.on) {
+        /* 200 pairs on a scratch phase: what a handle pair costs here */
+        const double ckpt = st.acc[PHASE_CHECKPOINT];
+        const double t0 = timer_now();
+        for (int i = 0; i < 200; i++) {
+            phase_begin(PHASE_CHECKPOINT);
+            phase_end(PHASE_CHECKPOINT);
+        }
+        st.pair_cost = (timer_now() - t0) / 200;
+        st.acc[PHASE_CHECKPOINT] = ckpt;
+    }
+#endif
+}
+
+double phase_handles_cost(void) { return (double)st.pairs * st.pair_cost; }
 
 int phase_enabled(void) { return st.on; }
 
@@ -31,6 +54,9 @@ void phase_begin(phase_id_t p)
 {
     if (!st.on)
         return;
+    if (st.count && p != PHASE_CHECKPOINT)
+        counters_start();
+    st.pairs++;
     st.t0[p] = timer_now();
     st.w0[p] = comm_wait_seconds_total();
 }
@@ -44,6 +70,11 @@ void phase_end(phase_id_t p)
     if (p != PHASE_CHECKPOINT)
         dt -= comm_wait_seconds_total() - st.w0[p];
     st.acc[p] += dt > 0.0 ? dt : 0.0;
+    long long ins, cyc;
+    if (st.count && p != PHASE_CHECKPOINT && counters_stop(&ins, &cyc)) {
+        st.ins[p] += (double)ins;
+        st.cyc[p] += (double)cyc;
+    }
 }
 #endif
 
@@ -51,6 +82,9 @@ void phase_step_begin(void)
 {
     const double ckpt = st.acc[PHASE_CHECKPOINT];
     memset(st.acc, 0, sizeof st.acc);
+    st.pairs = 0;
+    memset(st.ins, 0, sizeof st.ins);
+    memset(st.cyc, 0, sizeof st.cyc);
     st.acc[PHASE_CHECKPOINT] = ckpt;
     st.step_w0 = comm_wait_seconds_total();
 }
@@ -73,6 +107,10 @@ void phase_step_end(double step_time, comm_t *world, phase_times_t *out)
     out->step_time = step_time;
     out->waits = waits;
     out->busy = busy;
+    /* a runtime PAPI failure switches counting off for good */
+    out->counted = st.count && counters_available();
+    memcpy(out->ins, st.ins, sizeof out->ins);
+    memcpy(out->cyc, st.cyc, sizeof out->cyc);
     st.acc[PHASE_CHECKPOINT] = 0.0;
 }
 

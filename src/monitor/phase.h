@@ -48,10 +48,14 @@ typedef struct phase_times {
     double step_time;       /* the step's wall time (checkpoint not included) */
     double waits;           /* seconds blocked in communication during the step */
     double busy;            /* step_time - waits: what this rank computed */
+    int counted;            /* PAPI counted the phases: ins and cyc hold */
+    double ins[PHASE_COUNT], cyc[PHASE_COUNT]; /* instructions, cycles of the calling thread */
 } phase_times_t;
 
 /* Turns the timers on (they start off: a run with monitor.enabled false
- * pays one branch per handle). */
+ * pays one branch per handle). Where PAPI counts (counters_init found
+ * counters), each phase but the checkpoint also counts the calling thread's
+ * instructions and cycles. */
 void phase_enable(int on);
 int phase_enabled(void);
 
@@ -64,6 +68,11 @@ void phase_step_begin(void);
  * own waits): imbalance = max over ranks of busy - this rank's busy, at most
  * the time it was blocked; comm_wait = blocked - imbalance. */
 void phase_step_end(double step_time, comm_t *world, phase_times_t *out);
+
+/* The timers' own cost in this step so far: handle pairs run times the
+ * cost of one pair, measured by phase_enable (its clock reads and wait-sum
+ * reads; PAPI's start and stop where it counts). */
+double phase_handles_cost(void);
 
 /* Sleeps `seconds` (the monitor.debug_delay_* throttles). */
 void phase_sleep(double seconds);

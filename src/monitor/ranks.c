@@ -27,6 +27,11 @@ static void span_add(span_sums_t *a, const span_sums_t *b)
     a->step_time += b->step_time;
     a->busy += b->busy;
     a->steps += b->steps;
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        a->ins[p] += b->ins[p];
+        a->cyc[p] += b->cyc[p];
+    }
+    a->counted = b->counted;
 }
 
 void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t)
@@ -36,6 +41,9 @@ void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t)
     s->step_time = t->step_time;
     s->busy = t->busy;
     s->steps = 1;
+    memcpy(s->ins, t->ins, sizeof s->ins);
+    memcpy(s->cyc, t->cyc, sizeof s->cyc);
+    s->counted = t->counted;
     span_add(&m->rec.interval, s);
     span_add(&m->rec.total, s);
 }
@@ -49,8 +57,14 @@ static const span_sums_t *pick(const rank_record_t *r, int which)
 static void over_ranks(const rank_record_t *all, int world, int which, span_over_ranks_t *o)
 {
     memset(o, 0, sizeof *o);
+    o->counted = 1;
     for (int r = 0; r < world; r++) {
         const span_sums_t *s = pick(&all[r], which);
+        o->counted &= s->counted != 0;
+        for (int p = 0; p < PHASE_COUNT; p++) {
+            o->ins[p] += s->ins[p];
+            o->cyc[p] += s->cyc[p];
+        }
         for (int p = 0; p < PHASE_COUNT; p++) {
             o->mean[p] += s->s[p] / world;
             if (r == 0 || s->s[p] > o->max[p]) {

@@ -13,6 +13,8 @@
 typedef struct span_sums {
     double s[PHASE_COUNT];
     double step_time, busy, steps;
+    double ins[PHASE_COUNT], cyc[PHASE_COUNT]; /* PAPI, 0 without */
+    double counted;                            /* 1: this rank counted */
 } span_sums_t;
 
 /* What each rank sends: a fixed struct of doubles, so that one gather of
@@ -34,6 +36,8 @@ typedef struct span_over_ranks {
     double busy_min, busy_mean, busy_max;
     int slowest_rank;
     double steps;
+    int counted;                                /* every rank counted */
+    double ins[PHASE_COUNT], cyc[PHASE_COUNT];  /* sums over ranks */
 } span_over_ranks_t;
 
 typedef struct ranks_summary {

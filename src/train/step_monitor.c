@@ -230,6 +230,11 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
     memset(r, 0, sizeof *r);
     if (!m->active)
         return;
+    /* the monitor's own time, less what its collectives block waiting for
+     * ranks that arrive later: that skew would be waited out in the next
+     * step's first collective anyway */
+    const double t_enter = timer_now(), w_enter = comm_wait_seconds_total();
+    const double handles = phase_handles_cost();
     phase_times_t t;
     phase_step_end(step_time, comm_world(), &t);
     device_times(m, &t);
@@ -254,8 +259,10 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
     const long steps = cfg->run.steps;
     const int gather = step == 1 || step % cfg->run.steps_per_print == 0 || step == steps ||
                        cfg->monitor.wall_clock_breakdown;
-    if (!gather)
+    if (!gather) {
+        r->overhead = handles + (timer_now() - t_enter) - (comm_wait_seconds_total() - w_enter);
         return;
+    }
     nvml_sample_t gpu;
     const int have_gpu = nvml_read(&gpu);
     rank_monitor_gather(&m->ranks, comm_world(), r->rss, device_peak(m), have_gpu ? &gpu : NULL, &r->ranks);
@@ -274,4 +281,5 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
         }
     }
     m->ivl_flops = m->ivl_time = m->ivl_plan_imb = m->ivl_steps = 0.0;
+    r->overhead = handles + (timer_now() - t_enter) - (comm_wait_seconds_total() - w_enter);
 }

@@ -18,6 +18,7 @@ typedef struct monitor_report {
     double flops_per_s;         /* model_flops / step time */
     double mfu;                 /* of world x peak; < 0: no peak known */
     double rss;                 /* rank 0's high-water, bytes */
+    double overhead;            /* rank 0's seconds of monitoring in this step (docs/monitoring.md, "Cost") */
     int gathered;               /* a print step: ranks and bottleneck hold */
     int device;                 /* ranks.device_max is meaningful */
     ranks_summary_t ranks;

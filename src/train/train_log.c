@@ -127,6 +127,21 @@ static json_t *ranks_json(const monitor_report_t *m)
     for (int p = 0; p < PHASE_COUNT; p++)
         json_object_set_new(mr, phase_name(p), json_integer(s->max_rank[p]));
     json_object_set_new(o, "time_max_rank", mr);
+    if (s->counted) {
+        /* PAPI where the hardware counts: the calling threads' counts per
+         * phase, summed over ranks */
+        json_t *c = json_object();
+        for (int p = 0; p < PHASE_COUNT; p++) {
+            if (s->cyc[p] <= 0)
+                continue;
+            json_t *e = json_object();
+            json_object_set_new(e, "instructions", json_real(s->ins[p]));
+            json_object_set_new(e, "cycles", json_real(s->cyc[p]));
+            json_object_set_new(e, "ipc", json_real(s->ins[p] / s->cyc[p]));
+            json_object_set_new(c, phase_name(p), e);
+        }
+        json_object_set_new(o, "counters", c);
+    }
     if (rs->have_gpu) {
         json_t *g = json_object();
         json_object_set_new(g, "util_min", json_real(rs->gpu_util_min));
@@ -158,6 +173,7 @@ static void monitor_json(json_t *j, const monitor_report_t *m)
     if (m->mfu >= 0)
         json_object_set_new(j, "mfu", json_real(m->mfu));
     json_object_set_new(j, "rss_bytes", json_integer((json_int_t)m->rss));
+    json_object_set_new(j, "monitor_overhead_s", json_real(m->overhead));
     if (m->gathered) {
         json_object_set_new(j, "ranks", ranks_json(m));
         json_object_set_new(j, "bottleneck", bottleneck_json(&m->bottleneck));
