@@ -154,6 +154,13 @@ typedef struct checkpoint_config {
     int collective_io;          /* collective "all": every tensor transfer collective; "shared": shared ones */
 } checkpoint_config_t;
 
+/* "tensorboard" and "csv_monitor" (DeepSpeed's blocks; docs/monitoring.md). */
+typedef struct tboard_config {
+    int enabled;
+    char *dir;                  /* output_path/job_name; output_path "" means RUN_DIR/<block name> */
+    long histogram_interval;    /* tensorboard only: steps between parameter and gradient histograms; 0 = none */
+} tboard_config_t;
+
 typedef struct config {
     model_config_t model;
     data_config_t data;
@@ -166,6 +173,7 @@ typedef struct config {
     parallel_config_t parallel;
     run_config_t run;
     checkpoint_config_t checkpoint;
+    tboard_config_t tensorboard, csv_monitor;
     /* DeepSpeed batch triple, after the identity rule and inference:
      * train_batch_size = micro_batch * grad_accum * world_size. */
     int train_batch_size;
