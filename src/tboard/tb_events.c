@@ -15,7 +15,7 @@
 
 /* Field numbers of tensorflow/core/util/event.proto and
  * tensorflow/core/framework/summary.proto. */
-enum { EV_WALL_TIME = 1, EV_STEP = 2, EV_FILE_VERSION = 3, EV_SUMMARY = 5, EV_SESSION_LOG = 6 };
+enum { EV_WALL_TIME = 1, EV_STEP = 2, EV_FILE_VERSION = 3, EV_SUMMARY = 5, EV_SESSION_LOG = 7 };
 enum { SL_STATUS = 1, SL_START = 1 };
 enum { SUM_VALUE = 1 };
 enum { VAL_TAG = 1, VAL_SIMPLE = 2, VAL_HISTO = 5 };

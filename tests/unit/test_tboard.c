@@ -260,6 +260,12 @@ static void test_events(const char *dir)
             const unsigned char *p = buf + pos + 12;
             good &= len == 9 + 15 && p[0] == 0x09 && p[9] == 0x1a && p[10] == 13 && !memcmp(p + 11, "brain.Event:2", 13);
         }
+        if (records == 1) {
+            /* Event {wall_time, step: 3, session_log (field 7): {status: START}} */
+            const unsigned char *p = buf + pos + 12;
+            good &= len == 9 + 2 + 4 && p[9] == 0x10 && p[10] == 3 && p[11] == 0x3a && p[12] == 2 && p[13] == 0x08 &&
+                    p[14] == 1;
+        }
         pos += 16 + len;
         records++;
     }
