@@ -87,7 +87,7 @@ tb_csv_t *tb_csv_open(const char *dir, long first_step)
     c->dir = fb_strdup(dir);
     c->cap = 64;
     c->slots = fb_calloc(c->cap, sizeof *c->slots);
-    if (first_step > 1) {
+    {
         DIR *d = opendir(dir);
         if (!d)
             fb_fatal(FB_EXIT_IO, "%s: %s", dir, strerror(errno));

@@ -13,9 +13,10 @@
 typedef struct tb_csv tb_csv_t;
 
 /* Writes into the existing directory `dir`. A run that starts at
- * `first_step` (a resumed one: later than 1) first drops from every CSV
- * file there the rows of steps >= first_step, logged by an earlier process
- * past the checkpoint this one resumes from, so each file reads as one run.
+ * `first_step` first drops from every CSV file there the rows of steps
+ * >= first_step, logged by an earlier process past the checkpoint this one
+ * resumes from (or, from step 1, by a run started over), so each file reads
+ * as one run.
  * I/O failures end the job with FB_EXIT_IO naming the file. */
 tb_csv_t *tb_csv_open(const char *dir, long first_step);
 /* Integers as integers, reals with 9 significant digits (as metrics.jsonl). */

@@ -60,14 +60,15 @@ void train_tboard_scalars(train_tboard_t *t, const json_t *record, long step)
 }
 
 /* This rank's elements of global tensor `gv` inside its write range: the
- * tensor's elements [*a, *b), at *off in the shard's buffers (from lo). */
+ * tensor's elements [*a, *b), at *off in the buffers of shard *s (from lo). */
 static int piece(const param_table_t *local, const param_view_t *gv, const zero_shard_t *sh, size_t *a,
-                 size_t *b, size_t *off)
+                 size_t *b, size_t *off, const zero_shard_t **sp)
 {
     const param_view_t *lv = param_table_find(local, gv->name);
     if (!lv)
         return 0; /* an expert held by another expert-parallel rank */
     const zero_shard_t *s = &sh[lv->group];
+    *sp = s;
     size_t lo = lv->offset > s->write_lo ? lv->offset : s->write_lo;
     size_t hi = lv->offset + lv->numel < s->write_hi ? lv->offset + lv->numel : s->write_hi;
     if (hi <= lo)
@@ -104,10 +105,9 @@ void train_tboard_histograms(train_tboard_t *t, zero_t *z, long step, int grads_
             const size_t j = (size_t)i * kinds + k;
             tb_hist_reset(sums + j * K, exts + j * TB_HIST_EXTS);
             size_t a, b, off;
-            const param_view_t *gv = &t->global.views[i];
-            if (!piece(local, gv, sh, &a, &b, &off))
+            const zero_shard_t *s;
+            if (!piece(local, &t->global.views[i], sh, &a, &b, &off, &s))
                 continue;
-            const zero_shard_t *s = &sh[param_table_find(local, gv->name)->group];
             const float *src = (k == 0 ? s->params : s->grads) + off;
             const int host = ops == ops_cpu() || (k == 0 && s->params_host);
             if (!host) {

@@ -305,6 +305,12 @@ static void test_csv(const char *dir)
     text = slurp(path, &n);
     EXPECT(text && !strncmp(text, "step,tokens\n1,12345678901\n", 26), "tokens.csv:\n%s", text);
     free(text);
+    /* a run started over: the old rows go, the header stays */
+    write_rows(dir, 1, 1);
+    snprintf(path, sizeof path, "%s/moe_layers_0_aux.csv", dir);
+    text = slurp(path, &n);
+    EXPECT(text && !strcmp(text, "step,moe_layers/0/aux\n1,0.5\n"), "aux.csv after a restart:\n%s", text);
+    free(text);
 }
 
 int main(void)
