@@ -9,7 +9,7 @@
 #    gradient histograms add up to the logged gradient norm; the CSV files
 #    equal metrics.jsonl, trimmed alike on resume;
 #  - 2 ranks, ZeRO 3 (every tensor sharded) and 2 ranks, expert parallel 2 with
-#    ZeRO 1: the histograms merged from the shards are exact;
+#    ZeRO 1 and fp16: the histograms merged from the shards are exact;
 #  - off by default; bad keys exit 2 naming them.
 # Skips (77) without a Python that has tensorboard, h5py and numpy
 # (tools/install-deps.sh installs them).
@@ -61,8 +61,10 @@ check "2 ranks ZeRO 3: histograms merged from the shards equal the checkpoint" '
 
 R3="$SCRATCH/r3"
 run_fabula 2 train --steps 2 --run-dir "$R3" $SMALL $TB --set zero_optimization.stage=1 \
-    --set parallel.expert_parallel_size=2
-check "2 ranks expert parallel 2, ZeRO 1 (exit $RC)" '[ $RC -eq 0 ]'
+    --set parallel.expert_parallel_size=2 --set fp16.enabled=true
+check "2 ranks expert parallel 2, ZeRO 1, fp16 (exit $RC)" '[ $RC -eq 0 ]'
+check "fp16: loss_scale and skipped are scalars too" \
+    '[ -s "$R3/csv_monitor/fabula/loss_scale.csv" ] && [ -s "$R3/csv_monitor/fabula/skipped.csv" ]'
 checker "$R3" "$R3/tensorboard/fabula" "$R3/csv_monitor/fabula" 2:"$R3/checkpoints/step-00000002.h5"
 check "2 ranks ep 2: histograms of experts held on different ranks equal the checkpoint" '[ $CRC -eq 0 ]'
 
