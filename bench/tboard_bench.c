@@ -4,15 +4,19 @@
  * files into OUT_DIR.
  *
  *   fabula-tboard-bench METRICS.JSONL OUT_DIR tb|csv|both [REPEAT]
+ *   fabula-tboard-bench --hist N
  *
- * Prints "records N scalars_per_record S us_per_record U". */
+ * Prints "records N scalars_per_record S us_per_record U"; with --hist, the
+ * histogram binning rate over N normal(0, 0.02) values, "ns_per_element E". */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "config/config.h"
+#include "tboard/tb_hist.h"
 #include "train/train_tboard.h"
 
 static double now(void)
@@ -38,8 +42,37 @@ static size_t count_leaves(const json_t *j)
     return n;
 }
 
+/* Binning rate of tb_hist_add on weights of a typical spread. */
+static int bench_hist(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    uint64_t st = 88172645463325252ull;
+    for (size_t i = 0; i < n; i++) {
+        double u = 0.0;
+        for (int k = 0; k < 12; k++) { /* Irwin-Hall: close enough to normal */
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            u += (double)(st >> 11) / 9007199254740992.0;
+        }
+        x[i] = (float)((u - 6.0) * 0.02);
+    }
+    const size_t K = tb_hist_sums_len();
+    double *sums = malloc(K * sizeof *sums), exts[TB_HIST_EXTS];
+    tb_hist_reset(sums, exts);
+    const double t0 = now();
+    tb_hist_add(sums, exts, x, n);
+    const double dt = now() - t0;
+    printf("elements %zu ns_per_element %.1f (num %.0f)\n", n, 1e9 * dt / (double)n, sums[TB_HIST_NUM]);
+    free(sums);
+    free(x);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--hist"))
+        return bench_hist((size_t)atol(argv[2]));
     if (argc < 4) {
         fprintf(stderr, "usage: fabula-tboard-bench METRICS.JSONL OUT_DIR tb|csv|both [REPEAT]\n");
         return 2;

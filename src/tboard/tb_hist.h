@@ -26,7 +26,9 @@ size_t tb_hist_sums_len(void);
 void tb_hist_reset(double *sums, double *exts);
 /* Adds x[0..n) (sums in double, in order). */
 void tb_hist_add(double *sums, double *exts, const float *x, size_t n);
-/* The bucket of x (NaN: -1). */
+/* The bucket of x (NaN: -1): a binary search over the limits. */
 long tb_hist_bucket(double x);
+/* The same for a float, by table (what tb_hist_add uses). */
+long tb_hist_bucket_f(float x);
 
 #endif

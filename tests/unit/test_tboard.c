@@ -142,6 +142,23 @@ static void test_hist(void)
             EXPECT(0, "limit %zu (%g) not on the edge of buckets %zu and %zu", i, lim[i], i, i + 1);
             break;
         }
+    /* the float table agrees with the binary search at both ends and the
+     * middle of every one of its intervals, and on both sides of every limit */
+    long disagree = 0;
+    for (uint32_t key = 0; key < 65536; key++)
+        for (uint32_t low = 0; low <= 0xffffu; low += 0x7fffu) {
+            uint32_t bits = (key << 16) | low;
+            float f;
+            memcpy(&f, &bits, sizeof f);
+            disagree += tb_hist_bucket_f(f) != tb_hist_bucket(f);
+        }
+    for (size_t i = 0; i < n; i++) {
+        const float f = (float)lim[i];
+        const float near[3] = {nextafterf(f, -INFINITY), f, nextafterf(f, INFINITY)};
+        for (int k = 0; k < 3; k++)
+            disagree += tb_hist_bucket_f(near[k]) != tb_hist_bucket(near[k]);
+    }
+    EXPECT(disagree == 0, "%ld floats binned differently by the table", disagree);
     /* two pieces of one tensor add up to the whole */
     const float x[6] = {0.5f, -0.25f, 0.0f, 3.0f, NAN, -0.25f};
     const size_t K = tb_hist_sums_len();
