@@ -10,7 +10,8 @@
 #    equal metrics.jsonl, trimmed alike on resume;
 #  - 2 ranks, ZeRO 3 (every tensor sharded) and 2 ranks, expert parallel 2 with
 #    ZeRO 1 and fp16: the histograms merged from the shards are exact;
-#  - off by default; bad keys exit 2 naming them.
+#  - off by default; bad keys exit 2 naming them; an output folder that cannot
+#    be created exits 4 naming it.
 # Skips (77) without a Python that has tensorboard, h5py and numpy
 # (tools/install-deps.sh installs them).
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -73,6 +74,11 @@ R4="$SCRATCH/r4"
 run_fabula 1 train --steps 1 --run-dir "$R4" $SMALL
 check "off by default: no tensorboard or csv_monitor folder (exit $RC)" \
     '[ $RC -eq 0 ] && ! [ -e "$R4/tensorboard" ] && ! [ -e "$R4/csv_monitor" ]'
+
+run_fabula 2 train --steps 2 --run-dir "$SCRATCH/r5" $SMALL --set tensorboard.enabled=true \
+    --set tensorboard.output_path=/dev/null/tb
+check "an output_path that cannot be created: exit 4 naming it" \
+    '[ $RC -eq 4 ] && grep -q "error: /dev/null/tb/fabula: cannot create directory" "$SCRATCH/out.txt"'
 
 for bad in "tensorboard.histogram_interval=-1:tensorboard.histogram_interval" \
     "tensorboard.job_name=a/b:tensorboard.job_name" "csv_monitor.enabled=3:csv_monitor.enabled"; do
