@@ -25,14 +25,15 @@ ALLOWED = {
     "parallel": {"io", "util", "kernels"},
     "config": {"parallel", "io", "util"},
     "monitor": {"config", "parallel", "io", "util"},
+    "tboard": {"util"},
     "tokenizer": {"config", "parallel", "io", "util"},
     "corpus": {"tokenizer", "config", "parallel", "io", "util", "kernels"},
     "loader": {"corpus", "tokenizer", "config", "parallel", "io", "util", "kernels"},
     "model": {"config", "parallel", "io", "util", "kernels"},
     "zero": {"model", "config", "parallel", "io", "util", "kernels"},
     "ckpt": {"zero", "loader", "model", "corpus", "tokenizer", "config", "parallel", "io", "util", "kernels"},
-    "train": {"ckpt", "zero", "loader", "model", "corpus", "tokenizer", "monitor", "config", "parallel", "io",
-              "util", "kernels"},
+    "train": {"ckpt", "zero", "loader", "model", "corpus", "tokenizer", "monitor", "tboard", "config", "parallel",
+              "io", "util", "kernels"},
 }
 # the report reads run directories back: files and JSON, nothing of training
 ALLOWED["report"] = {"io", "util"}

@@ -8,12 +8,19 @@
 # torch. Debian marks that interpreter externally managed, hence
 # --break-system-packages; --no-deps keeps pip from replacing Debian's
 # modules (tokenizers needs huggingface_hub only for downloads, never used).
+# TensorBoard (tests/e2e/tensorboard.sh reads fabula's event files with its
+# EventAccumulator) comes the same way; what that imports besides numpy is
+# protobuf and absl, taken from Debian (python3-protobuf 3.21,
+# python3-absl). 2.17.1 is pinned: the newest releases ship protobuf
+# modules that need protobuf 5's runtime, which Debian 12 lacks.
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
       libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev libpapi-dev
-      python3 python3-numpy python3-h5py python3-torch python3-pip"
+      python3 python3-numpy python3-h5py python3-torch python3-pip
+      python3-protobuf python3-absl"
 TOKENIZERS_VERSION=0.22.2
+TENSORBOARD_VERSION=2.17.1
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (or install these packages): $PKGS" >&2
     exit 1
@@ -22,5 +29,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
-/usr/bin/python3 -m pip install -q --break-system-packages --no-deps "tokenizers==$TOKENIZERS_VERSION"
-echo "install-deps.sh: installed: $(echo $PKGS), tokenizers $TOKENIZERS_VERSION (pip)"
+/usr/bin/python3 -m pip install -q --break-system-packages --no-deps "tokenizers==$TOKENIZERS_VERSION" \
+    "tensorboard==$TENSORBOARD_VERSION"
+echo "install-deps.sh: installed: $(echo $PKGS), tokenizers $TOKENIZERS_VERSION," \
+    "tensorboard $TENSORBOARD_VERSION (pip)"

@@ -180,6 +180,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
 
     config_read_run(&c, cfg);
     config_read_checkpoint(&c, cfg);
+    config_read_tboard(&c, cfg);
     config_read_model(&c, cfg);
     config_read_data(&c, cfg);
     config_read_batch(&c, cfg, world_size);
@@ -238,6 +239,8 @@ void config_free(config_t *cfg)
     free(cfg->run.run_dir);
     free(cfg->run.resume);
     free(cfg->checkpoint.dir);
+    free(cfg->tensorboard.dir);
+    free(cfg->csv_monitor.dir);
     free(cfg->effective_json);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -163,6 +163,12 @@ typedef struct monitor_config {
     double debug_delay_s;       /* seconds of sleep added to each step's compute (tests of the verdicts) */
     double debug_delay_data_s;  /* seconds of sleep added to each step's data phase, every rank */
 } monitor_config_t;
+/* "tensorboard" and "csv_monitor" (DeepSpeed's blocks; docs/monitoring.md). */
+typedef struct tboard_config {
+    int enabled;
+    char *dir;                  /* output_path/job_name; output_path "" means RUN_DIR/<block name> */
+    long histogram_interval;    /* tensorboard only: steps between parameter and gradient histograms; 0 = none */
+} tboard_config_t;
 
 typedef struct config {
     model_config_t model;
@@ -177,6 +183,7 @@ typedef struct config {
     run_config_t run;
     checkpoint_config_t checkpoint;
     monitor_config_t monitor;
+    tboard_config_t tensorboard, csv_monitor;
     /* DeepSpeed batch triple, after the identity rule and inference:
      * train_batch_size = micro_batch * grad_accum * world_size. */
     int train_batch_size;

@@ -19,9 +19,7 @@ static const cj_inert_t top_inert[] = {
     {"disable_allgather", CJ_BOOL},
     {"dataloader_drop_last", CJ_BOOL},
     {"flops_profiler", CJ_OBJECT},              /* fabula reports MFU itself */
-    {"tensorboard", CJ_OBJECT},                 /* fabula logs to the run directory */
     {"wandb", CJ_OBJECT},
-    {"csv_monitor", CJ_OBJECT},
     {"comet", CJ_OBJECT},
     {"comms_logger", CJ_OBJECT},
     {"activation_checkpointing", CJ_OBJECT},

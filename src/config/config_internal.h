@@ -33,6 +33,8 @@ void config_read_zero(cj_ctx_t *c, config_t *cfg);
 void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
 /* checkpoint.* and run.resume (needs run.run_dir). */
 void config_read_checkpoint(cj_ctx_t *c, config_t *cfg);
+/* tensorboard.* and csv_monitor.* (needs run.run_dir). */
+void config_read_tboard(cj_ctx_t *c, config_t *cfg);
 /* A lower bound on one rank's memory against what any rank has: absurd
  * sizes are refused naming the key (config_memory.c). Last, on a valid config. */
 void config_check_memory(cj_ctx_t *c, const config_t *cfg, int world_size);

@@ -16,6 +16,7 @@ void train_log_open(train_log_t *log, const config_t *cfg, int active)
     log->active = active;
     if (active)
         log->metrics = metrics_open(cfg->run.run_dir);
+    train_tboard_open(&log->tb, cfg, active);
 }
 
 static void format_eta(char *buf, size_t n, double seconds)
@@ -257,6 +258,8 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     if (r->mon && r->mon->active)
         monitor_json(j, r->mon);
     metrics_write(log->metrics, j);
+    /* last: whatever the record holds by now becomes a scalar */
+    train_tboard_scalars(&log->tb, j, r->step);
     json_decref(j);
 
     const long steps = cfg->run.steps;
@@ -285,8 +288,10 @@ void train_log_step(train_log_t *log, const step_record_t *r)
 
 void train_log_close(train_log_t *log, int exit_code)
 {
-    if (!log->active)
+    if (!log->active) {
+        train_tboard_close(&log->tb);
         return;
+    }
     if (log->steps_logged > 0)
         printf("fabula: %s after %ld steps: loss %.4f -> %.4f, %.0f tokens/s on average, %.1f s\n",
                exit_code == 0 ? "done" : "stopped", log->steps_logged, log->first_loss, log->last_loss,
@@ -307,4 +312,5 @@ void train_log_close(train_log_t *log, int exit_code)
     fflush(stdout);
     metrics_close(log->metrics);
     log->metrics = NULL;
+    train_tboard_close(&log->tb);
 }

@@ -8,6 +8,7 @@
 #include "train/evaluate.h"
 #include "train/moe_metrics.h"
 #include "train/step_monitor.h"
+#include "train/train_tboard.h"
 
 typedef struct step_record {
     long step;              /* 1-based */
@@ -31,6 +32,7 @@ typedef struct train_log {
     const config_t *cfg;
     int active;             /* rank 0 */
     metrics_t *metrics;
+    train_tboard_t tb;      /* TensorBoard and csv_monitor files (every rank: histograms are collective) */
     double first_loss, last_loss;
     double tokens_total, time_total;
     long steps_logged;

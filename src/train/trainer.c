@@ -393,6 +393,7 @@ int trainer_run(const config_t *cfg)
         }
         rec.elapsed = timer_now() - t_start;
         train_log_step(&tr.log, &rec);
+        train_tboard_histograms(&tr.log.tb, tr.zero, rec.step, !rec.skipped);
         prog.step = step + 1;
         prog.tokens_seen += rec.tokens;
         const int sig = preempt_agree();

@@ -87,10 +87,13 @@ zero_memory_t zero_memory(const zero_t *z);
  * partition of the buffer among the group's ranks (the ZeRO shard, at every
  * stage), so that writing it from every rank covers each element once.
  * params points at element lo (backend memory, or host when params_host),
- * m and v at element lo (host when moments_host). */
+ * m and v at element lo (host when moments_host). grads at element lo
+ * (backend memory): the reduced gradient of [lo, hi), valid from
+ * zero_end_backward to the next zero_begin_step, unscaled and clipped once
+ * zero_step has applied the step. */
 typedef struct zero_shard {
     size_t numel, lo, hi, write_lo, write_hi;
-    float *params, *m, *v;
+    float *params, *m, *v, *grads;
     int params_host, moments_host;
 } zero_shard_t;
 zero_shard_t zero_shard(zero_t *z, int group);

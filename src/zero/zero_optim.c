@@ -215,6 +215,7 @@ zero_shard_t zero_shard(zero_t *z, int group)
         .params = owned_params(z, group),
         .m = g->m,
         .v = g->v,
+        .grads = owned_grads(z, group),
         .params_host = z->stage == 3 && z->offload_param,
         .moments_host = z->offload_opt,
     };
