@@ -237,6 +237,8 @@ void config_free(config_t *cfg)
     free(cfg->run.run_dir);
     free(cfg->run.resume);
     free(cfg->checkpoint.dir);
+    mpi_hints_free(&cfg->checkpoint.mpi_info);
+    mpi_hints_free(&cfg->prep.mpi_info);
     free(cfg->effective_json);
     memset(cfg, 0, sizeof *cfg);
 }
