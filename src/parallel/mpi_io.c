@@ -49,46 +49,6 @@ void parallel_h5_fapl_mpio(hid_t fapl, comm_t *c, const mpi_hints_t *hints)
     CHECK_MPI(MPI_Info_free(&info));
 }
 
-static char *info_value(MPI_Info info, const char *key)
-{
-    if (info == MPI_INFO_NULL)
-        return NULL;
-    char value[MPI_MAX_INFO_VAL + 1];
-    int flag = 0;
-    CHECK_MPI(MPI_Info_get(info, key, MPI_MAX_INFO_VAL, value, &flag));
-    return flag ? fb_strdup(value) : NULL;
-}
-
-char *parallel_h5_fapl_hint(hid_t fapl, const char *key)
-{
-    MPI_Comm comm = MPI_COMM_NULL;
-    MPI_Info info = MPI_INFO_NULL;
-    CHECK_H5(H5Pget_fapl_mpio(fapl, &comm, &info));
-    char *v = info_value(info, key);
-    if (info != MPI_INFO_NULL)
-        CHECK_MPI(MPI_Info_free(&info));
-    if (comm != MPI_COMM_NULL)
-        CHECK_MPI(MPI_Comm_free(&comm));
-    return v;
-}
-
-char *parallel_h5_file_hint(hid_t f, const char *key)
-{
-    hid_t fapl = H5Fget_access_plist(f);
-    CHECK_H5(fapl);
-    void *handle = NULL;
-    CHECK_H5(H5Fget_vfd_handle(f, fapl, &handle));
-    CHECK_H5(H5Pclose(fapl));
-    FB_ASSERT(handle != NULL);
-    /* the MPI-IO driver's handle is the MPI_File itself */
-    MPI_File fh = *(MPI_File *)handle;
-    MPI_Info info;
-    CHECK_MPI(MPI_File_get_info(fh, &info));
-    char *v = info_value(info, key);
-    CHECK_MPI(MPI_Info_free(&info));
-    return v;
-}
-
 void parallel_h5_dxpl_collective(hid_t dxpl)
 {
     CHECK_H5(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));

@@ -26,16 +26,6 @@ void mpi_hints_free(mpi_hints_t *h);
  * to MPI_File_open. */
 void parallel_h5_fapl_mpio(hid_t fapl, comm_t *c, const mpi_hints_t *hints);
 
-/* The value MPI-IO gives for hint `key` in the MPI_Info that `fapl` (one
- * set by parallel_h5_fapl_mpio) carries: a new string (free()), or NULL
- * when the key is not set. For tests that hints reach the driver. */
-char *parallel_h5_fapl_hint(hid_t fapl, const char *key);
-
-/* The value of hint `key` that the MPI-IO file under an open HDF5 file `f`
- * reports (MPI_File_get_info: what the MPI library actually uses, its
- * defaults included): a new string, or NULL. */
-char *parallel_h5_file_hint(hid_t f, const char *key);
-
 /* Data transfers with `dxpl` are collective (every rank calls H5Dwrite or
  * H5Dread, possibly with an empty selection) or independent. */
 void parallel_h5_dxpl_collective(hid_t dxpl);
