@@ -19,13 +19,15 @@ static void print_usage(FILE *f)
             "  prep      tokenize novels (.json/.jsonl) into a corpus file (parallel HDF5)\n"
             "  plan      plan without running: `plan sampler` simulates sampling on N ranks\n"
             "  ckpt      inspect a checkpoint: `ckpt info FILE`, `ckpt verify FILE`\n"
+            "  validate  train the reference job and compare its losses with the committed curves\n"
             "\n"
             "options:\n"
             "  -h, --help     this help; `fabula <command> --help` for a command's options\n"
             "  --version      version and the libraries this build uses\n"
             "\n"
             "exit codes: 0 ok, 1 internal error, 2 usage or config, 3 input data,\n"
-            "            4 I/O, 5 diverged (NaN/Inf), 75 preempted after a checkpoint\n");
+            "            4 I/O, 5 diverged (NaN/Inf), 6 validation failed,\n"
+            "            75 preempted after a checkpoint\n");
 }
 
 int main(int argc, char **argv)
@@ -53,6 +55,8 @@ int main(int argc, char **argv)
         return cli_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "ckpt"))
         return cli_ckpt(argc - 1, argv + 1);
+    if (!strcmp(cmd, "validate"))
+        return cli_validate(argc - 1, argv + 1);
     fprintf(stderr, "fabula: error: unknown command '%s'\n\n", cmd);
     print_usage(stderr);
     return FB_EXIT_USAGE;
