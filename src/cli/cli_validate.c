@@ -31,11 +31,12 @@ static void validate_usage(FILE *f)
             "\n"
             "Trains the reference job (the bundled sample corpus, byte tokenizer, a tiny\n"
             "MoE of hidden 64, seed 1234, 8 windows of 64 tokens per step, %d steps) on\n"
-            "the ranks it runs on, and compares every step's loss with the reference curves\n"
-            "of " CURVES_DIR "/ (made by the CPU backend). Same backend and world size:\n"
-            "the losses must be bit-exact; another world size: within %g; another\n"
-            "backend or precision (GPU bf16): within %g. Prints a PASS/FAIL table with\n"
-            "the worst step and the environment (MPI, HDF5, BLAS, CUDA, nodes).\n"
+            "the ranks it runs on, one CPU thread each, and compares every step's loss\n"
+            "with the reference curves of " CURVES_DIR "/ (made by the CPU backend).\n"
+            "Same backend, world size and BLAS: the losses must be bit-exact; another\n"
+            "world size or BLAS: within %g; another backend or precision (GPU bf16):\n"
+            "within %g. Prints a PASS/FAIL table with the worst step and the environment\n"
+            "(MPI, HDF5, BLAS, CUDA, nodes). See docs/validation-format.md.\n"
             "\n"
             "options:\n"
             "  --steps N          run and compare only the first N steps (1..%d)\n"
@@ -195,6 +196,9 @@ int cli_validate(int argc, char **argv)
     parallel_init(&argc, &argv);
     const int rank = parallel_rank(), world = parallel_size();
     const char *precision = strcmp(backend, "cpu") ? "bf16" : "fp32";
+    if (VALIDATE_JOB_MICRO_BATCHES % world != 0)
+        fb_fatal_all(FB_EXIT_USAGE, "the reference job runs on 1, 2 or 4 ranks (its %d micro-batches per step are "
+                                    "shared out whole), not on %d", VALIDATE_JOB_MICRO_BATCHES, world);
 
     /* The curves first: a missing or damaged one is reported before minutes
      * of training. Every rank reads them, so every rank fails alike. */

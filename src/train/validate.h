@@ -11,6 +11,9 @@
 #define VALIDATE_JOB_NAME "sample-moe-h64-v1"
 /* Steps of the whole job (the curves' length; the LR schedule spans them). */
 #define VALIDATE_JOB_STEPS 300
+/* Micro-batches per step (train_batch_size 8 / 2 samples each): the world
+ * size must divide it. */
+#define VALIDATE_JOB_MICRO_BATCHES 4
 
 /* Tolerances on |loss - curve loss| per step (docs/validation-format.md):
  * the CPU backend on another world size or BLAS (the same micro-batches,

@@ -80,6 +80,8 @@ sed 's/"steps": 300/"steps": 2/' "$CURVES/cpu-np1.json" > "$SCRATCH/steps.json"
 bad "steps not the length of loss" "$SCRATCH/steps.json" '"steps" is not the length'
 run_fabula 1 validate --steps 301
 check "--steps 301: exit 2" '[ $RC -eq 2 ] && grep -q -- "--steps" "$SCRATCH/out.txt"'
+run_fabula 3 validate --steps 2 --run-dir "$SCRATCH/run3"
+check "3 ranks: exit 2, the job runs on 1, 2 or 4" '[ $RC -eq 2 ] && grep -q "runs on 1, 2 or 4 ranks" "$SCRATCH/out.txt"'
 run_fabula 1 validate --steps 3 --curves-dir "$SCRATCH/nodir"
 check "a curves directory that does not exist: exit 3 naming it" \
     '[ $RC -eq 3 ] && grep -q "cannot open directory $SCRATCH/nodir" "$SCRATCH/out.txt"'
