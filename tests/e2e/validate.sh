@@ -17,9 +17,14 @@ check "--help exits 0 and lists --steps and --curve" \
 # row NAME: the table row of curve NAME in out.txt
 row() { grep "^$1 " "$SCRATCH/out.txt"; }
 
+# loss_lines FILE: the first $STEPS losses of a curve file, as written
+loss_lines() { sed -n '/"loss": \[/,$p' "$1" | grep '^ *[0-9]' | head -n $STEPS | tr -d ' ,'; }
+
 for np in 1 2; do
     other=$((3 - np))
-    run_fabula $np validate --steps $STEPS --run-dir "$SCRATCH/run$np"
+    run_fabula $np validate --steps $STEPS --run-dir "$SCRATCH/run$np" --write-curve "$SCRATCH/w$np.json" \
+        --curve cpu-np1 --curve cpu-np2 \
+        --ranks-note "test layout $np"
     cp "$SCRATCH/out.txt" "$SCRATCH/out$np.txt"
     sed -n '/^environment:/,$p' "$SCRATCH/out.txt"
     check "$np rank(s): PASS, exit 0" '[ $RC -eq 0 ] && grep -q "^fabula validate: PASS" "$SCRATCH/out.txt"'
@@ -27,6 +32,10 @@ for np in 1 2; do
         'row cpu-np$np | grep -q "bit-exact  PASS" && row cpu-np$np | grep -q " 0.000e+00 "'
     check "$np rank(s): cpu-np$other compared within the tolerance" 'row cpu-np$other | grep -q "0.0001  PASS"'
     check "$np rank(s): $STEPS steps compared" 'row cpu-np$np | awk "{exit !(\$6 == $STEPS)}"'
+    check "$np rank(s): --write-curve wrote the committed curve's first $STEPS losses, digit for digit" \
+        '[ "$(loss_lines "$SCRATCH/w$np.json")" = "$(loss_lines "$CURVES/cpu-np$np.json")" ] &&
+         [ "$(loss_lines "$SCRATCH/w$np.json" | wc -l)" -eq $STEPS ] && grep -q "\"world_size\": $np," "$SCRATCH/w$np.json"'
+    check "$np rank(s): the --ranks-note is printed" 'grep -q "^  note    test layout $np" "$SCRATCH/out.txt"'
     check "$np rank(s): environment names MPI, HDF5, BLAS and the nodes" \
         'grep -q "^  MPI     MPICH" "$SCRATCH/out.txt" && grep -q "^  HDF5    1\." "$SCRATCH/out.txt" &&
          grep -q "BLAS " "$SCRATCH/out.txt" && grep -q "^  nodes   .*(rank" "$SCRATCH/out.txt"'
