@@ -21,13 +21,15 @@ static void print_usage(FILE *f)
             "  ckpt      inspect a checkpoint: `ckpt info FILE`, `ckpt verify FILE`\n"
             "  eval      a checkpoint's validation loss and perplexity, per genre\n"
             "  report    a run directory as HTML + Markdown; --compare runs; --scaling table\n"
+            "  validate  train the reference job and compare its losses with the committed curves\n"
             "\n"
             "options:\n"
             "  -h, --help     this help; `fabula <command> --help` for a command's options\n"
             "  --version      version and the libraries this build uses\n"
             "\n"
             "exit codes: 0 ok, 1 internal error, 2 usage or config, 3 input data,\n"
-            "            4 I/O, 5 diverged (NaN/Inf), 75 preempted after a checkpoint\n");
+            "            4 I/O, 5 diverged (NaN/Inf), 6 validation failed,\n"
+            "            75 preempted after a checkpoint\n");
 }
 
 int main(int argc, char **argv)
@@ -59,6 +61,8 @@ int main(int argc, char **argv)
         return cli_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "report"))
         return cli_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "validate"))
+        return cli_validate(argc - 1, argv + 1);
     fprintf(stderr, "fabula: error: unknown command '%s'\n\n", cmd);
     print_usage(stderr);
     return FB_EXIT_USAGE;

@@ -25,7 +25,7 @@ void ckpt_dataset_path(char *buf, size_t n, int kind, const char *name)
     FB_ASSERT(w > 0 && (size_t)w < n);
 }
 
-hid_t ckpt_fapl(int parallel)
+hid_t ckpt_fapl(int parallel, const mpi_hints_t *hints)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     CHECK_H5(fapl);
@@ -33,7 +33,7 @@ hid_t ckpt_fapl(int parallel)
      * dense storage instead of failing */
     CHECK_H5(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
     if (parallel) {
-        parallel_h5_fapl_mpio(fapl, comm_world());
+        parallel_h5_fapl_mpio(fapl, comm_world(), hints);
         /* metadata read once and broadcast, written once, instead of every
          * rank touching the same blocks */
         CHECK_H5(H5Pset_all_coll_metadata_ops(fapl, 1));
@@ -252,9 +252,9 @@ void ckpt_h5_quiet_begin(ckpt_h5_quiet_t *q)
 
 void ckpt_h5_quiet_end(const ckpt_h5_quiet_t *q) { CHECK_H5(H5Eset_auto2(H5E_DEFAULT, q->func, q->client)); }
 
-hid_t ckpt_open_read(const char *path, int parallel)
+hid_t ckpt_open_read(const char *path, int parallel, const mpi_hints_t *hints)
 {
-    hid_t fapl = ckpt_fapl(parallel);
+    hid_t fapl = ckpt_fapl(parallel, hints);
     ckpt_h5_quiet_t q;
     ckpt_h5_quiet_begin(&q);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);

@@ -9,6 +9,7 @@
 
 #include "ckpt/ckpt.h"
 #include "model/params.h"
+#include "parallel/mpi_io.h"
 
 /* The three tensors stored per parameter. */
 enum { CKPT_PARAMS = 0, CKPT_M = 1, CKPT_V = 2, CKPT_NKINDS = 3 };
@@ -31,7 +32,7 @@ void ckpt_dataset_path(char *buf, size_t n, int kind, const char *name);
 /* A file access property list: MPI-IO on the world with collective
  * metadata reads and writes and the alignment above (parallel), or the
  * default driver (serial); both with the 1.8+ object format. */
-hid_t ckpt_fapl(int parallel);
+hid_t ckpt_fapl(int parallel, const mpi_hints_t *hints);
 
 /* The layout-independent checksum of elements [pos0, pos0 + n) of a tensor
  * (positions in its flattened, row-major order) holding x[0..n), all
@@ -118,7 +119,7 @@ void ckpt_h5_quiet_end(const ckpt_h5_quiet_t *q);
 /* Opens an existing file read-only with ckpt_fapl(parallel) and HDF5's
  * error stack silenced: a negative id when HDF5 cannot open it (truncated,
  * not HDF5). Collective when parallel. */
-hid_t ckpt_open_read(const char *path, int parallel);
+hid_t ckpt_open_read(const char *path, int parallel, const mpi_hints_t *hints);
 
 /* Everything a checkpoint holds besides the tensors, as read back. */
 typedef struct ckpt_meta {

@@ -21,7 +21,7 @@ static hid_t open_serial(const char *path)
 {
     if (access(path, R_OK) != 0)
         fb_fatal(FB_EXIT_IO, "%s: cannot open: %s", path, strerror(errno));
-    hid_t f = ckpt_open_read(path, 0);
+    hid_t f = ckpt_open_read(path, 0, NULL);
     if (f < 0)
         printf("%s: DAMAGED: HDF5 cannot open it (truncated, or not an HDF5 file)\n", path);
     return f;

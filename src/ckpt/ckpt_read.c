@@ -211,7 +211,7 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
         snprintf(why, why_len, "cannot open: %s", strerror(err ? err : ENOENT));
         return -1;
     }
-    hid_t file = ckpt_open_read(path, 1);
+    hid_t file = ckpt_open_read(path, 1, &t->cfg->checkpoint.mpi_info);
     if (any_rank(file < 0)) {
         if (file >= 0)
             H5Fclose(file);

@@ -162,7 +162,7 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
     w.t = t;
     for (int g = 0; g < PARAM_NGROUPS; g++)
         w.shard[g] = zero_shard(t->zero, g);
-    hid_t fapl = ckpt_fapl(1);
+    hid_t fapl = ckpt_fapl(1, &t->cfg->checkpoint.mpi_info);
     w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     CHECK_H5(H5Pclose(fapl));
     if (w.file < 0)

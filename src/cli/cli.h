@@ -16,6 +16,8 @@ int cli_ckpt(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 /* `fabula report`: a run directory's report, runs compared, a scaling table. */
 int cli_report(int argc, char **argv);
+/* `fabula validate`: the reference job against the committed loss curves. */
+int cli_validate(int argc, char **argv);
 
 /* "fabula 0.1.0 (MPI ..., HDF5 ..., CUDA ...)" on stdout. */
 void cli_print_version(void);

@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "config/config.h"
 #include "corpus/prep.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -31,6 +32,9 @@ static void prep_usage(FILE *f)
             "                           (default 0)\n"
             "  --seed S                 seed of the validation choice (default 1234)\n"
             "  --strict                 a malformed record is an error (exit 3), not skipped\n"
+            "  --mpi-info JSON          MPI-IO hints for the output file, a JSON object of\n"
+            "                           strings: the prep.mpi_info of docs/config.md, e.g.\n"
+            "                           '{\"romio_cb_write\":\"enable\",\"striping_factor\":\"8\"}'\n"
             "  --force                  replace an existing output file\n"
             "  -q, --quiet              no progress lines\n"
             "  -h, --help               this help\n"
@@ -42,7 +46,7 @@ static void prep_usage(FILE *f)
 int cli_prep(int argc, char **argv)
 {
     enum { OPT_OUTPUT = 1, OPT_TOKENIZER, OPT_MAX, OPT_OVERLAP, OPT_MIN, OPT_VALID, OPT_SEED, OPT_STRICT, OPT_FORCE,
-           OPT_QUIET };
+           OPT_QUIET, OPT_MPI_INFO };
     static const cli_option_t options[] = {
         {"output", 'o', 1, OPT_OUTPUT},
         {"tokenizer", 't', 1, OPT_TOKENIZER},
@@ -54,6 +58,7 @@ int cli_prep(int argc, char **argv)
         {"strict", 0, 0, OPT_STRICT},
         {"force", 0, 0, OPT_FORCE},
         {"quiet", 'q', 0, OPT_QUIET},
+        {"mpi-info", 0, 1, OPT_MPI_INFO},
         {0, 0, 0, 0},
     };
     prep_options_t opt = {
@@ -64,6 +69,7 @@ int cli_prep(int argc, char **argv)
         .valid_fraction = 0.0,
         .seed = 1234,
     };
+    mpi_hints_t hints = {0};
     cli_args_t a;
     cli_args_init(&a, "prep", prep_usage, options, 1, &argc, &argv);
     int id;
@@ -99,6 +105,14 @@ int cli_prep(int argc, char **argv)
         case OPT_QUIET:
             opt.quiet = 1;
             break;
+        case OPT_MPI_INFO: {
+            char *err = NULL;
+            mpi_hints_free(&hints);
+            if (config_mpi_hints_parse(a.value, "--mpi-info", &hints, &err) != 0)
+                cli_args_fail(&a, 0, "%s", err);
+            opt.mpi_info = &hints;
+            break;
+        }
         }
     }
     if (!opt.output)
@@ -110,6 +124,7 @@ int cli_prep(int argc, char **argv)
 
     parallel_init(&argc, &argv);
     int code = prep_run(&opt);
+    mpi_hints_free(&hints);
     cli_args_free(&a);
     parallel_finalize();
     return code;

@@ -241,6 +241,8 @@ void config_free(config_t *cfg)
     free(cfg->checkpoint.dir);
     free(cfg->tensorboard.dir);
     free(cfg->csv_monitor.dir);
+    mpi_hints_free(&cfg->checkpoint.mpi_info);
+    mpi_hints_free(&cfg->prep.mpi_info);
     free(cfg->effective_json);
     memset(cfg, 0, sizeof *cfg);
 }

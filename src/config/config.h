@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parallel/mpi_io.h"
+
 /* Smallest vocab_size the built-in byte tokenizer (data.tokenizer "bytes")
  * needs: 256 byte values + pad, bos, eos, <|chapter_sep|> + 9 genre tokens. */
 #define FB_BYTES_VOCAB_MIN 269
@@ -152,6 +154,7 @@ typedef struct checkpoint_config {
     int keep_last;              /* checkpoints kept in dir; 0 = all */
     char *dir;                  /* resolved: "" in the config means RUN_DIR/checkpoints */
     int collective_io;          /* collective "all": every tensor transfer collective; "shared": shared ones */
+    mpi_hints_t mpi_info;       /* MPI-IO hints for the checkpoint files (checkpoint.mpi_info) */
 } checkpoint_config_t;
 
 /* "monitor" and the top-level wall_clock_breakdown (docs/monitoring.md). */
@@ -169,6 +172,10 @@ typedef struct tboard_config {
     char *dir;                  /* output_path/job_name; output_path "" means RUN_DIR/<block name> */
     long histogram_interval;    /* tensorboard only: steps between parameter and gradient histograms; 0 = none */
 } tboard_config_t;
+/* "prep" of a train config: how the corpus file is opened (docs/config.md). */
+typedef struct prep_config {
+    mpi_hints_t mpi_info;       /* MPI-IO hints for the corpus file (prep.mpi_info) */
+} prep_config_t;
 
 typedef struct config {
     model_config_t model;
@@ -184,6 +191,7 @@ typedef struct config {
     checkpoint_config_t checkpoint;
     monitor_config_t monitor;
     tboard_config_t tensorboard, csv_monitor;
+    prep_config_t prep;
     /* DeepSpeed batch triple, after the identity rule and inference:
      * train_batch_size = micro_batch * grad_accum * world_size. */
     int train_batch_size;
@@ -202,6 +210,11 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
                  int world_size, int verbose);
 
 void config_free(config_t *cfg);
+
+/* The MPI-IO hints object of JSON `text` (`fabula prep --mpi-info`), named
+ * `path` in messages: 0, or -1 with the problem in *err (a new string)
+ * when it is not an object of string values. */
+int config_mpi_hints_parse(const char *text, const char *path, mpi_hints_t *out, char **err);
 
 /* Sets a pending data.attention_cost (cfg->loader.attention_cost_auto not
  * LOADER_COST_SET) to c, in cfg->loader and in the effective config; a

@@ -23,6 +23,9 @@ void config_read_checkpoint(cj_ctx_t *c, config_t *cfg)
         cj_invalid(c, "checkpoint.collective", "\"shared\" (collective transfers for the tensors several ranks "
                                                "share, independent ones for the rest) or \"all\"");
     k->collective_io = !strcmp(io, "all");
+    config_read_mpi_info(c, "checkpoint.mpi_info", &k->mpi_info);
+    cj_section(c, "prep");
+    config_read_mpi_info(c, "prep.mpi_info", &cfg->prep.mpi_info);
     const char *dir = cj_string(c, "checkpoint.dir", "");
     if (*dir) {
         k->dir = fb_strdup(dir);

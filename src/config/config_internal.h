@@ -35,6 +35,10 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
 void config_read_checkpoint(cj_ctx_t *c, config_t *cfg);
 /* tensorboard.* and csv_monitor.* (needs run.run_dir). */
 void config_read_tboard(cj_ctx_t *c, config_t *cfg);
+/* The MPI-IO hints object at `path` (checkpoint.mpi_info, prep.mpi_info)
+ * into *out (empty when absent); a non-object or a non-string value is an
+ * error naming the key (config_mpi_info.c). */
+void config_read_mpi_info(cj_ctx_t *c, const char *path, mpi_hints_t *out);
 /* A lower bound on one rank's memory against what any rank has: absurd
  * sizes are refused naming the key (config_memory.c). Last, on a valid config. */
 void config_check_memory(cj_ctx_t *c, const config_t *cfg, int world_size);

@@ -32,13 +32,13 @@ struct corpus {
 
 /* ------------------------------------------------------------ open */
 
-static hid_t file_open_mpio(const char *path)
+static hid_t file_open_mpio(const char *path, const mpi_hints_t *hints)
 {
     if (access(path, R_OK) != 0)
         fb_fatal(FB_EXIT_IO, "cannot open corpus %s: %s", path, strerror(errno));
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     CHECK_H5(fapl);
-    parallel_h5_fapl_mpio(fapl, comm_world());
+    parallel_h5_fapl_mpio(fapl, comm_world(), hints);
     /* The file is readable, so a failure is about its content: say so
      * instead of printing HDF5's stack. */
     H5E_auto2_t func;
@@ -159,13 +159,15 @@ static void samples_load(corpus_t *c)
     free(novel);
 }
 
-corpus_t *corpus_open(const char *path, int split)
+corpus_t *corpus_open(const char *path, int split) { return corpus_open_hints(path, split, NULL); }
+
+corpus_t *corpus_open_hints(const char *path, int split, const mpi_hints_t *hints)
 {
     FB_ASSERT(split == CORPUS_TRAIN || split == CORPUS_VALID);
     corpus_t *c = fb_calloc(1, sizeof *c);
     c->path = fb_strdup(path);
     c->split = split;
-    c->file = file_open_mpio(path);
+    c->file = file_open_mpio(path, hints);
     format_check(c);
     c->vocab_size = (int)attr_i64_required(c, "vocab_size");
     c->max_seq_len = (int)attr_i64_required(c, "max_seq_len");

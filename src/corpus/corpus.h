@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "parallel/mpi_io.h"
 #include "tokenizer/tokenizer.h"
 
 /* The root attribute "format" and the highest "version" this build reads. */
@@ -27,6 +28,8 @@ typedef struct corpus corpus_t;
 
 /* Collective over all ranks. */
 corpus_t *corpus_open(const char *path, int split);
+/* The same with MPI-IO hints for the file (prep.mpi_info; NULL: none). */
+corpus_t *corpus_open_hints(const char *path, int split, const mpi_hints_t *hints);
 /* Collective over all ranks. */
 void corpus_close(corpus_t *c);
 

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "parallel/mpi_io.h"
+
 typedef struct prep_options {
     const char *const *inputs;  /* files or directories */
     int ninputs;
@@ -19,6 +21,7 @@ typedef struct prep_options {
     int strict;                 /* a malformed record is fatal (exit 3) */
     int force;                  /* replace an existing output */
     int quiet;                  /* no progress lines (the summary is printed) */
+    const mpi_hints_t *mpi_info; /* MPI-IO hints for the output file (--mpi-info); NULL: none */
 } prep_options_t;
 
 /* Runs prep; returns FB_EXIT_OK or ends the job with the documented code:

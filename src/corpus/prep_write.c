@@ -354,7 +354,7 @@ double prep_shard_write(const prep_shard_t *s, const prep_stats_t *st, const pre
     CHECK_H5(fapl);
     CHECK_H5(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
     CHECK_H5(H5Pset_fclose_degree(fapl, H5F_CLOSE_SEMI));
-    parallel_h5_fapl_mpio(fapl, comm_world());
+    parallel_h5_fapl_mpio(fapl, comm_world(), meta->opt->mpi_info);
     CHECK_H5(H5Pset_coll_metadata_write(fapl, 1));
     hid_t file = H5Fcreate(tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (file < 0)

@@ -10,7 +10,7 @@
 
 static void open_corpus(data_source_t *s, const config_t *cfg, int verbose, int split)
 {
-    s->corpus = corpus_open(cfg->data.corpus_path, split);
+    s->corpus = corpus_open_hints(cfg->data.corpus_path, split, &cfg->prep.mpi_info);
     tokenizer_t *tok = tokenizer_load(cfg->data.tokenizer);
     if (!corpus_check_tokenizer(s->corpus, tok))
         fb_fatal_all(FB_EXIT_DATA, "%s was made with another tokenizer than data.tokenizer = %s (digest %s); "

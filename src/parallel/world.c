@@ -100,6 +100,43 @@ const char *parallel_library_version(void)
     return version;
 }
 
+const char *parallel_library_version_full(void)
+{
+    static char version[1024];
+    char raw[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(raw, &len) != MPI_SUCCESS)
+        return "unknown";
+    /* One line for the validation table: the first lines (name, version,
+     * release date, device), "; " between them, tabs as spaces; the
+     * configure and compiler lines MPICH adds after them are left out. */
+    size_t o = 0;
+    int lines = 0;
+    for (char *line = strtok(raw, "\n"); line && lines < 4; line = strtok(NULL, "\n")) {
+        if (strstr(line, "configure") || strlen(line) > 160)
+            continue;
+        for (char *p = line; *p; p++)
+            if (*p == '\t')
+                *p = ' ';
+        while (*line == ' ')
+            line++;
+        size_t n = strlen(line);
+        while (n > 0 && line[n - 1] == ' ')
+            n--;
+        if (n == 0 || o + n + 3 >= sizeof version)
+            continue;
+        if (o) {
+            version[o++] = ';';
+            version[o++] = ' ';
+        }
+        memcpy(version + o, line, n);
+        o += n;
+        lines++;
+    }
+    version[o] = '\0';
+    return version;
+}
+
 void parallel_agree_outcome(int code, const char *msg)
 {
     comm_t *w = comm_world();

@@ -31,5 +31,14 @@ void parallel_agree_outcome(int code, const char *msg);
 
 /* A library version string, e.g. "MPICH 4.0.2". */
 const char *parallel_library_version(void);
+/* The MPI library's MPI_Get_library_version text on one line: its first
+ * lines (version, release date, device) joined by "; ", without the
+ * configure and compiler lines MPICH appends. */
+const char *parallel_library_version_full(void);
+
+/* Collective over the world: the hosts the ranks run on, in rank order of
+ * their first rank, as "host0 (ranks 0-1), host1 (ranks 2-3)" (a host's
+ * ranks listed as ranges). A new string on every rank (free()). */
+char *parallel_node_list(void);
 
 #endif

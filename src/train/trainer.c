@@ -308,7 +308,9 @@ static void data_open(trainer_t *tr)
     parallel_agree_outcome(code, msg);
 }
 
-int trainer_run(const config_t *cfg)
+int trainer_run(const config_t *cfg) { return trainer_run_losses(cfg, NULL); }
+
+int trainer_run_losses(const config_t *cfg, double *losses)
 {
     trainer_t tr;
     memset(&tr, 0, sizeof tr);
@@ -394,6 +396,8 @@ int trainer_run(const config_t *cfg)
         rec.elapsed = timer_now() - t_start;
         train_log_step(&tr.log, &rec);
         train_tboard_histograms(&tr.log.tb, tr.zero, rec.step, !rec.skipped);
+        if (losses)
+            losses[step] = rec.loss;
         prog.step = step + 1;
         prog.tokens_seen += rec.tokens;
         const int sig = preempt_agree();

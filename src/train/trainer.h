@@ -9,4 +9,10 @@
  * process exit code (FB_EXIT_OK, or FB_EXIT_DIVERGED). */
 int trainer_run(const config_t *cfg);
 
+/* trainer_run that also stores each step's loss (the one logged) in
+ * losses[step - 1], for the steps this call runs (`fabula validate` compares
+ * them bit for bit, which metrics.jsonl's 9 digits cannot). losses holds
+ * cfg->run.steps entries, on every rank; NULL stores nothing. */
+int trainer_run_losses(const config_t *cfg, double *losses);
+
 #endif

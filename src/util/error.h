@@ -28,6 +28,7 @@ enum fb_exit_code {
     FB_EXIT_DATA = 3,      /* bad input data (corpus, tokenizer, reference) */
     FB_EXIT_IO = 4,        /* file system: cannot read, write, rename */
     FB_EXIT_DIVERGED = 5,  /* NaN/Inf in loss or gradients */
+    FB_EXIT_VALIDATION = 6, /* `fabula validate`: a loss outside its curve's tolerance */
     FB_EXIT_PREEMPTED = 75 /* checkpoint written after SIGUSR1/SIGTERM */
 };
 
