@@ -310,7 +310,7 @@ int ckpt_read_config(const char *path, char **config_json, long *step, char *why
         snprintf(why, why_len, "cannot open: %s", strerror(errno));
         return FB_EXIT_IO;
     }
-    hid_t f = ckpt_open_read(path, 0);
+    hid_t f = ckpt_open_read(path, 0, NULL);
     if (f < 0) {
         snprintf(why, why_len, "HDF5 cannot open it (truncated, or not an HDF5 file)");
         return FB_EXIT_DATA;
