@@ -70,7 +70,7 @@ check "nothing left to do: resumes at 22, trains and saves nothing" \
      tail -n 8 "$SCRATCH/cut1.out" | grep -q "resumed from .*step-00000022.h5 at step 22"'
 ctrain 1 cut1 --steps 2 --set run.resume=none
 check "run.resume none: starts at step 0; metrics.jsonl starts over" \
-    '[ $RC -eq 0 ] && tail -n 8 "$SCRATCH/cut1.out" | grep -q "run.resume = \"none\": starting from step 0" &&
+    '[ $RC -eq 0 ] && tail -n 16 "$SCRATCH/cut1.out" | grep -q "run.resume = \"none\": starting from step 0" &&
      [ "$(closses cut1 | cut -d" " -f1 | tr "\n" " ")" = "1 2 " ]'
 ctrain 1 missing --steps 2 --set run.resume=/nonexistent/step-00000001.h5
 check "run.resume PATH that does not exist: exit 4 naming it" \
