@@ -284,7 +284,7 @@ int trainer_run(const config_t *cfg)
     tr.rank = parallel_rank();
     tr.world = parallel_size();
     tr.threads = choose_threads();
-    preempt_install();
+    preempt_install(cfg->run.preempt_signals, cfg->run.n_preempt_signals);
     counters_init(tr.rank == 0);
     data_open(&tr);
     /* after the input checks, so that a refused input leaves no run dir */
