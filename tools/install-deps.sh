@@ -8,11 +8,14 @@
 # torch. Debian marks that interpreter externally managed, hence
 # --break-system-packages; --no-deps keeps pip from replacing Debian's
 # modules (tokenizers needs huggingface_hub only for downloads, never used).
+# slurm-wlm and munge: tests/e2e/slurm_real.sh starts a one-node Slurm from
+# a scratch folder (nothing is enabled or started at install).
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
       libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev libpapi-dev
-      python3 python3-numpy python3-h5py python3-torch python3-pip"
+      python3 python3-numpy python3-h5py python3-torch python3-pip
+      slurm-wlm munge"
 TOKENIZERS_VERSION=0.22.2
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (or install these packages): $PKGS" >&2
