@@ -19,6 +19,7 @@ static void print_usage(FILE *f)
             "  prep      tokenize novels (.json/.jsonl) into a corpus file (parallel HDF5)\n"
             "  plan      plan without running: `plan sampler` simulates sampling on N ranks\n"
             "  ckpt      inspect a checkpoint: `ckpt info FILE`, `ckpt verify FILE`\n"
+            "  report    a run directory as HTML + Markdown; --compare runs; --scaling table\n"
             "\n"
             "options:\n"
             "  -h, --help     this help; `fabula <command> --help` for a command's options\n"
@@ -53,6 +54,8 @@ int main(int argc, char **argv)
         return cli_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "ckpt"))
         return cli_ckpt(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report"))
+        return cli_report(argc - 1, argv + 1);
     fprintf(stderr, "fabula: error: unknown command '%s'\n\n", cmd);
     print_usage(stderr);
     return FB_EXIT_USAGE;

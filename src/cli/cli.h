@@ -12,6 +12,9 @@ int cli_plan(int argc, char **argv);
 /* `fabula ckpt info|verify FILE`: a checkpoint's metadata, tensors, checksums. */
 int cli_ckpt(int argc, char **argv);
 
+/* `fabula report`: a run directory's report, runs compared, a scaling table. */
+int cli_report(int argc, char **argv);
+
 /* "fabula 0.1.0 (MPI ..., HDF5 ..., CUDA ...)" on stdout. */
 void cli_print_version(void);
 

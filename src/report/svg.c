@@ -1,0 +1,254 @@
+/* Inline SVG charts for the report: axes with round ticks, lines, stacked
+ * areas and heatmaps. Coordinates are printed with one decimal: enough for a
+ * screen, small for a long run. */
+#include "report/svg.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { W = 720, H = 280, ML = 64, MR = 170, MT = 28, MB = 42 };
+
+static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+const char *svg_color(size_t i)
+{
+    return palette[i % (sizeof palette / sizeof *palette)];
+}
+
+typedef struct frame {
+    double x0, x1, y0, y1;
+} frame_t;
+
+static double px(const frame_t *f, double x)
+{
+    return ML + (f->x1 > f->x0 ? (x - f->x0) / (f->x1 - f->x0) : 0.5) * (W - ML - MR);
+}
+
+static double py(const frame_t *f, double y)
+{
+    return H - MB - (f->y1 > f->y0 ? (y - f->y0) / (f->y1 - f->y0) : 0.5) * (H - MT - MB);
+}
+
+/* A tick step of 1, 2 or 5 times a power of ten giving about five ticks. */
+static double tick_step(double span)
+{
+    if (!(span > 0))
+        return 1;
+    double raw = span / 5, p = pow(10, floor(log10(raw))), m = raw / p;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+}
+
+static void fmt_num(char *out, size_t n, double v)
+{
+    double a = fabs(v);
+    if (a != 0 && (a >= 1e5 || a < 1e-3))
+        snprintf(out, n, "%.3g", v);
+    else
+        snprintf(out, n, "%g", round(v * 1e6) / 1e6);
+}
+
+static void open_svg(strbuf_t *b, const char *title)
+{
+    sb_printf(b,
+              "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%d\" height=\"%d\" "
+              "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
+              W, H, W, H);
+    sb_printf(b, "<text x=\"%d\" y=\"16\" font-size=\"13\" font-weight=\"bold\">", ML);
+    sb_xml(b, title ? title : "");
+    sb_printf(b, "</text>\n");
+}
+
+static void axes(strbuf_t *b, const frame_t *f, const svg_axes_t *ax)
+{
+    sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n", ML, MT,
+              W - ML - MR, H - MT - MB);
+    char t[32];
+    double st = tick_step(f->y1 - f->y0);
+    for (double v = ceil(f->y0 / st) * st; v <= f->y1 + st * 1e-9; v += st) {
+        fmt_num(t, sizeof t, v);
+        sb_printf(b,
+                  "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
+                  "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                  ML, W - MR, py(f, v), py(f, v), ML - 4, py(f, v) + 4, t);
+    }
+    st = tick_step(f->x1 - f->x0);
+    if (st < 1 && f->x0 >= 1)
+        st = 1; /* steps and ranks are integers */
+    for (double v = ceil(f->x0 / st) * st; v <= f->x1 + st * 1e-9; v += st) {
+        fmt_num(t, sizeof t, v);
+        sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", px(f, v), H - MB + 14, t);
+    }
+    if (ax->xlabel) {
+        sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (ML + W - MR) / 2, H - 8);
+        sb_xml(b, ax->xlabel);
+        sb_printf(b, "</text>\n");
+    }
+    if (ax->ylabel) {
+        sb_printf(b, "<text transform=\"translate(14,%d) rotate(-90)\" text-anchor=\"middle\">", (MT + H - MB) / 2);
+        sb_xml(b, ax->ylabel);
+        sb_printf(b, "</text>\n");
+    }
+}
+
+static void legend(strbuf_t *b, size_t i, const char *name, int dashed)
+{
+    const int y = MT + 8 + 16 * (int)i;
+    sb_printf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"%s/>", W - MR + 10,
+              W - MR + 30, y, y, svg_color(i), dashed ? " stroke-dasharray=\"4 3\"" : "");
+    sb_printf(b, "<text x=\"%d\" y=\"%d\">", W - MR + 34, y + 4);
+    sb_xml(b, name ? name : "");
+    sb_printf(b, "</text>\n");
+}
+
+static void grow(frame_t *f, double x, double y, int *any)
+{
+    if (!isfinite(x) || !isfinite(y))
+        return;
+    if (!*any) {
+        f->x0 = f->x1 = x;
+        f->y0 = f->y1 = y;
+        *any = 1;
+        return;
+    }
+    f->x0 = fmin(f->x0, x);
+    f->x1 = fmax(f->x1, x);
+    f->y0 = fmin(f->y0, y);
+    f->y1 = fmax(f->y1, y);
+}
+
+static void pad(frame_t *f, int y_from_0)
+{
+    if (y_from_0 && f->y0 > 0)
+        f->y0 = 0;
+    double span = f->y1 - f->y0;
+    if (!(span > 0))
+        span = fabs(f->y1) > 0 ? fabs(f->y1) * 0.1 : 1;
+    f->y1 += 0.05 * span;
+    if (!(y_from_0 && f->y0 == 0))
+        f->y0 -= 0.05 * span;
+}
+
+void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t ns)
+{
+    frame_t f = {0, 1, 0, 1};
+    int any = 0;
+    for (size_t j = 0; j < ns; j++)
+        for (size_t i = 0; i < s[j].n; i++)
+            grow(&f, s[j].x[i], s[j].y[i], &any);
+    pad(&f, ax->y_from_0);
+    open_svg(b, ax->title);
+    axes(b, &f, ax);
+    for (size_t j = 0; j < ns; j++) {
+        sb_printf(b, "<path class=\"data\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s d=\"", svg_color(j),
+                  s[j].dashed ? " stroke-dasharray=\"4 3\"" : "");
+        int pen = 0, started = 0;
+        for (size_t i = 0; i < s[j].n; i++) {
+            if (!isfinite(s[j].x[i]) || !isfinite(s[j].y[i])) {
+                pen = 0;
+                continue;
+            }
+            sb_printf(b, "%s%.1f %.1f", pen ? " L" : started ? " M" : "M", px(&f, s[j].x[i]), py(&f, s[j].y[i]));
+            pen = started = 1;
+        }
+        sb_printf(b, "\"/>\n");
+        if (ax->points || s[j].n == 1)
+            for (size_t i = 0; i < s[j].n; i++)
+                if (isfinite(s[j].x[i]) && isfinite(s[j].y[i]))
+                    sb_printf(b, "<circle class=\"data\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                              px(&f, s[j].x[i]), py(&f, s[j].y[i]), svg_color(j));
+        legend(b, j, s[j].name, s[j].dashed);
+    }
+    sb_printf(b, "</svg>\n");
+}
+
+void svg_stacked(strbuf_t *b, const svg_axes_t *ax, const double *x, size_t n, const double *const *ys,
+                 const char *const *names, size_t k)
+{
+    frame_t f = {0, 1, 0, 0};
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
+        double top = 0;
+        for (size_t j = 0; j < k; j++)
+            top += isfinite(ys[j][i]) ? ys[j][i] : 0;
+        grow(&f, x[i], top, &any);
+        grow(&f, x[i], 0, &any);
+    }
+    pad(&f, 1);
+    open_svg(b, ax->title);
+    axes(b, &f, ax);
+    double *below = calloc(n ? n : 1, sizeof *below);
+    if (!below)
+        return;
+    for (size_t j = 0; j < k; j++) {
+        sb_printf(b, "<path class=\"data\" fill=\"%s\" fill-opacity=\"0.8\" stroke=\"none\" d=\"", svg_color(j));
+        for (size_t i = 0; i < n; i++) {
+            double v = isfinite(ys[j][i]) ? ys[j][i] : 0;
+            sb_printf(b, "%s%.1f %.1f", i ? " L" : "M", px(&f, x[i]), py(&f, below[i] + v));
+        }
+        for (size_t i = n; i-- > 0;) {
+            sb_printf(b, " L%.1f %.1f", px(&f, x[i]), py(&f, below[i]));
+            below[i] += isfinite(ys[j][i]) ? ys[j][i] : 0;
+        }
+        sb_printf(b, " Z\"/>\n");
+        legend(b, j, names[j], 0);
+    }
+    free(below);
+    sb_printf(b, "</svg>\n");
+}
+
+void svg_heatmap(strbuf_t *b, const char *title, const double *v, size_t rows, size_t cols,
+                 const char *const *row_labels, const char *const *col_labels, const char *row_axis,
+                 const char *col_axis)
+{
+    double vmax = 0;
+    for (size_t i = 0; i < rows * cols; i++)
+        if (isfinite(v[i]) && v[i] > vmax)
+            vmax = v[i];
+    const double cw = (double)(W - ML - MR) / (cols ? cols : 1), ch = (double)(H - MT - MB) / (rows ? rows : 1);
+    open_svg(b, title);
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t c = 0; c < cols; c++) {
+            double t = vmax > 0 && isfinite(v[r * cols + c]) ? v[r * cols + c] / vmax : 0;
+            /* white to dark blue */
+            int R = (int)(255 - t * (255 - 8)), G = (int)(255 - t * (255 - 48)), B = (int)(255 - t * (255 - 107));
+            sb_printf(b,
+                      "<rect class=\"data\" x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.2f\" "
+                      "fill=\"#%02x%02x%02x\"><title>%g</title></rect>\n",
+                      ML + c * cw, MT + r * ch, cw + 0.05, ch + 0.05, R, G, B, v[r * cols + c]);
+        }
+        /* at most ~20 row labels */
+        if (rows <= 20 || r % ((rows + 19) / 20) == 0) {
+            sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 4, MT + (r + 0.5) * ch + 4);
+            if (row_labels)
+                sb_xml(b, row_labels[r]);
+            else
+                sb_printf(b, "%zu", r);
+            sb_printf(b, "</text>\n");
+        }
+    }
+    const size_t every = cols > 16 ? (cols + 15) / 16 : 1;
+    for (size_t c = 0; c < cols; c += every) {
+        sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", ML + (c + 0.5) * cw, H - MB + 14);
+        if (col_labels)
+            sb_xml(b, col_labels[c]);
+        else
+            sb_printf(b, "%zu", c);
+        sb_printf(b, "</text>\n");
+    }
+    if (col_axis) {
+        sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (ML + W - MR) / 2, H - 8);
+        sb_xml(b, col_axis);
+        sb_printf(b, "</text>\n");
+    }
+    if (row_axis) {
+        sb_printf(b, "<text transform=\"translate(14,%d) rotate(-90)\" text-anchor=\"middle\">", (MT + H - MB) / 2);
+        sb_xml(b, row_axis);
+        sb_printf(b, "</text>\n");
+    }
+    char t[32];
+    fmt_num(t, sizeof t, vmax);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\">darkest: %s</text>\n", W - MR + 10, MT + 12, t);
+    sb_printf(b, "</svg>\n");
+}
