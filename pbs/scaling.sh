@@ -89,6 +89,9 @@ case " $SWEEPS " in *" strong "*)
             die "strong sweep: global batch $GLOBAL is not a multiple of $MICRO (micro-batch) x $n ranks"
     done ;;
 esac
+case " $* " in *train_batch_size*|*train_micro_batch_size_per_gpu*|*gradient_accumulation_steps*)
+    die "the sweep sets the batch sizes: use --micro-batch and --global-batch, not --set of them" ;;
+esac
 FABULA=$(command -v "${FABULA:-fabula}") || die "no fabula binary (set FABULA or put fabula on PATH)"
 export FABULA
 mkdir -p "$OUT" || die "cannot create $OUT"

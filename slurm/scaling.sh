@@ -34,7 +34,8 @@
 # and scaling.svg into DIR/strong and DIR/weak.
 #
 # On Slurm every point is one slurm/train.sbatch job (FABULA, FABULA_LAUNCHER
-# pass through) and the report one more job that depends on them all.
+# pass through), with --exclusive so that points never share a node, and the
+# report one more job that depends on them all.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 RANKS="1 2 4"
@@ -82,6 +83,9 @@ case " $SWEEPS " in *" strong "*)
         [ $((GLOBAL % (MICRO * n))) -eq 0 ] ||
             die "strong sweep: global batch $GLOBAL is not a multiple of $MICRO (micro-batch) x $n ranks"
     done ;;
+esac
+case " $* " in *train_batch_size*|*train_micro_batch_size_per_gpu*|*gradient_accumulation_steps*)
+    die "the sweep sets the batch sizes: use --micro-batch and --global-batch, not --set of them" ;;
 esac
 FABULA=$(command -v "${FABULA:-fabula}") || die "no fabula binary (set FABULA or put fabula on PATH)"
 export FABULA
@@ -146,7 +150,7 @@ for s in $SWEEPS; do
         rpn=$((n < RPN ? n : RPN))
         nodes=$(((n + RPN - 1) / RPN))
         # shellcheck disable=SC2046
-        id=$(sbatch --parsable --job-name="fabula-$s-n$n" --nodes="$nodes" --ntasks="$n" --ntasks-per-node="$rpn" \
+        id=$(sbatch --parsable --exclusive --job-name="fabula-$s-n$n" --nodes="$nodes" --ntasks="$n" --ntasks-per-node="$rpn" \
             --output="$OUT/$s-n$n.out" --export="ALL,FABULA_RUN_DIR=$OUT/$s-n$n,FABULA_MAX_RESTARTS=0" \
             "$here/train.sbatch" "${common[@]}" $(batch_args "$s" "$n") "$@") || die "sbatch of point $s-n$n failed"
         id=${id%%;*}

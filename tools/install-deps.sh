@@ -9,7 +9,7 @@
 # --break-system-packages; --no-deps keeps pip from replacing Debian's
 # modules (tokenizers needs huggingface_hub only for downloads, never used).
 # slurm-wlm and munge: tests/e2e/slurm_real.sh starts a one-node Slurm from
-# a scratch folder (nothing is enabled or started at install).
+# a scratch folder; it starts and stops its own daemons.
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools

@@ -82,7 +82,7 @@ MailProg=/bin/true
 KillWait=10
 MinJobAge=600
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM State=UNKNOWN
-PartitionName=test Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+PartitionName=test Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
 export SLURM_CONF="$D/slurm.conf"
 
@@ -161,7 +161,8 @@ check "bad config: FAILED with ExitCode 2:0, not requeued (Restarts=0)" \
 if "$FABULA" report --help >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     timeout 300 "$FB_SRCDIR/slurm/scaling.sh" --ranks "1 2" --steps 4 --wait --out "$SCRATCH/scaling" -- \
-        $CKPT_ARGS --set data.train="$FB_SRCDIR/inputs/sample.jsonl" >scaling.txt 2>&1
+        --set data.seq_len=64 --set model.hidden_size=64 --set model.intermediate_size=128 \
+        --set model.num_hidden_layers=1 --set data.train="$FB_SRCDIR/inputs/sample.jsonl" >scaling.txt 2>&1
     rc=$?
     cat scaling.txt
     for j in $(sed -n 's/.*: job \([0-9]*\)[,:].*/\1/p' scaling.txt); do JOBS="$JOBS $j"; done
