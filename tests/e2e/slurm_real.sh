@@ -12,7 +12,8 @@
 #    (SLURM_RESTART_COUNT=1; the requeue delay cut with StartTime=now),
 #    resumed from that checkpoint in the same run dir (from the job name) and
 #    finished: COMPLETED, Restarts=1, per-step losses equal the
-#    uninterrupted job's bit for bit;
+#    uninterrupted job's bit for bit; launched by mpiexec (hydra) and by
+#    srun --mpi=pmi2 (FABULA_LAUNCHER=srun);
 #  - a bad config: FAILED with ExitCode 2, not requeued (Restarts=0);
 #  - slurm/scaling.sh --ranks "1 2" --wait: two points per sweep, the table
 #    of `fabula report --scaling` (only where the binary has `report`).
@@ -41,6 +42,8 @@ cleanup() {
         while [ $n -gt 0 ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; n=$((n - 1)); done
         kill -KILL "$p" 2>/dev/null
     done
+    # the daemons' logs stay with the test's scratch, for a failure
+    mkdir -p "$SCRATCH/daemon-logs" && cp "$D"/*.log "$D/slurm.conf" "$SCRATCH/daemon-logs/" 2>/dev/null
     rm -rf "$D"
 }
 trap cleanup EXIT
@@ -48,7 +51,9 @@ trap 'exit 1' INT TERM HUP
 daemon_logs() { for f in "$D"/*.log; do echo "--- $f"; tail -n 15 "$f"; done; }
 
 HOST=$(hostname -s)
-CPUS=$(nproc)
+# nproc honours OMP_NUM_THREADS, which the test harness sets to 1
+CPUS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+[ "$CPUS" -ge 2 ] || skip "the jobs need 2 CPUs; this machine offers $CPUS"
 MEM=$(awk '/MemTotal/ { print int($2 / 1024) }' /proc/meminfo)
 port=$((20000 + $$ % 20000))
 mkdir -p "$D/munge" "$D/state" "$D/spool" && chmod 700 "$D/munge" || exit 99
@@ -117,7 +122,7 @@ submit() {
     ID=${ID%%;*}
     JOBS="$JOBS $ID"
 }
-show() { echo "  $(scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | grep -E '^(JobState|Restarts|ExitCode)=' | tr '\n' ' ')"; }
+show() { echo "  $(scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | grep -E '^(JobState|Reason|Restarts|ExitCode)=' | tr '\n' ' ')"; }
 
 # shellcheck disable=SC2086
 submit ref $ARGS
@@ -127,27 +132,40 @@ show "$REF"
 check "uninterrupted job: COMPLETED, exit 0, $STEPS steps" \
     '[ "$(field $REF JobState)" = COMPLETED ] && [ "$(field $REF ExitCode)" = 0:0 ] && steps_logged ref $STEPS'
 
-# shellcheck disable=SC2086
-submit pre $ARGS
-PRE=$ID
-wait_for 120 "steps_logged pre 3" && scancel --signal=USR1 --batch "$PRE"
-wait_for 60 "grep -q 'requeueing job' pre.out"
-# requeued: pending with a BeginTime about two minutes ahead; start it now
-wait_for 60 "[ \"\$(field $PRE JobState)\" = PENDING ] && [ \"\$(field $PRE Restarts)\" = 1 ]" &&
+# preempted NAME LAUNCHER: a job preempted mid-run, requeued, resumed, finished
+preempted() {
+    name=$1; launcher=$2
+    # shellcheck disable=SC2086
+    FABULA_LAUNCHER=$launcher submit "$name" $ARGS
+    PRE=$ID
+    wait_for 120 "steps_logged $name 3" && scancel --signal=USR1 --batch "$PRE"
+    wait_for 60 "grep -q 'requeueing job' $name.out"
+    # requeued: pending with a BeginTime about two minutes ahead; start it
+    # now, once slurmd has finished the old attempt's batch step and srun
+    # step (a new step 0 while the old one's slurmstepd still ends made
+    # srun --mpi=pmi2 fail at MPI_Finalize: "failed to send temp kvs")
+    wait_for 60 "[ \"\$(field $PRE JobState)\" = PENDING ] && [ \"\$(field $PRE Restarts)\" = 1 ]"
+    wait_for 30 "grep -q '\[$PRE.batch\] done with job' '$D/slurmd.log'"
+    wait_for 30 "grep -q '\[$PRE.0\] done with job' '$D/slurmd.log'"
     scontrol update JobId="$PRE" StartTime=now
-wait_for 150 "ended $PRE"
-show "$PRE"
-s=$(sed -n 's/.*preempted (SIGUSR1): checkpoint of step \([0-9]*\) written, exit 75.*/\1/p' pre.out)
-check "preempted job: SIGUSR1 to the batch shell reached the ranks: checkpoint of step ${s:-?}, exit 75" \
-    '[ -n "$s" ] && [ "$s" -lt $STEPS ] && grep -q "train.sbatch: SIGUSR1 received: forwarded to mpiexec" pre.out'
-check "... requeued by the script, started again with SLURM_RESTART_COUNT=1 in the same run dir" \
-    'grep -q "train.sbatch: preempted after a checkpoint (exit 75): requeueing job $PRE (restart 1)" pre.out &&
-     grep -q "train.sbatch: job $PRE (pre) attempt 1 on .*run dir $SCRATCH/runs/pre$" pre.out'
-check "... resumed from that checkpoint and finished: COMPLETED, Restarts=1, exit 0" \
-    'grep -q "resumed from $SCRATCH/runs/pre/checkpoints/step-$(printf %08d "${s:-0}").h5 at step $s" pre.out &&
-     [ "$(field $PRE JobState)" = COMPLETED ] && [ "$(field $PRE Restarts)" = 1 ] && [ "$(field $PRE ExitCode)" = 0:0 ]'
-check "... per-step losses equal the uninterrupted job's, bit for bit" \
-    '"$PY" "$FB_SRCDIR/tests/e2e/compare_losses.py" runs/ref/metrics.jsonl runs/pre/metrics.jsonl 0 >pre.cmp'
+    wait_for 150 "ended $PRE"
+    show "$PRE"
+    s=$(sed -n 's/.*preempted (SIGUSR1): checkpoint of step \([0-9]*\) written, exit 75.*/\1/p' "$name.out")
+    check "$launcher: 2 ranks in one world; SIGUSR1 to the batch shell reached the ranks: checkpoint of step ${s:-?}, exit 75" \
+        '[ -n "$s" ] && [ "$s" -lt $STEPS ] && grep -q "train.sbatch: SIGUSR1 received: forwarded to $launcher" $name.out &&
+         [ "$(grep -c "^fabula: run: 2 rank(s)" $name.out)" = 2 ]'
+    check "... requeued by the script, started again with SLURM_RESTART_COUNT=1 in the same run dir" \
+        'grep -q "train.sbatch: preempted after a checkpoint (exit 75): requeueing job $PRE (restart 1)" $name.out &&
+         grep -q "train.sbatch: job $PRE ($name) attempt 1 on .*by $launcher, run dir $SCRATCH/runs/$name$" $name.out'
+    check "... resumed from that checkpoint and finished: COMPLETED, Restarts=1, exit 0" \
+        'grep -q "resumed from $SCRATCH/runs/$name/checkpoints/step-$(printf %08d "${s:-0}").h5 at step $s" $name.out &&
+         [ "$(field $PRE JobState)" = COMPLETED ] && [ "$(field $PRE Restarts)" = 1 ] && [ "$(field $PRE ExitCode)" = 0:0 ]'
+    check "... per-step losses equal the uninterrupted job's, bit for bit" \
+        '"$PY" "$FB_SRCDIR/tests/e2e/compare_losses.py" runs/ref/metrics.jsonl runs/$name/metrics.jsonl 0 >$name.cmp'
+}
+preempted pre mpiexec
+# srun as the launcher (srun --mpi=pmi2; Debian's MPICH speaks that PMI)
+preempted pre_srun srun
 
 # shellcheck disable=SC2086
 submit bad $ARGS --set model.hidden_size=0
