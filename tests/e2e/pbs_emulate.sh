@@ -1,5 +1,5 @@
 #!/bin/sh
-# pbs/train.pbs under an emulated PBS Pro server (tests/e2e/pbs_emulate.py:
+# pbs/train.pbs under an emulated PBS Pro server (tests/e2e/pbs_server.py:
 # #PBS directives, PBS_NODEFILE, PBS_JOBID, PBS_O_WORKDIR, NCPUS, and
 # stand-ins for qrerun, qsub, qstat, qsig), on 2 ranks of this machine:
 #  - the layout comes from select=...:ncpus=...:mpiprocs=... (2 ranks x 1
@@ -16,7 +16,7 @@
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ckpt_lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
-EMU="$FB_SRCDIR/tests/e2e/pbs_emulate.py"
+EMU="$FB_SRCDIR/tests/e2e/pbs_server.py"
 SCRIPT="$FB_SRCDIR/pbs/train.pbs"
 STEPS=60
 # the default config's data.train is relative to the source tree; the jobs

@@ -1,7 +1,7 @@
 """An emulated PBS Pro server for one machine, enough to run fabula's pbs/
 scripts in the tests (Debian ships no PBS server).
 
-usage: pbs_emulate.py --spool DIR [-N NAME] [-l select=...] [-v VAR=VAL,...]
+usage: pbs_server.py --spool DIR [-N NAME] [-l select=...] [-v VAR=VAL,...]
                       [-r y|n] [-o PATH] SCRIPT
 
 It reads the script's #PBS directives (up to the first line that is neither
@@ -91,11 +91,11 @@ def parse_args(argv, job):
                     else:
                         job["resources"][k] = v
             elif a == "-W" and val != "block=true":
-                sys.exit(f"pbs_emulate: -W {val} is not emulated")
+                sys.exit(f"pbs_server: -W {val} is not emulated")
         elif a == "--":
-            sys.exit("pbs_emulate: qsub -- EXECUTABLE is not emulated")
+            sys.exit("pbs_server: qsub -- EXECUTABLE is not emulated")
         elif a.startswith("-"):
-            sys.exit(f"pbs_emulate: qsub option {a} is not emulated")
+            sys.exit(f"pbs_server: qsub option {a} is not emulated")
         else:
             return argv[i:]
     return []
@@ -132,7 +132,7 @@ def new_job(spool, argv, workdir):
            "resources": {}, "workdir": workdir}
     rest = parse_args(argv, dict(job, vars={}, resources={}))  # find the script first
     if len(rest) != 1:
-        sys.exit("pbs_emulate: expected one job script after the options")
+        sys.exit("pbs_server: expected one job script after the options")
     script = os.path.abspath(rest[0])
     parse_args(directives(script), job)
     parse_args(argv, job)
@@ -179,7 +179,7 @@ def run_job(spool, job, run_count):
     out = job["output"] or os.path.join(job["workdir"], f"{job['name']}.o{job['seq']}")
     put(spool, job["id"] + ".run_count", str(run_count))
     with open(out, "a") as log:
-        log.write(f"=== pbs_emulate: job {job['id']} ({job['name']}) run {run_count}\n")
+        log.write(f"=== pbs_server: job {job['id']} ({job['name']}) run {run_count}\n")
         log.flush()
         p = subprocess.Popen(["bash", job["script"]], cwd=os.environ.get("HOME", "/"), env=env, stdout=log,
                              stderr=subprocess.STDOUT)
@@ -227,11 +227,11 @@ def main():
             if os.path.exists(reruns):
                 os.remove(reruns)
             rc = run_job(spool, job, count)
-            print(f"pbs_emulate: job {jid} ({job['name']}) run {count}: exit {rc}", flush=True)
+            print(f"pbs_server: job {jid} ({job['name']}) run {count}: exit {rc}", flush=True)
             status = rc
             if not (os.path.exists(reruns) and jid in open(reruns).read().split()):
                 break
-            print(f"pbs_emulate: job {jid} asked to be rerun", flush=True)
+            print(f"pbs_server: job {jid} asked to be rerun", flush=True)
     return status if status is not None and status < 256 else 1
 
 
