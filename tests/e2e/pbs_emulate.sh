@@ -12,7 +12,8 @@
 #  - where qrerun is refused (no operator rights), the script submits itself
 #    again under the same name, and that job resumes and finishes;
 #  - FABULA_MAX_RESTARTS=0: a preempted job ends with 75, not rerun;
-#  - a bad config (exit 2) ends the job with 2, not rerun.
+#  - a bad config (exit 2) ends the job with 2, not rerun;
+#  - pbs/prep.pbs writes the corpus on 2 ranks.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ckpt_lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
@@ -83,5 +84,9 @@ job s_bad -N bad -v "$VARS,FABULA_ARGS=$ARGS --set model.hidden_size=0" "$SCRIPT
 check "bad config: the job ends with exit 2, not rerun ($(runs s_bad))" \
     '[ $RC -eq 2 ] && [ "$(runs s_bad)" = "1.emulated bad 1 2;" ] && grep -q "model.hidden_size" bad.o1 &&
      grep -q "train.pbs: fabula exited 2: not rerun" bad.o1'
+job s_prep -N prep -v "FABULA=$FABULA,FABULA_ARGS=--output $SCRATCH/corpus.h5 $FB_SRCDIR/inputs/sample.jsonl" \
+    "$FB_SRCDIR/pbs/prep.pbs"
+check "pbs/prep.pbs: 2 ranks, exit 0, the corpus written (got $RC)" \
+    '[ $RC -eq 0 ] && [ -s corpus.h5 ] && grep -q "prep.pbs: job 1.emulated: 2 rank(s), 2 per node" prep.o1'
 wait
 finish

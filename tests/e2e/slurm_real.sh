@@ -15,6 +15,7 @@
 #    uninterrupted job's bit for bit; launched by mpiexec (hydra) and by
 #    srun --mpi=pmi2 (FABULA_LAUNCHER=srun);
 #  - a bad config: FAILED with ExitCode 2, not requeued (Restarts=0);
+#  - slurm/prep.sbatch on 2 tasks writes the corpus;
 #  - slurm/scaling.sh --ranks "1 2" --wait: two points per sweep, the table
 #    of `fabula report --scaling` (only where the binary has `report`).
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -147,6 +148,10 @@ preempted() {
     wait_for 60 "[ \"\$(field $PRE JobState)\" = PENDING ] && [ \"\$(field $PRE Restarts)\" = 1 ]"
     wait_for 30 "grep -q '\[$PRE.batch\] done with job' '$D/slurmd.log'"
     wait_for 30 "grep -q '\[$PRE.0\] done with job' '$D/slurmd.log'"
+    # and once the requeue's credential revocation lies in the past: a
+    # launch within its second was refused ("Job credential revoked", the
+    # job FAILED with 1)
+    sleep 2
     scontrol update JobId="$PRE" StartTime=now
     wait_for 150 "ended $PRE"
     show "$PRE"
@@ -175,6 +180,15 @@ show "$BAD"
 check "bad config: FAILED with ExitCode 2:0, not requeued (Restarts=0)" \
     '[ "$(field $BAD JobState)" = FAILED ] && [ "$(field $BAD ExitCode)" = 2:0 ] && [ "$(field $BAD Restarts)" = 0 ] &&
      grep -q "train.sbatch: fabula exited 2: not requeued" bad.out'
+
+ID=$(sbatch --parsable -J prep -n 2 --ntasks-per-node=2 --output="$SCRATCH/prep.out" "$FB_SRCDIR/slurm/prep.sbatch" \
+    --output "$SCRATCH/corpus.h5" "$FB_SRCDIR/inputs/sample.jsonl")
+ID=${ID%%;*}
+JOBS="$JOBS $ID"
+wait_for 120 "ended $ID"
+show "$ID"
+check "slurm/prep.sbatch on 2 tasks: COMPLETED, the corpus written" \
+    '[ "$(field $ID JobState)" = COMPLETED ] && [ -s corpus.h5 ] && grep -q "prep.sbatch: fabula prep exited 0" prep.out'
 
 if "$FABULA" report --help >/dev/null 2>&1; then
     # shellcheck disable=SC2086
