@@ -13,12 +13,15 @@
 # protobuf and absl, taken from Debian (python3-protobuf 3.21,
 # python3-absl). 2.17.1 is pinned: the newest releases ship protobuf
 # modules that need protobuf 5's runtime, which Debian 12 lacks.
+# slurm-wlm and munge: tests/e2e/slurm_real.sh starts a one-node Slurm from
+# a scratch folder; it starts and stops its own daemons.
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
       libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev libpapi-dev
       python3 python3-numpy python3-h5py python3-torch python3-pip
-      python3-protobuf python3-absl"
+      python3-protobuf python3-absl
+      slurm-wlm munge"
 TOKENIZERS_VERSION=0.22.2
 TENSORBOARD_VERSION=2.17.1
 if [ "$(id -u)" -ne 0 ]; then

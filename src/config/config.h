@@ -137,6 +137,9 @@ typedef struct parallel_config {
  * paths without a GPU. */
 typedef enum { RUN_BACKEND_CPU = 0, RUN_BACKEND_CUDA, RUN_BACKEND_AUTO, RUN_BACKEND_CPU16 } run_backend_t;
 
+/* Distinct names run.preempt_signals accepts (config_preempt.c). */
+#define RUN_MAX_PREEMPT_SIGNALS 8
+
 typedef struct run_config {
     long steps;                 /* optimizer steps to run */
     uint64_t seed;
@@ -146,6 +149,9 @@ typedef struct run_config {
     int backend;                /* RUN_BACKEND_* */
     long eval_interval;         /* steps between validation losses (and at the last step); 0 = none */
     long eval_samples;          /* the first N samples of the corpus's validation split */
+    /* signal numbers that preempt (run.preempt_signals; SIGINT always does) */
+    int preempt_signals[RUN_MAX_PREEMPT_SIGNALS];
+    int n_preempt_signals;
 } run_config_t;
 
 /* "checkpoint" (docs/checkpoint.md). */

@@ -45,6 +45,7 @@ void config_read_run(cj_ctx_t *c, config_t *cfg)
     r->eval_samples = (long)cj_integer(c, "run.eval_samples", cj_default_integer(c, "run.eval_samples"));
     if (r->eval_samples < 1)
         cj_invalid(c, "run.eval_samples", "a positive integer (validation samples per evaluation)");
+    config_read_preempt(c, cfg);
     /* DeepSpeed's key, top level. */
     r->steps_per_print = cj_int(c, "steps_per_print", 10);
     if (r->steps_per_print <= 0)

@@ -9,6 +9,8 @@
 
 /* run.* and steps_per_print. */
 void config_read_run(cj_ctx_t *c, config_t *cfg);
+/* run.preempt_signals (config_preempt.c), called by config_read_run. */
+void config_read_preempt(cj_ctx_t *c, config_t *cfg);
 void config_read_model(cj_ctx_t *c, config_t *cfg);
 /* The Hugging Face config.json keys of "model" (config_model_hf.c): the
  * mapping, before config_read_model reads the sizes, and the checks of the

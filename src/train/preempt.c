@@ -15,7 +15,7 @@ static void on_signal(int sig)
         signalled = sig;
 }
 
-void preempt_install(void)
+void preempt_install(const int *sigs, int n)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -23,9 +23,10 @@ void preempt_install(void)
     CHECK_SYS(sigemptyset(&sa.sa_mask));
     /* MPI and file calls interrupted by the signal resume */
     sa.sa_flags = SA_RESTART;
-    CHECK_SYS(sigaction(SIGUSR1, &sa, NULL));
-    CHECK_SYS(sigaction(SIGTERM, &sa, NULL));
-    /* after the first Ctrl-C the default action is back: the second ends
+    for (int i = 0; i < n; i++)
+        if (sigs[i] != SIGINT)
+            CHECK_SYS(sigaction(sigs[i], &sa, NULL));
+    /* Ctrl-C always, listed or not; after the first Ctrl-C the default action is back: the second ends
      * the process at once */
     sa.sa_flags = SA_RESTART | SA_RESETHAND;
     CHECK_SYS(sigaction(SIGINT, &sa, NULL));
@@ -51,8 +52,14 @@ const char *preempt_signal_name(int sig)
     switch (sig) {
     case SIGUSR1:
         return "SIGUSR1";
+    case SIGUSR2:
+        return "SIGUSR2";
     case SIGTERM:
         return "SIGTERM";
+    case SIGHUP:
+        return "SIGHUP";
+    case SIGXCPU:
+        return "SIGXCPU";
     case SIGINT:
         return "SIGINT";
     default:

@@ -318,7 +318,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     tr.rank = parallel_rank();
     tr.world = parallel_size();
     tr.threads = choose_threads();
-    preempt_install();
+    preempt_install(cfg->run.preempt_signals, cfg->run.n_preempt_signals);
     counters_init(tr.rank == 0);
     data_open(&tr);
     /* after the input checks, so that a refused input leaves no run dir */

@@ -27,7 +27,7 @@ for np in 1 4; do
     grep "error" "$SCRATCH/full$np.out" | head -n 2
     check "$np rank(s): disk full during a save: exit 4 (got $RC), fabula's message, no crash, earlier checkpoints intact" \
         '[ $RC -eq 4 ] && grep -q "error: checkpoint .*step-00000003.h5: .* failed (disk full" "$SCRATCH/full$np.out" &&
-         ! grep -q "signal\|Segmentation\|BAD TERMINATION" "$SCRATCH/full$np.out" &&
+         ! grep -q "(signal [0-9]\|Segmentation\|BAD TERMINATION" "$SCRATCH/full$np.out" &&
          [ -z "$(ls -A "$FS/run/checkpoints" | grep -v "^latest$\|^step-0000000[12].h5$")" ] &&
          [ "$(sed -n 1p "$FS/run/checkpoints/latest")" = step-00000002.h5 ] &&
          "$FABULA" ckpt verify -q "$FS/run/checkpoints/step-00000002.h5" >/dev/null'
