@@ -12,7 +12,8 @@ static struct {
     int on, count;
     long pairs;             /* handle pairs this step */
     double pair_cost;       /* seconds per pair, measured at enable */
-    double acc[PHASE_COUNT], ins[PHASE_COUNT], cyc[PHASE_COUNT];
+    double acc[PHASE_COUNT];
+    counter_sums_t ctr[PHASE_COUNT];
     double t0[PHASE_COUNT], w0[PHASE_COUNT];
     double step_w0;
 } st;
@@ -70,11 +71,9 @@ void phase_end(phase_id_t p)
     if (p != PHASE_CHECKPOINT)
         dt -= comm_wait_seconds_total() - st.w0[p];
     st.acc[p] += dt > 0.0 ? dt : 0.0;
-    long long ins, cyc;
-    if (st.count && p != PHASE_CHECKPOINT && counters_stop(&ins, &cyc)) {
-        st.ins[p] += (double)ins;
-        st.cyc[p] += (double)cyc;
-    }
+    counter_sample_t c;
+    if (st.count && p != PHASE_CHECKPOINT && counters_stop(&c))
+        counter_sums_add_sample(&st.ctr[p], &c);
 }
 #endif
 
@@ -83,8 +82,7 @@ void phase_step_begin(void)
     const double ckpt = st.acc[PHASE_CHECKPOINT];
     memset(st.acc, 0, sizeof st.acc);
     st.pairs = 0;
-    memset(st.ins, 0, sizeof st.ins);
-    memset(st.cyc, 0, sizeof st.cyc);
+    memset(st.ctr, 0, sizeof st.ctr);
     st.acc[PHASE_CHECKPOINT] = ckpt;
     st.step_w0 = comm_wait_seconds_total();
 }
@@ -109,8 +107,9 @@ void phase_step_end(double step_time, comm_t *world, phase_times_t *out)
     out->busy = busy;
     /* a runtime PAPI failure switches counting off for good */
     out->counted = st.count && counters_available();
-    memcpy(out->ins, st.ins, sizeof out->ins);
-    memcpy(out->cyc, st.cyc, sizeof out->cyc);
+    out->llc = out->counted && counters_llc();
+    out->team_threads = out->counted ? counters_team_threads() : 0;
+    memcpy(out->ctr, st.ctr, sizeof out->ctr);
     st.acc[PHASE_CHECKPOINT] = 0.0;
 }
 

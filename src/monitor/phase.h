@@ -14,6 +14,7 @@
 
 #include "build_config.h"
 
+#include "monitor/counters.h"
 #include "parallel/comm.h"
 
 typedef enum {
@@ -48,14 +49,16 @@ typedef struct phase_times {
     double step_time;       /* the step's wall time (checkpoint not included) */
     double waits;           /* seconds blocked in communication during the step */
     double busy;            /* step_time - waits: what this rank computed */
-    int counted;            /* PAPI counted the phases: ins and cyc hold */
-    double ins[PHASE_COUNT], cyc[PHASE_COUNT]; /* instructions, cycles of the calling thread */
+    int counted;            /* PAPI counted the phases: ctr[].main holds */
+    int llc;                /* ... with COUNTER_LLC */
+    int team_threads;       /* ... and ctr[].team over this many threads; 0: not the team */
+    counter_sums_t ctr[PHASE_COUNT];
 } phase_times_t;
 
 /* Turns the timers on (they start off: a run with monitor.enabled false
  * pays one branch per handle). Where PAPI counts (counters_init found
- * counters), each phase but the checkpoint also counts the calling thread's
- * instructions and cycles. */
+ * counters), each phase but the checkpoint also counts instructions, cycles
+ * and LLC misses, of the calling thread and of its OpenMP team. */
 void phase_enable(int on);
 int phase_enabled(void);
 

@@ -27,11 +27,12 @@ static void span_add(span_sums_t *a, const span_sums_t *b)
     a->step_time += b->step_time;
     a->busy += b->busy;
     a->steps += b->steps;
-    for (int p = 0; p < PHASE_COUNT; p++) {
-        a->ins[p] += b->ins[p];
-        a->cyc[p] += b->cyc[p];
-    }
+    for (int p = 0; p < PHASE_COUNT; p++)
+        counter_sums_add(&a->ctr[p], &b->ctr[p]);
+    /* counting only ever switches off: the last step says if the sums hold */
     a->counted = b->counted;
+    a->llc = b->llc;
+    a->team_threads = b->team_threads;
 }
 
 void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t)
@@ -41,9 +42,10 @@ void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t)
     s->step_time = t->step_time;
     s->busy = t->busy;
     s->steps = 1;
-    memcpy(s->ins, t->ins, sizeof s->ins);
-    memcpy(s->cyc, t->cyc, sizeof s->cyc);
+    memcpy(s->ctr, t->ctr, sizeof s->ctr);
     s->counted = t->counted;
+    s->llc = t->llc;
+    s->team_threads = t->team_threads;
     span_add(&m->rec.interval, s);
     span_add(&m->rec.total, s);
 }
@@ -57,14 +59,16 @@ static const span_sums_t *pick(const rank_record_t *r, int which)
 static void over_ranks(const rank_record_t *all, int world, int which, span_over_ranks_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->counted = 1;
+    o->counted = o->llc = 1;
+    int team = 1;
     for (int r = 0; r < world; r++) {
         const span_sums_t *s = pick(&all[r], which);
         o->counted &= s->counted != 0;
-        for (int p = 0; p < PHASE_COUNT; p++) {
-            o->ins[p] += s->ins[p];
-            o->cyc[p] += s->cyc[p];
-        }
+        o->llc &= s->llc != 0;
+        team &= s->team_threads > 0;
+        o->team_threads += (int)s->team_threads;
+        for (int p = 0; p < PHASE_COUNT; p++)
+            counter_sums_add(&o->ctr[p], &s->ctr[p]);
         for (int p = 0; p < PHASE_COUNT; p++) {
             o->mean[p] += s->s[p] / world;
             if (r == 0 || s->s[p] > o->max[p]) {
@@ -85,6 +89,8 @@ static void over_ranks(const rank_record_t *all, int world, int which, span_over
             o->slowest_rank = r;
         }
     }
+    o->llc &= o->counted;
+    o->team_threads = o->counted && team ? o->team_threads : 0;
     o->steps = pick(&all[0], which)->steps;
 }
 

@@ -13,8 +13,9 @@
 typedef struct span_sums {
     double s[PHASE_COUNT];
     double step_time, busy, steps;
-    double ins[PHASE_COUNT], cyc[PHASE_COUNT]; /* PAPI, 0 without */
-    double counted;                            /* 1: this rank counted */
+    counter_sums_t ctr[PHASE_COUNT];    /* PAPI, 0 without */
+    double counted, llc;                /* 1: this rank counted (LLC misses too) */
+    double team_threads;                /* threads in ctr[].team; 0: team not counted */
 } span_sums_t;
 
 /* What each rank sends: a fixed struct of doubles, so that one gather of
@@ -36,8 +37,9 @@ typedef struct span_over_ranks {
     double busy_min, busy_mean, busy_max;
     int slowest_rank;
     double steps;
-    int counted;                                /* every rank counted */
-    double ins[PHASE_COUNT], cyc[PHASE_COUNT];  /* sums over ranks */
+    int counted, llc;                   /* every rank counted (LLC misses too) */
+    int team_threads;                   /* summed over ranks; 0 unless every rank counted its team */
+    counter_sums_t ctr[PHASE_COUNT];    /* sums over ranks */
 } span_over_ranks_t;
 
 typedef struct ranks_summary {

@@ -106,6 +106,25 @@ static json_t *phases_json(const double *v)
     return o;
 }
 
+/* prefix + "instructions", "cycles", "ipc", and with `llc` "llc_misses"
+ * and "llc_mpki" (LLC misses per thousand instructions). */
+static void counters_json(json_t *e, const char *prefix, const double v[COUNTER_EVENTS], int llc)
+{
+    char key[48];
+    snprintf(key, sizeof key, "%sinstructions", prefix);
+    json_object_set_new(e, key, json_real(v[COUNTER_INS]));
+    snprintf(key, sizeof key, "%scycles", prefix);
+    json_object_set_new(e, key, json_real(v[COUNTER_CYC]));
+    snprintf(key, sizeof key, "%sipc", prefix);
+    json_object_set_new(e, key, json_real(counters_ipc(v[COUNTER_INS], v[COUNTER_CYC])));
+    if (!llc)
+        return;
+    snprintf(key, sizeof key, "%sllc_misses", prefix);
+    json_object_set_new(e, key, json_real(v[COUNTER_LLC]));
+    snprintf(key, sizeof key, "%sllc_mpki", prefix);
+    json_object_set_new(e, key, json_real(counters_per_kilo_ins(v[COUNTER_LLC], v[COUNTER_INS])));
+}
+
 static json_t *ranks_json(const monitor_report_t *m)
 {
     const ranks_summary_t *rs = &m->ranks;
@@ -129,19 +148,21 @@ static json_t *ranks_json(const monitor_report_t *m)
         json_object_set_new(mr, phase_name(p), json_integer(s->max_rank[p]));
     json_object_set_new(o, "time_max_rank", mr);
     if (s->counted) {
-        /* PAPI where the hardware counts: the calling threads' counts per
-         * phase, summed over ranks */
+        /* PAPI where the hardware counts: per phase, summed over ranks */
         json_t *c = json_object();
         for (int p = 0; p < PHASE_COUNT; p++) {
-            if (s->cyc[p] <= 0)
+            const counter_sums_t *k = &s->ctr[p];
+            if (k->main[COUNTER_CYC] <= 0)
                 continue;
             json_t *e = json_object();
-            json_object_set_new(e, "instructions", json_real(s->ins[p]));
-            json_object_set_new(e, "cycles", json_real(s->cyc[p]));
-            json_object_set_new(e, "ipc", json_real(s->ins[p] / s->cyc[p]));
+            counters_json(e, "", k->main, s->llc);
+            if (s->team_threads > 0)
+                counters_json(e, "team_", k->team, s->llc);
             json_object_set_new(c, phase_name(p), e);
         }
         json_object_set_new(o, "counters", c);
+        if (s->team_threads > 0)
+            json_object_set_new(o, "counters_team_threads", json_integer(s->team_threads));
     }
     if (rs->have_gpu) {
         json_t *g = json_object();
