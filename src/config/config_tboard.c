@@ -23,8 +23,12 @@ static void read_block(cj_ctx_t *c, const config_t *cfg, const char *section, tb
         cj_invalid(c, path, "a folder name without '/' (files go to output_path/job_name)");
     const size_t n = strlen(cfg->run.run_dir) + strlen(section) + strlen(base) + strlen(job) + 4;
     out->dir = fb_malloc(n);
+    /* "tb_logs/" as users write it: one separator, not "tb_logs//job" */
+    size_t blen = strlen(base);
+    while (blen > 1 && base[blen - 1] == '/')
+        blen--;
     if (*base)
-        snprintf(out->dir, n, "%s%s%s", base, *job ? "/" : "", job);
+        snprintf(out->dir, n, "%.*s%s%s", (int)blen, base, *job && base[blen - 1] != '/' ? "/" : "", job);
     else
         snprintf(out->dir, n, "%s/%s%s%s", cfg->run.run_dir, section, *job ? "/" : "", job);
 }

@@ -69,6 +69,12 @@ check "fp16: loss_scale and skipped are scalars too" \
 checker "$R3" "$R3/tensorboard/fabula" "$R3/csv_monitor/fabula" 2:"$R3/checkpoints/step-00000002.h5"
 check "2 ranks ep 2: histograms of experts held on different ranks equal the checkpoint" '[ $CRC -eq 0 ]'
 
+# an output_path written with a trailing slash, as in DeepSpeed's examples
+run_fabula 1 train --steps 1 --run-dir "$SCRATCH/r6" $SMALL --set tensorboard.enabled=true \
+    --set tensorboard.output_path="$SCRATCH/tb6/" --set tensorboard.job_name=j
+check "output_path with a trailing '/': one separator before job_name (exit $RC)" \
+    '[ $RC -eq 0 ] && grep -q "fabula: tensorboard: $SCRATCH/tb6/j/events" "$SCRATCH/out.txt"'
+
 # off by default
 R4="$SCRATCH/r4"
 run_fabula 1 train --steps 1 --run-dir "$R4" $SMALL
