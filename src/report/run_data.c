@@ -12,7 +12,7 @@
 
 #include "util/error.h"
 
-static char *path_join(const char *dir, const char *name)
+char *report_path_join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
@@ -44,7 +44,7 @@ void report_run_load(report_run_t *r, const char *dir)
     if (!r->dir)
         fb_fatal(FB_EXIT_INTERNAL, "out of memory");
 
-    char *cpath = path_join(dir, "config.json");
+    char *cpath = report_path_join(dir, "config.json");
     json_error_t err;
     if (access(cpath, F_OK) == 0) {
         r->config = json_load_file(cpath, 0, &err);
@@ -53,7 +53,7 @@ void report_run_load(report_run_t *r, const char *dir)
     }
     free(cpath);
 
-    char *mpath = path_join(dir, "metrics.jsonl");
+    char *mpath = report_path_join(dir, "metrics.jsonl");
     FILE *f = fopen(mpath, "r");
     if (!f)
         fb_fatal(FB_EXIT_IO, "cannot read '%s': %s (is '%s' a run directory of `fabula train`?)", mpath,
@@ -218,7 +218,7 @@ void report_ckpts_list(const report_run_t *r, report_ckpts_t *c)
     memset(c, 0, sizeof *c);
     json_t *d = r->config ? report_get(r->config, "checkpoint.dir") : NULL;
     c->dir = d && json_is_string(d) && json_string_length(d) ? strdup(json_string_value(d))
-                                                             : path_join(r->dir, "checkpoints");
+                                                             : report_path_join(r->dir, "checkpoints");
     if (!c->dir)
         fb_fatal(FB_EXIT_INTERNAL, "out of memory");
     DIR *dir = opendir(c->dir);
@@ -246,12 +246,12 @@ void report_ckpts_list(const report_run_t *r, report_ckpts_t *c)
         qsort(c->names, c->n, sizeof *c->names, by_name);
     c->bytes = fb_calloc(c->n ? c->n : 1, sizeof *c->bytes);
     for (size_t i = 0; i < c->n; i++) {
-        char *p = path_join(c->dir, c->names[i]);
+        char *p = report_path_join(c->dir, c->names[i]);
         struct stat st;
         c->bytes[i] = stat(p, &st) == 0 ? (double)st.st_size : NAN;
         free(p);
     }
-    char *lp = path_join(c->dir, "latest");
+    char *lp = report_path_join(c->dir, "latest");
     FILE *f = fopen(lp, "r");
     if (f) {
         if (fgets(c->latest, sizeof c->latest, f))

@@ -24,6 +24,9 @@ void report_run_free(report_run_t *r);
 /* The node at a dotted path ("ranks.rss_max_bytes") of `obj`, NULL when
  * absent or when something on the way is not an object. */
 json_t *report_get(json_t *obj, const char *path);
+
+/* "DIR/NAME", newly allocated (freed by the caller). */
+char *report_path_join(const char *dir, const char *name);
 /* The number at `path` in *out; 0 when absent or not a number. */
 int report_num(json_t *obj, const char *path, double *out);
 

@@ -95,16 +95,6 @@ static void table(strbuf_t *b, const point_t *p, size_t n)
     }
 }
 
-static char *out_path(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (!p)
-        fb_fatal(FB_EXIT_INTERNAL, "out of memory");
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 int report_scaling(const char *const *dirs, size_t n, const char *out_dir)
 {
     point_t *p = calloc(n, sizeof *p);
@@ -182,7 +172,7 @@ int report_scaling(const char *const *dirs, size_t n, const char *out_dir)
     svg_lines(&svg, &ax, s, 2);
 
     fs_mkdirs(out_dir);
-    char *pm = out_path(out_dir, "scaling.md"), *ps = out_path(out_dir, "scaling.svg");
+    char *pm = report_path_join(out_dir, "scaling.md"), *ps = report_path_join(out_dir, "scaling.svg");
     sb_write_file(&md, pm);
     /* a standalone file wants the XML declaration */
     strbuf_t file = {0};

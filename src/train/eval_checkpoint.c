@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
-#include "kernels_info.h"
 #include "loader/batch.h"
 #include "loader/data_source.h"
 #include "model/model.h"
@@ -15,6 +14,7 @@
 #include "parallel/world.h"
 #include "train/backend.h"
 #include "train/evaluate.h"
+#include "train/trainer.h"
 #include "util/error.h"
 #include "zero/zero.h"
 
@@ -38,19 +38,6 @@ static void open_step(void *arg)
     data_source_open_valid(a->src, a->cfg, a->verbose, "fabula eval --split val");
 }
 
-/* As the training does: unless OMP_NUM_THREADS says otherwise, the ranks of
- * a node share its processors. */
-static void choose_threads(void)
-{
-    const char *env = getenv("OMP_NUM_THREADS");
-    int n = env ? atoi(env) : 0;
-    if (n < 1) {
-        int local = parallel_local_size();
-        n = kernels_cpu_available() / (local > 0 ? local : 1);
-    }
-    kernels_cpu_set_threads(n < 1 ? 1 : n);
-}
-
 static void print_row(const char *name, long samples, double targets, double loss)
 {
     if (targets > 0)
@@ -62,7 +49,7 @@ static void print_row(const char *name, long samples, double targets, double los
 int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, int valid, long samples)
 {
     const int rank = parallel_rank(), world = parallel_size();
-    choose_threads();
+    train_choose_threads();
     data_source_t src;
     memset(&src, 0, sizeof src);
     open_args_t oa = {&src, cfg, valid, 0};

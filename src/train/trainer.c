@@ -214,9 +214,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->moe = &tr->moe;
 }
 
-/* Unless OMP_NUM_THREADS says otherwise, the ranks of a node share its
- * processors instead of each starting one thread per core. */
-static int choose_threads(void)
+int train_choose_threads(void)
 {
     const char *env = getenv("OMP_NUM_THREADS");
     int n = env ? atoi(env) : 0;
@@ -317,7 +315,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     tr.cfg = cfg;
     tr.rank = parallel_rank();
     tr.world = parallel_size();
-    tr.threads = choose_threads();
+    tr.threads = train_choose_threads();
     preempt_install(cfg->run.preempt_signals, cfg->run.n_preempt_signals);
     counters_init(tr.rank == 0);
     data_open(&tr);

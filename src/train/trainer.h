@@ -15,4 +15,9 @@ int trainer_run(const config_t *cfg);
  * cfg->run.steps entries, on every rank; NULL stores nothing. */
 int trainer_run_losses(const config_t *cfg, double *losses);
 
+/* Sets the CPU kernels' thread count and returns it: OMP_NUM_THREADS when
+ * set, else the node's processors shared among its ranks, instead of each
+ * rank starting one thread per core (training and `fabula eval` alike). */
+int train_choose_threads(void);
+
 #endif
