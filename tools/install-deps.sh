@@ -13,6 +13,12 @@
 # protobuf and absl, taken from Debian (python3-protobuf 3.21,
 # python3-absl). 2.17.1 is pinned: the newest releases ship protobuf
 # modules that need protobuf 5's runtime, which Debian 12 lacks.
+# transformers (tests/e2e/hf_*.sh load fabula's exports with it and make the
+# tiny models init_from starts from) lives in its own virtual environment,
+# /opt/fabula-hf, that sees Debian's torch 1.13 through
+# --system-site-packages: transformers 4.46.3 is the newest release that
+# still runs on torch 1.13, and it pins tokenizers < 0.21, which must not
+# replace the tokenizers 0.22.2 the tokenizer tests compare with.
 # slurm-wlm and munge: tests/e2e/slurm_real.sh starts a one-node Slurm from
 # a scratch folder; it starts and stops its own daemons.
 set -e
@@ -24,6 +30,8 @@ PKGS="build-essential autoconf automake libtool pkg-config
       slurm-wlm munge"
 TOKENIZERS_VERSION=0.22.2
 TENSORBOARD_VERSION=2.17.1
+HF_VENV=/opt/fabula-hf
+HF_PKGS="transformers==4.46.3 tokenizers==0.20.3 huggingface_hub==0.36.2 safetensors==0.8.0"
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (or install these packages): $PKGS" >&2
     exit 1
@@ -34,5 +42,8 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
 /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "tokenizers==$TOKENIZERS_VERSION" \
     "tensorboard==$TENSORBOARD_VERSION"
+[ -x "$HF_VENV/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$HF_VENV"
+# shellcheck disable=SC2086
+"$HF_VENV/bin/python" -m pip install -q $HF_PKGS
 echo "install-deps.sh: installed: $(echo $PKGS), tokenizers $TOKENIZERS_VERSION," \
-    "tensorboard $TENSORBOARD_VERSION (pip)"
+    "tensorboard $TENSORBOARD_VERSION (pip), $HF_PKGS (in $HF_VENV)"
