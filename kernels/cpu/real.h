@@ -11,6 +11,7 @@
 #define FABULA_KERNELS_CPU_REAL_H
 
 #include <math.h>
+#include <stdint.h>
 
 #include <cblas.h>
 
@@ -20,6 +21,7 @@
 
 #if FB_REAL_BITS == 32
 typedef float real;
+typedef uint32_t real_bits; /* an unsigned integer of real's width */
 #define CPU_FN(name) name##_f32
 #define R_EXP expf
 #define R_LOG logf
@@ -30,6 +32,7 @@ typedef float real;
 #define R_GEMM cblas_sgemm
 #elif FB_REAL_BITS == 64
 typedef double real;
+typedef uint64_t real_bits;
 #define CPU_FN(name) name##_f64
 #define R_EXP exp
 #define R_LOG log

@@ -46,15 +46,19 @@ void CPU_FN(cpu_rmsnorm_bwd)(real *dx, real *dw, const real *dout, const real *x
     for (int b = 0; b < nblocks; b++) {
         int j0 = b * RMS_COL_BLOCK;
         int j1 = j0 + RMS_COL_BLOCK < D ? j0 + RMS_COL_BLOCK : D;
+        const int nj = j1 - j0;
         double acc[RMS_COL_BLOCK] = {0};
+        /* lanes are columns, each summed over rows in order: vectorises
+         * without reordering any sum */
         for (int t = 0; t < T; t++) {
-            const real *xr = x + (size_t)t * D;
-            const real *g = dout + (size_t)t * D;
-            real r = rstd[t];
-            for (int j = j0; j < j1; j++)
-                acc[j - j0] += (double)(g[j] * xr[j] * r);
+            const real *restrict xr = x + (size_t)t * D + j0;
+            const real *restrict g = dout + (size_t)t * D + j0;
+            const real r = rstd[t];
+#pragma omp simd
+            for (int j = 0; j < nj; j++)
+                acc[j] += (double)(g[j] * xr[j] * r);
         }
-        for (int j = j0; j < j1; j++)
-            dw[j] += (real)acc[j - j0];
+        for (int j = 0; j < nj; j++)
+            dw[j0 + j] += (real)acc[j];
     }
 }

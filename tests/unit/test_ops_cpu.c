@@ -16,6 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build_config.h"
+
+#include <cblas.h>
+
 #include "cpu/cpu_kernels.h"
 #include "kernels_info.h"
 #include "ops.h"
@@ -51,7 +55,14 @@ static double *to_d(const float *x, size_t n)
     return p;
 }
 
-static void set_threads(int cfg) { omp_set_num_threads(thread_counts[cfg]); }
+/* OpenMP's and, for a pthreads OpenBLAS, BLAS's thread count. */
+static void set_threads(int cfg)
+{
+    omp_set_num_threads(thread_counts[cfg]);
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    openblas_set_num_threads(thread_counts[cfg]);
+#endif
+}
 
 typedef enum { K_F32, K_I32, K_U8 } kind_t;
 
@@ -191,9 +202,8 @@ static void test_memory(const ops_t *ops)
 
 /* ---------------------------------------------------------------- dense */
 
-static void test_matmul(const ops_t *ops)
+static void test_matmul_shape(const ops_t *ops, int M, int N, int K)
 {
-    const int M = 70, N = 50, K = 60;
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
             for (int b = 0; b < 2; b++) {
@@ -207,9 +217,20 @@ static void test_matmul(const ops_t *ops)
                 prep_ref(&C);
                 cpu_matmul_f64(C.ref, to_d(A, (size_t)M * K), to_d(B, (size_t)K * N), M, N, K, ta, tb, beta);
                 char name[40];
-                snprintf(name, sizeof name, "matmul %c%c b=%d", ta ? 'T' : 'N', tb ? 'T' : 'N', b);
+                snprintf(name, sizeof name, "matmul %c%c b=%d %d", ta ? 'T' : 'N', tb ? 'T' : 'N', b, M);
                 check(name, &C, TOL_MM);
             }
+}
+
+/* 70x50x60 runs whole; at 2 and 3 threads 520x96x130 is cut into blocks
+ * of rows and 40x600x300 into blocks of columns, which must give the
+ * one-thread bits (and BLAS, told 1/2/3 threads by set_threads, must not
+ * thread). */
+static void test_matmul(const ops_t *ops)
+{
+    static const int shapes[][3] = {{70, 50, 60}, {520, 96, 130}, {40, 600, 300}};
+    for (int sh = 0; sh < 3; sh++)
+        test_matmul_shape(ops, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
     /* K = 0 with beta = 0 must still write zeros over whatever was there. */
     obuf_t C = obuf("C", K_F32, 12, NULL);
     float *A = frand(4, 1);
@@ -548,10 +569,10 @@ static void test_permute(const ops_t *ops)
     check("combine_bwd", &dw, TOL_EW);
 }
 
-static void test_gmm(const ops_t *ops)
+/* One grouped-matmul case: off [E+1] row offsets, N x K weights. */
+static void test_gmm_case(const ops_t *ops, const int32_t *off, int E, int N, int K)
 {
-    static const int32_t off[] = {0, 30, 30, 75, 100}; /* expert 1 empty */
-    const int E = 4, N = 48, K = 40, rows = 100;
+    const int rows = off[E];
     size_t nx = (size_t)rows * K, ny = (size_t)rows * N, nw = (size_t)E * N * K;
     float *X = frand(nx, 1), *W = frand(nw, 1), *dY = frand(ny, 1);
     obuf_t Y = obuf("Y", K_F32, ny, NULL), dX = obuf("dX", K_F32, nx, NULL);
@@ -574,9 +595,33 @@ static void test_gmm(const ops_t *ops)
     check("gmm_fwd", &Y, TOL_MM);
     check("gmm_bwd_data", &dX, TOL_MM);
     check("gmm_bwd_weight", &dW, TOL_MM);
-    int untouched = !memcmp((float *)dW.f[0] + (size_t)1 * N * K, (const float *)dW.init + (size_t)1 * N * K,
-                            (size_t)N * K * sizeof(float));
-    check_true("gmm_bwd_weight", "empty expert's dW left as it was", untouched);
+    int untouched = 1;
+    for (int e = 0; e < E; e++)
+        if (off[e + 1] == off[e])
+            untouched &= !memcmp((float *)dW.f[0] + (size_t)e * N * K, (const float *)dW.init + (size_t)e * N * K,
+                                 (size_t)N * K * sizeof(float));
+    check_true("gmm_bwd_weight", "empty experts' dW left as they were", untouched);
+}
+
+/* Threads 1/2/3 take the three schedules of kernels/cpu/matmul.c: one
+ * thread runs the experts in turn; more threads share whole experts out
+ * (largest first, single-threaded BLAS each) unless fewer experts than
+ * threads hold rows or the biggest holds most of them, when the experts run
+ * in turn on threaded BLAS (set_threads gives BLAS the same count). Every
+ * schedule must give the same bits. */
+static void test_gmm(const ops_t *ops)
+{
+    static const int32_t four[] = {0, 30, 30, 75, 100}; /* expert 1 empty */
+    test_gmm_case(ops, four, 4, 48, 40);
+    /* 64 experts of 0-12 rows and one of 300 (big enough for threaded BLAS) */
+    enum { MANY = 64 };
+    int32_t many[MANY + 1] = {0};
+    for (int e = 0; e < MANY; e++)
+        many[e + 1] = many[e] + (e == 17 ? 300 : (e * 7) % 13);
+    test_gmm_case(ops, many, MANY, 96, 80);
+    /* two experts with rows: grouped at 2 threads, in turn at 3 */
+    static const int32_t two[] = {0, 0, 500, 520, 520};
+    test_gmm_case(ops, two, 4, 128, 96);
 }
 
 /* ---------------------------------------------------------------- adamw */
