@@ -13,9 +13,12 @@ The model, batch shape, data, optimizer and step count come from the same
 JSON config fabula trains (bench/configs/cpu_small.json), so the two sides
 cannot drift apart. Prints one line per step and a final line
 
-    RESULT tokens_per_s <median> ms_per_step <median> best_ms <min> steps <n> threads <T>
+    RESULT tokens_per_s <median> ms_per_step <median> best_ms <min> steps <n> threads <T> cpu_ms_per_step <median>
 
-where the medians (and the fastest step) are over the steps after the warm-up.
+where the medians (and the fastest step) are over the steps after the warm-up;
+cpu_ms_per_step is the process's CPU time (all threads) per step, the fair
+measure on a machine shared with other load. With num_local_experts 0 or 1
+the FFN is one dense SwiGLU MLP, fabula's dense model.
 """
 import argparse
 import ctypes
@@ -182,10 +185,15 @@ def build_model(torch, nn, F, mc):
             self.input_layernorm = RMSNorm()
             self.self_attn = Attention()
             self.post_attention_layernorm = RMSNorm()
-            self.block_sparse_moe = SparseMoe()
+            # fabula's rule: 0 or 1 experts is a dense model (docs/config.md)
+            self.block_sparse_moe = SparseMoe() if E > 1 else None
+            self.mlp = Expert() if E <= 1 else None
 
         def forward(self, x, cos, sin, mask):
             x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+            if self.mlp is not None:
+                zero = x.new_zeros(())
+                return x + self.mlp(self.post_attention_layernorm(x)), zero, zero, 0
             y, aux, z, dropped = self.block_sparse_moe(self.post_attention_layernorm(x))
             return x + y, aux, z, dropped
 
@@ -221,6 +229,8 @@ def build_model(torch, nn, F, mc):
                 dropped += d
             logits = self.lm_head(self.norm(x))
             lm = F.cross_entropy(logits.view(-1, V), targets.view(-1), ignore_index=-1)
+            if E <= 1:
+                return lm, lm, dropped
             aux = torch.stack(auxs).mean()
             z = torch.stack(zs).mean()
             loss = lm + mc["router_aux_loss_coef"] * aux + mc["router_z_loss_coef"] * z
@@ -265,7 +275,7 @@ def main():
     steps = args.steps if args.steps is not None else cfg["run"]["steps"]
     opt_cfg = cfg["optimizer"]["params"]
     clip = cfg.get("gradient_clipping", 0.0)
-    assert mc["num_local_experts"] > 1 and mc.get("moe_layer_freq", 1) == 1, "benchmark model is all-MoE"
+    assert mc.get("moe_layer_freq", 1) == 1, "benchmark model is all-MoE or all-dense"
     assert not mc.get("tie_word_embeddings", False) and mc.get("expert_dropout", 0.0) == 0.0
 
     rows = load_windows(args.data or data["train"], seq_len, data["overlap"])
@@ -283,9 +293,10 @@ def main():
           (samples.shape[0], seq_len, nparams / 1e6, B, seq_len, steps))
     sys.stdout.flush()
 
-    times, cursor = [], 0
+    times, cpus, cursor = [], [], 0
     for step in range(1, steps + 1):
         t0 = time.perf_counter()
+        c0 = time.process_time()
         if cursor + B > len(order):
             order = torch.randperm(samples.shape[0], generator=gen)
             cursor = 0
@@ -299,15 +310,18 @@ def main():
         opt.step()
         dt = time.perf_counter() - t0
         times.append(dt)
+        cpus.append(time.process_time() - c0)
         ntok = batch.numel()
         print("torch: step %d/%d | loss %.4f | lm %.4f | grad norm %.3f | dropped %d | %.0f tokens/s | %.1f ms" %
               (step, steps, loss.item(), lm.item(), gnorm.item(), dropped, ntok / dt, dt * 1e3))
         sys.stdout.flush()
 
     timed = times[args.warmup:] if len(times) > args.warmup else times
+    cpu = cpus[args.warmup:] if len(cpus) > args.warmup else cpus
     med = statistics.median(timed)
-    print("RESULT tokens_per_s %.1f ms_per_step %.2f best_ms %.2f steps %d threads %d" %
-          (B * seq_len / med, med * 1e3, min(timed) * 1e3, len(timed), torch.get_num_threads()))
+    print("RESULT tokens_per_s %.1f ms_per_step %.2f best_ms %.2f steps %d threads %d cpu_ms_per_step %.2f" %
+          (B * seq_len / med, med * 1e3, min(timed) * 1e3, len(timed), torch.get_num_threads(),
+           statistics.median(cpu) * 1e3))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,17 @@
 #!/bin/sh
 # CPU training throughput: fabula against the same MoE model written the
-# usual way in PyTorch, same machine, same threads, same batch, one run.
+# usual way in PyTorch, same machine, same threads, same batch, equal work.
 #
-#   bench/train_cpu.sh [--steps N] [--threads T] [--wait-policy default|passive|both]
+#   bench/train_cpu.sh [--steps N] [--threads T] [--wait-policy passive|default|both]
+#                      [--sweep] [--rows "ROW..."]
+#
+# Without --sweep: one row, bench/configs/cpu_small.json. With --sweep: the
+# rows of bench/configs/cpu_bench.json (4 layers x 512 hidden x 8 experts
+# top-2, seq 1024) and its variants, derived here (see ROWS below): the
+# dense model of the same active FLOPs, 4/16/64/128 experts at fixed active
+# and total parameters, seq 256 -> 8192 at 8192 tokens a step. --rows picks
+# some of them by name. Every config is run dropless (capacity_factor 0) on
+# both sides, so both do the same work whatever the routing.
 #
 # Run from the repository top. Builds nothing: FABULA names the binary
 # (default ./fabula), MPIEXEC the launcher (default mpiexec.mpich), PYTHON the
@@ -11,12 +20,29 @@ set -eu
 
 STEPS=10
 THREADS=$(nproc)
-POLICIES="default passive"
+POLICIES="passive"
 WARMUP=3
 CONFIG=bench/configs/cpu_small.json
+SWEEP=0
+ROWS=
+# --sweep rows: NAME and the overrides of bench/configs/cpu_bench.json.
+# Fixed active and total parameters: top-k x width = 2048, experts x width = 8192.
+SWEEP_ROWS='bench -
+dense model.num_local_experts=0 model.intermediate_size=2048
+e4 model.num_local_experts=4 model.num_experts_per_tok=1 model.intermediate_size=2048
+e16 model.num_local_experts=16 model.num_experts_per_tok=4 model.intermediate_size=512
+e64 model.num_local_experts=64 model.num_experts_per_tok=16 model.intermediate_size=128
+e128 model.num_local_experts=128 model.num_experts_per_tok=32 model.intermediate_size=64
+seq256 data.seq_len=256 data.min_seq_len=256 train_micro_batch_size_per_gpu=32
+seq512 data.seq_len=512 data.min_seq_len=512 train_micro_batch_size_per_gpu=16
+seq1024 data.seq_len=1024 data.min_seq_len=1024 train_micro_batch_size_per_gpu=8
+seq2048 data.seq_len=2048 data.min_seq_len=2048 train_micro_batch_size_per_gpu=4
+seq4096 data.seq_len=4096 data.min_seq_len=4096 train_micro_batch_size_per_gpu=2
+seq8192 data.seq_len=8192 data.min_seq_len=8192 train_micro_batch_size_per_gpu=1'
 
 usage() {
-    echo "usage: bench/train_cpu.sh [--steps N] [--threads T] [--wait-policy default|passive|both]"
+    echo "usage: bench/train_cpu.sh [--steps N] [--threads T] [--wait-policy passive|default|both] [--sweep] [--rows \"ROW...\"]"
+    echo "       rows of --sweep: $(echo "$SWEEP_ROWS" | awk '{printf "%s ", $1}')"
     echo "       (env: FABULA=./fabula, MPIEXEC=mpiexec.mpich, PYTHON=/usr/bin/python3)"
 }
 
@@ -28,12 +54,13 @@ die_usage() {
 
 while [ $# -gt 0 ]; do
     case "$1" in
-    --steps | --threads | --wait-policy)
+    --sweep) SWEEP=1; shift; continue ;;
+    --steps | --threads | --wait-policy | --rows)
         [ $# -ge 2 ] || die_usage "$1 needs a value"
         opt=$1 val=$2
         shift 2
         ;;
-    --steps=* | --threads=* | --wait-policy=*)
+    --steps=* | --threads=* | --wait-policy=* | --rows=*)
         opt=${1%%=*} val=${1#*=}
         shift
         ;;
@@ -43,6 +70,7 @@ while [ $# -gt 0 ]; do
     case "$opt" in
     --steps) STEPS=$val ;;
     --threads) THREADS=$val ;;
+    --rows) ROWS=$val ;;
     --wait-policy)
         case "$val" in
         default | passive) POLICIES=$val ;;
@@ -55,6 +83,13 @@ done
 case "$STEPS" in '' | *[!0-9]*) die_usage "--steps wants a positive integer, not '$STEPS'" ;; esac
 case "$THREADS" in '' | *[!0-9]* | 0) die_usage "--threads wants a positive integer, not '$THREADS'" ;; esac
 [ "$STEPS" -gt "$WARMUP" ] || die_usage "--steps must exceed the $WARMUP warm-up steps"
+if [ -n "$ROWS" ]; then
+    [ "$SWEEP" = 1 ] || die_usage "--rows picks rows of --sweep"
+    for r in $ROWS; do
+        echo "$SWEEP_ROWS" | awk -v r="$r" '$1 == r {f = 1} END {exit !f}' || die_usage "no row '$r' in --sweep"
+    done
+fi
+[ "$SWEEP" = 1 ] && CONFIG=bench/configs/cpu_bench.json
 
 FABULA=${FABULA:-./fabula}
 MPIEXEC=${MPIEXEC:-mpiexec.mpich}
@@ -70,13 +105,39 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/fabula-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
-# Both programs: OpenMP and OpenBLAS (Debian's pthreads build, the same
-# library for both) get T threads each. Neither calls BLAS from inside an
-# OpenMP region, but with OMP_WAIT_POLICY unset idle libgomp workers spin
-# after every parallel region and take cores from the OpenBLAS threads. So
-# each comparison runs under libgomp's default and under
-# OMP_WAIT_POLICY=passive, the same setting for both programs each time.
+# Both programs get T threads: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
+# torch.set_num_threads. fabula runs BLAS on one thread inside its own
+# OpenMP team (docs/cpu-threads.md); PyTorch threads its own kernels with
+# OpenMP and its matmuls with OpenBLAS's pool, whose spinning libgomp's
+# idle workers fight under the default wait policy. So the default here is
+# OMP_WAIT_POLICY=passive for both (--wait-policy default|both for the
+# other), and each side's CPU time (user + sys, whole run) is printed too:
+# on a machine shared with other load it is the fairer figure.
 export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS"
+[ -x /usr/bin/time ] || { echo "bench/train_cpu.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+
+# derive BASE OUT KEY=VALUE...: OUT is BASE with the dotted keys set, and
+# capacity_factor 0 (dropless: both sides do the same work)
+derive() {
+    "$PYTHON" - "$@" <<'PYEOF'
+import json, sys
+base, out, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
+cfg = json.load(open(base))
+cfg["model"]["capacity_factor"] = 0.0
+for kv in sets:
+    if kv == "-":
+        continue
+    key, val = kv.split("=", 1)
+    node = cfg
+    *path, last = key.split(".")
+    for k in path:
+        node = node[k]
+    node[last] = json.loads(val)
+json.dump(cfg, open(out, "w"), indent=1)
+PYEOF
+}
+
+cpu_of() { awk '/^CPU/ {printf "%.1f", $2 + $3}' "$1"; }
 
 # Medians of tokens_per_s and step_time (ms) after the warm-up, first and
 # last loss, last step's dropped assignments, fastest step (ms), from a
@@ -105,13 +166,13 @@ set_policy() {
     if [ "$1" = passive ]; then export OMP_WAIT_POLICY=passive; else unset OMP_WAIT_POLICY; fi
 }
 
-# run_fabula POLICY: sets FAB_TPS, FAB_MS and FAB_BEST.
+# run_fabula POLICY CONFIG: sets FAB_TPS, FAB_MS, FAB_BEST and FAB_CPU.
 run_fabula() {
     set_policy "$1"
     echo "-- fabula, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}, load average $(loadavg)"
     rm -rf "$WORK/run"
-    if ! "$MPIEXEC" -n 1 "$FABULA" train --steps "$STEPS" --run-dir "$WORK/run" "$CONFIG" \
-        >"$WORK/fabula.log" 2>&1; then
+    if ! /usr/bin/time -f "CPU %U %S" -o "$WORK/fabula.time" "$MPIEXEC" -n 1 "$FABULA" train --steps "$STEPS" \
+        --run-dir "$WORK/run" "$2" >"$WORK/fabula.log" 2>&1; then
         tail -n 30 "$WORK/fabula.log"
         echo "bench/train_cpu.sh: fabula failed (log above)" >&2
         exit 1
@@ -121,15 +182,16 @@ run_fabula() {
     FAB_TPS=$(echo "$fab" | awk '{print $1}')
     FAB_MS=$(echo "$fab" | awk '{print $2}')
     FAB_BEST=$(echo "$fab" | awk '{print $6}')
+    FAB_CPU=$(cpu_of "$WORK/fabula.time")
     echo "fabula: loss $(echo "$fab" | awk '{print $3 " -> " $4 ", last step dropped " $5 " assignments"}')"
 }
 
-# run_torch POLICY: sets TORCH_TPS, TORCH_MS and TORCH_BEST.
+# run_torch POLICY CONFIG: sets TORCH_TPS, TORCH_MS, TORCH_BEST and TORCH_CPU.
 run_torch() {
     set_policy "$1"
     echo "-- PyTorch, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}, load average $(loadavg)"
-    if ! "$PYTHON" bench/torch_moe.py --config "$CONFIG" --steps "$STEPS" --threads "$THREADS" \
-        --warmup "$WARMUP" >"$WORK/torch.log" 2>&1; then
+    if ! /usr/bin/time -f "CPU %U %S" -o "$WORK/torch.time" "$PYTHON" bench/torch_moe.py --config "$2" \
+        --steps "$STEPS" --threads "$THREADS" --warmup "$WARMUP" >"$WORK/torch.log" 2>&1; then
         tail -n 30 "$WORK/torch.log"
         echo "bench/train_cpu.sh: the PyTorch side failed (log above)" >&2
         exit 1
@@ -141,6 +203,7 @@ run_torch() {
     TORCH_TPS=$(echo "$res" | awk '{print $3}')
     TORCH_MS=$(echo "$res" | awk '{print $5}')
     TORCH_BEST=$(echo "$res" | awk '{print $7}')
+    TORCH_CPU=$(cpu_of "$WORK/torch.time")
 }
 
 echo "== fabula CPU training benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -148,22 +211,33 @@ echo "cpu:      $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -
 echo "threads:  $THREADS (OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = torch.set_num_threads)"
 echo "fabula:   $FABULA, BLAS $(blas_of "$FABULA")"
 echo "torch:    $TORCH_VERSION ($PYTHON)"
-echo "config:   $CONFIG, $STEPS steps, medians over the steps after the first $WARMUP"
+echo "config:   $CONFIG (capacity_factor 0 on both sides), $STEPS steps, medians over the steps after the first $WARMUP"
+
+if [ "$SWEEP" = 1 ]; then
+    rows=$(echo "$SWEEP_ROWS" | awk -v pick=" $ROWS " 'pick == "  " || index(pick, " " $1 " ")')
+else
+    rows="$(basename "$CONFIG" .json) -"
+fi
 
 : >"$WORK/table"
-for policy in $POLICIES; do
-    echo
-    run_fabula "$policy"
-    run_torch "$policy"
-    ratio=$(awk -v a="$FAB_TPS" -v b="$TORCH_TPS" 'BEGIN{printf "%.2f", a / b}')
-    printf '%-8s %-18s %9.0f %9.1f %9.1f %8sx\n' "$policy" "fabula" "$FAB_TPS" "$FAB_MS" "$FAB_BEST" \
-        "$ratio" >>"$WORK/table"
-    printf '%-8s %-18s %9.0f %9.1f %9.1f %8sx\n' "$policy" "PyTorch $TORCH_VERSION" "$TORCH_TPS" "$TORCH_MS" \
-        "$TORCH_BEST" "1.00" >>"$WORK/table"
+echo "$rows" | while read -r row sets; do
+    # shellcheck disable=SC2086
+    derive "$CONFIG" "$WORK/$row.json" $sets
+    for policy in $POLICIES; do
+        echo
+        echo "== row $row ($sets), policy $policy"
+        run_fabula "$policy" "$WORK/$row.json"
+        run_torch "$policy" "$WORK/$row.json"
+        ratio=$(awk -v a="$FAB_TPS" -v b="$TORCH_TPS" 'BEGIN{printf "%.2f", a / b}')
+        printf '%-8s %-8s %-18s %9.0f %9.1f %9.1f %8s %8sx\n' "$row" "$policy" "fabula" "$FAB_TPS" "$FAB_MS" \
+            "$FAB_BEST" "$FAB_CPU" "$ratio" >>"$WORK/table"
+        printf '%-8s %-8s %-18s %9.0f %9.1f %9.1f %8s %8sx\n' "$row" "$policy" "PyTorch $TORCH_VERSION" \
+            "$TORCH_TPS" "$TORCH_MS" "$TORCH_BEST" "$TORCH_CPU" "1.00" >>"$WORK/table"
+    done
 done
 
 echo
 echo "policy = OMP_WAIT_POLICY (default: unset); tokens/s and ms/step are medians, best = fastest step;"
-echo "vs torch = tokens/s over PyTorch's under the same policy"
-printf '%-8s %-18s %9s %9s %9s %9s\n' policy implementation tokens/s ms/step "best ms" "vs torch"
+echo "CPU s = user + sys of the whole run; vs torch = tokens/s over PyTorch's under the same policy"
+printf '%-8s %-8s %-18s %9s %9s %9s %8s %9s\n' row policy implementation tokens/s ms/step "best ms" "CPU s" "vs torch"
 cat "$WORK/table"

@@ -48,6 +48,10 @@ static void scale_c(real *C, size_t n, real beta)
  * the shape only: the same cut at any thread count. */
 #define MM_ALIGN 64
 #define MM_MAX_BLOCKS 16
+/* Below this many multiply-adds a GEMM runs whole on one thread: the
+ * fork and join would cost more than the split saves (OpenBLAS's own
+ * threshold for threading, 65536 x 4). */
+#define MM_PAR_MIN_MACS 262144.0
 
 static int mm_block(int len)
 {
@@ -102,7 +106,7 @@ void CPU_FN(cpu_matmul)(real *C, const real *A, const real *B, int M, int N, int
     cpu_blas_pin_serial();
     int by_rows = M >= N, len = by_rows ? M : N;
     int bs = mm_block(len), nb = (len + bs - 1) / bs;
-    if (omp_get_max_threads() <= 1 || nb <= 1) {
+    if (omp_get_max_threads() <= 1 || nb <= 1 || (double)M * N * K < MM_PAR_MIN_MACS) {
         if (omp_get_max_threads() > 1 && cpu_blas_is_openmp()) {
             /* an OpenMP OpenBLAS would thread it: an active region keeps it
              * on one thread */

@@ -301,6 +301,8 @@ static void h_combine_bwd(fb_dtype_t dt, fb_act *deo, float *dw, const fb_act *d
     const size_t tk = nz(T) * nz(K), rows = rows_indexed(tr, tk), d = nz(D);
     float *dyf = widened(dt, dy, nz(T) * d), *ef = widened(dt, eo, rows * d), *def = tmp(rows * d);
     CPU->combine_bwd(FA(def), dw, FA(dyf), FA(ef), tr, w, T, K, D);
+    /* each kept assignment has its own row: the rows go to threads whole */
+#pragma omp parallel for schedule(static) if (tk * d >= CPU_PAR_MIN_ELEMS)
     for (size_t i = 0; i < tk; i++)
         if (tr[i] >= 0)
             narrow(dt, at16(deo, (size_t)tr[i] * d), def + (size_t)tr[i] * d, d);
@@ -326,10 +328,22 @@ static int32_t *gmm_rebase(const int32_t *offsets, int E, int32_t *lo, int32_t *
     return off;
 }
 
-/* Rounds back the rows of experts that have any (what the kernel wrote). */
+/* Rounds back the rows of experts that have any (what the kernel wrote).
+ * When the offsets never decrease (the MoE layer's always do) those rows
+ * are [off[0], off[E]) exactly: one threaded narrow, not one per expert
+ * (with 128 experts each run is too short to thread). */
 static void gmm_narrow_rows(fb_dtype_t dt, fb_act *Y, const float *yf, const int32_t *off, int32_t lo, int E,
                             size_t cols)
 {
+    int sorted = 1;
+    for (int e = 0; e < E; e++)
+        sorted &= off[e + 1] >= off[e];
+    if (sorted) {
+        if (off[E] > off[0])
+            narrow(dt, at16(Y, ((size_t)lo + (size_t)off[0]) * cols), yf + (size_t)off[0] * cols,
+                   (size_t)(off[E] - off[0]) * cols);
+        return;
+    }
     for (int e = 0; e < E; e++)
         if (off[e + 1] > off[e])
             narrow(dt, at16(Y, ((size_t)lo + (size_t)off[e]) * cols), yf + (size_t)off[e] * cols,
