@@ -6,9 +6,9 @@
  * instructions do (__float2bfloat16_rn, __float2half_rn): overflow becomes
  * inf, fp16 results below its normal range become fp16 subnormals (or zero),
  * and a NaN stays a NaN of the same sign (made quiet, its top payload bits
- * kept). Widening is exact for every pattern. Plain integer arithmetic only:
- * the result does not depend on the compiler, the FPU mode or _Float16
- * support.
+ * kept). Widening is exact for every pattern. Integer arithmetic, and
+ * where a float operation is used it is exact: the result does not depend
+ * on the compiler, the FPU mode or _Float16 support.
  */
 #ifndef FABULA_KERNELS_CPU_HALF_CONV_H
 #define FABULA_KERNELS_CPU_HALF_CONV_H
@@ -79,24 +79,20 @@ static inline uint16_t fb_f16_from_f32(float f)
     return (uint16_t)(sign | q);
 }
 
+/* Branch-free (every case formed, one selected by masks), so that loops of
+ * it vectorise. A subnormal m * 2^-24 is (float)m * 2^-24: m < 2^10 converts
+ * exactly and the power-of-two scaling of a normal result is exact, so no
+ * rounding mode or flush-to-zero setting can change it. */
 static inline float fb_f16_to_f32(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x03ffu;
-    if (e == 0x1fu) /* inf, NaN (payload kept) */
-        return fb_f32_from_bits(sign | 0x7f800000u | (m << 13));
-    if (e != 0)
-        return fb_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
-    if (m == 0)
-        return fb_f32_from_bits(sign);
-    /* subnormal m * 2^-24: normalise so the leading one is bit 10 */
-    uint32_t ee = 113u; /* exponent of 2^-14, the subnormals' scale, biased for fp32 */
-    uint32_t mm = m;
-    while (!(mm & 0x0400u)) {
-        mm <<= 1;
-        ee--;
-    }
-    return fb_f32_from_bits(sign | (ee << 23) | ((mm & 0x03ffu) << 13));
+    const uint32_t special = 0x7f800000u | (m << 13);  /* inf, NaN (payload kept) */
+    const uint32_t normal = ((e + 112u) << 23) | (m << 13);
+    const uint32_t sub = fb_f32_bits((float)m * 0x1p-24f); /* zero too */
+    const uint32_t is_special = 0u - (uint32_t)(e == 0x1fu), is_sub = 0u - (uint32_t)(e == 0u);
+    const uint32_t mag = (special & is_special) | (sub & is_sub) | (normal & ~(is_special | is_sub));
+    return fb_f32_from_bits(sign | mag);
 }
 
 #endif
