@@ -28,9 +28,11 @@ void kernels_cpu_set_threads(int n)
         n = 1;
     omp_set_num_threads(n);
 #ifdef OPENBLAS_VERSION
-    /* OpenBLAS keeps its own pool; left alone it starts one thread per core
-     * in every rank, oversubscribing the node. */
-    openblas_set_num_threads(n);
+    /* The CPU kernels run BLAS on one thread inside their own OpenMP team
+     * (docs/cpu-threads.md): a pthreads OpenBLAS (parallel mode 1) gets one
+     * thread, not a pool of n spinning beside OpenMP's. An OpenMP OpenBLAS
+     * gets n: there the call also sets OpenMP's count, which must stay n. */
+    openblas_set_num_threads(openblas_get_parallel() == 1 ? 1 : n);
 #endif
 }
 
