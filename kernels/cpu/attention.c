@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/blas_threads.h"
+
 #include "util/error.h"
 
 #define ATT_BLOCK 128
@@ -45,20 +47,16 @@ static int longest_sample(const int32_t *cu_seqlens, int nseq)
     return n;
 }
 
-/* Runs items in parallel (BLAS single-threaded inside) when there are
- * enough of them, else one after the other with BLAS threaded. */
+/* Items (sequence x kv head) run in parallel whenever there are threads,
+ * BLAS on one thread inside each (blas_threads.h): a GEMM threaded by
+ * OpenBLAS would not give the one-thread bits. With fewer items than
+ * threads some threads idle. (Telling OpenBLAS one thread and then all of
+ * them back, as before, undid the kernels' one-pool rule, and on an OpenMP
+ * OpenBLAS set OpenMP's own count to 1 for the region.) */
 static int items_in_parallel(int nitems)
 {
-    return omp_get_max_threads() > 1 && nitems >= omp_get_max_threads();
-}
-
-static void blas_threads(int n)
-{
-#ifdef OPENBLAS_VERSION
-    openblas_set_num_threads(n);
-#else
-    (void)n;
-#endif
+    (void)nitems;
+    return omp_get_max_threads() > 1;
 }
 
 /* S[0..B) x [0..r1): scale * Q[r0..r1) K[0..r1)^T, then row-wise causal
@@ -123,7 +121,7 @@ void CPU_FN(cpu_attention_fwd)(real *out, real *lse, const real *q, const real *
     const size_t scratch = (size_t)(Lmax < ATT_BLOCK ? Lmax : ATT_BLOCK) * (size_t)Lmax;
     const int nitems = nseq * KV;
     if (items_in_parallel(nitems)) {
-        blas_threads(1);
+        cpu_blas_pin_serial();
 #pragma omp parallel
         {
             real *P = fb_malloc(scratch * sizeof *P);
@@ -134,7 +132,6 @@ void CPU_FN(cpu_attention_fwd)(real *out, real *lse, const real *q, const real *
             }
             free(P);
         }
-        blas_threads(omp_get_max_threads());
         return;
     }
     real *P = fb_malloc(scratch * sizeof *P);
@@ -203,8 +200,7 @@ void CPU_FN(cpu_attention_bwd)(real *dq, real *dk, real *dv, const real *dout, c
     const size_t scratch = (size_t)(Lmax < ATT_BLOCK ? Lmax : ATT_BLOCK) * (size_t)Lmax;
     const int nitems = nseq * KV;
     const int parallel = items_in_parallel(nitems);
-    if (parallel)
-        blas_threads(1);
+    cpu_blas_pin_serial();
 #pragma omp parallel if (parallel)
     {
         real *P = fb_malloc(scratch * sizeof *P);
@@ -220,6 +216,4 @@ void CPU_FN(cpu_attention_bwd)(real *dq, real *dk, real *dv, const real *dout, c
         free(dP);
         free(D);
     }
-    if (parallel)
-        blas_threads(omp_get_max_threads());
 }

@@ -360,11 +360,9 @@ static void test_rope(const ops_t *ops)
 
 /* ---------------------------------------------------------------- attention */
 
-static void test_attention(const ops_t *ops)
+static void test_attention_case(const ops_t *ops, const int32_t *cu, int nseq, int H, int KV, int hd)
 {
-    /* one sample longer than the kernel's 128-row block */
-    static const int32_t cu[] = {0, 17, 57, 96, 300};
-    const int nseq = 4, T = 300, H = 4, KV = 2, hd = 16;
+    const int T = cu[nseq];
     size_t nq = (size_t)T * H * hd, nk = (size_t)T * KV * hd;
     float *q = frand(nq, 1), *k = frand(nk, 1), *v = frand(nk, 1), *dout = frand(nq, 1);
     obuf_t out = obuf("out", K_F32, nq, NULL), lse = obuf("lse", K_F32, (size_t)T * H, NULL);
@@ -396,6 +394,17 @@ static void test_attention(const ops_t *ops)
     check("attention_bwd", &dq, TOL_MM);
     check("attention_bwd", &dk, TOL_MM);
     check("attention_bwd", &dv, TOL_MM);
+}
+
+static void test_attention(const ops_t *ops)
+{
+    /* one sample longer than the kernel's 128-row block */
+    static const int32_t cu[] = {0, 17, 57, 96, 300};
+    test_attention_case(ops, cu, 4, 4, 2, 16);
+    /* one item (1 sample x 1 kv head) for 2 and 3 threads, GEMMs big enough
+     * for OpenBLAS to thread them: they must still give the one-thread bits */
+    static const int32_t one[] = {0, 512};
+    test_attention_case(ops, one, 1, 2, 1, 64);
 }
 
 /* ---------------------------------------------------------------- swiglu, dropout */
