@@ -175,9 +175,10 @@ static void gmm(enum gmm_kind kind, real *out, const real *a, const real *b, con
     int n = gmm_order(order, offsets, E);
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     /* Whole experts per thread take at least the biggest expert's time, the
-     * threaded GEMMs one after another ideally total/threads: share experts
+     * blocked GEMMs one after another ideally total/threads: share experts
      * out unless the biggest is over twice that share (small experts lose
-     * more than that to a threaded GEMM's fork and join). */
+     * more than that to each GEMM's fork and join). Either way each expert
+     * gets the same bits (the blocks give the one-thread GEMM's). */
     long total = n > 0 ? offsets[E] - offsets[0] : 0;
     long biggest = n > 0 ? offsets[order[0] + 1] - offsets[order[0]] : 0;
     if (threads <= 1 || n < threads || biggest * threads > 2 * total) {
