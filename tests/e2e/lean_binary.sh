@@ -1,0 +1,88 @@
+#!/bin/sh
+# A build with CUDA keeps the CUDA backend and the device comms in modules
+# (fabula-cuda.so, fabula-comm.so; docs/cuda.md "Modules") that a CPU run
+# never loads: the binary needs none of cudart, cuBLAS(Lt) or NCCL; a CPU
+# training run maps none of them (seen with LD_DEBUG=libs, which logs every
+# object the loader opens, dlopen included); run.backend "cuda" without a
+# GPU gives the documented error (exit 2); a missing or broken module gives
+# exit 2 naming the module's path and dlerror()'s reason.
+# Skips (77) in a build configured without CUDA, where there is no module.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+
+: "${FB_BUILDDIR:?FB_BUILDDIR must be set}"
+if ! grep -q '^#define HAVE_CUDA 1' "$FB_BUILDDIR/build_config.h"; then
+    echo "SKIP: this build has no CUDA backend (configure --without-cuda or no toolkit), hence no modules"
+    exit 77
+fi
+CUDA_LIBS_RE='lib(cudart|cublas|cublasLt|nccl)\.so'
+# The test's own module directory must not leak into the checks below.
+unset FABULA_MODULE_DIR
+
+needed=$(readelf -d "$FABULA" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+echo "NEEDED: $(echo $needed)"
+check "readelf sees the binary's NEEDED entries (libc among them)" 'echo "$needed" | grep -q "^libc\.so"'
+check "the binary needs none of cudart, cuBLAS, cuBLASLt, NCCL" '! echo "$needed" | grep -Eq "$CUDA_LIBS_RE"'
+
+# A 1-step CPU run with the loader's log of every object it opens.
+LOG="$SCRATCH/lddebug"
+(cd "$FB_SRCDIR" && LD_DEBUG=libs LD_DEBUG_OUTPUT="$LOG" timeout 600 $MPIEXEC -n 1 "$FABULA" train \
+    --steps 1 --run-dir "$SCRATCH/cpu" --set run.resume=none --set run.backend=cpu) >"$SCRATCH/out.txt" 2>&1
+RC=$?
+check "1-step CPU run exits 0 (exit $RC)" '[ $RC -eq 0 ]'
+[ $RC -eq 0 ] || tail -n 20 "$SCRATCH/out.txt"
+opened=$(cat "$LOG".* 2>/dev/null | sed -n 's/.*calling init: \(.*\)/\1/p' | sort -u)
+check "the loader log shows the run's libraries (libmpich)" 'echo "$opened" | grep -q libmpich'
+check "the CPU run loads none of cudart, cuBLAS(Lt), NCCL, fabula-*.so" \
+    '! echo "$opened" | grep -Eq "$CUDA_LIBS_RE|fabula-(cuda|comm)\.so"'
+echo "$opened" | grep -E "$CUDA_LIBS_RE|fabula-" | sed 's/^/  loaded: /'
+
+# run.backend cuda with the build tree's modules (found next to the binary).
+no_gpu=1
+if ls /proc/driver/nvidia/gpus/* >/dev/null 2>&1 || ls /dev/nvidia[0-9]* >/dev/null 2>&1; then no_gpu=0; fi
+if [ $no_gpu -eq 1 ]; then
+    run_fabula 1 train --steps 1 --run-dir "$SCRATCH/cuda" --set run.resume=none --set run.backend=cuda
+    grep "error:" "$SCRATCH/out.txt"
+    check "backend cuda without a GPU: exit 2 (got $RC)" '[ $RC -eq 2 ]'
+    check "... with the documented message" \
+        'grep -q "run.backend is \"cuda\" but this rank sees no CUDA device" "$SCRATCH/out.txt"'
+else
+    echo "a GPU is present: the no-device message is not checked here"
+fi
+
+# The module directory pointed at an empty folder: the error names the path.
+mkdir -p "$SCRATCH/empty"
+FABULA_MODULE_DIR="$SCRATCH/empty" run_fabula 1 train --steps 1 --run-dir "$SCRATCH/nomod" --set run.resume=none \
+    --set run.backend=cuda
+grep "error:" "$SCRATCH/out.txt"
+check "missing module: exit 2 (got $RC)" '[ $RC -eq 2 ]'
+check "... naming the module's path and dlopen's reason" \
+    'grep -q "cannot load module $SCRATCH/empty/fabula-cuda.so: .*No such file" "$SCRATCH/out.txt"'
+
+# A module that is no shared object.
+mkdir -p "$SCRATCH/bad"
+echo "not an ELF file" >"$SCRATCH/bad/fabula-cuda.so"
+FABULA_MODULE_DIR="$SCRATCH/bad" run_fabula 1 train --steps 1 --run-dir "$SCRATCH/badmod" --set run.resume=none \
+    --set run.backend=cuda
+grep "error:" "$SCRATCH/out.txt"
+check "broken module: exit 2 (got $RC)" '[ $RC -eq 2 ]'
+check "... naming its path and dlerror()" \
+    'grep -q "cannot load module $SCRATCH/bad/fabula-cuda.so: .*$SCRATCH/bad/fabula-cuda.so" "$SCRATCH/out.txt"'
+
+# "auto" on a node without an NVIDIA driver computes on the CPU and, like
+# "cpu", loads no CUDA library, even with the module missing.
+if [ $no_gpu -eq 1 ]; then
+    (cd "$FB_SRCDIR" && FABULA_MODULE_DIR="$SCRATCH/empty" LD_DEBUG=libs LD_DEBUG_OUTPUT="$LOG-auto" timeout 600 \
+        $MPIEXEC -n 1 "$FABULA" train --steps 1 --run-dir "$SCRATCH/auto" --set run.resume=none \
+        --set run.backend=auto) >"$SCRATCH/out.txt" 2>&1
+    RC=$?
+    check "backend auto without a GPU: exit 0 (got $RC)" '[ $RC -eq 0 ]'
+    opened=$(cat "$LOG-auto".* 2>/dev/null | sed -n 's/.*calling init: \(.*\)/\1/p' | sort -u)
+    check "... and loads no CUDA library" \
+        'echo "$opened" | grep -q libmpich && ! echo "$opened" | grep -Eq "$CUDA_LIBS_RE|fabula-(cuda|comm)\.so"'
+fi
+
+# --version loads the module to list the devices (or say why there are none).
+"$FABULA" --version >"$SCRATCH/version.txt" 2>&1
+check "--version exits 0 with a 'backend cuda' line" '[ $? -eq 0 ] && grep -q "backend cuda" "$SCRATCH/version.txt"'
+grep "backend cuda" -A1 "$SCRATCH/version.txt"
+finish
