@@ -23,6 +23,24 @@ echo "NEEDED: $(echo $needed)"
 check "readelf sees the binary's NEEDED entries (libc among them)" 'echo "$needed" | grep -q "^libc\.so"'
 check "the binary needs none of cudart, cuBLAS, cuBLASLt, NCCL" '! echo "$needed" | grep -Eq "$CUDA_LIBS_RE"'
 
+# The modules: built next to the binary, exporting their table and nothing
+# else (hidden visibility), and needing from the binary only what it
+# exports (-Wl,--export-dynamic): otherwise dlopen fails on a GPU node.
+for m in fabula-cuda.so:fabula_cuda_api fabula-comm.so:fabula_comm_device_api; do
+    mod="$FB_BUILDDIR/${m%%:*}" table=${m#*:}
+    check "${m%%:*} is built next to the binary" '[ -f "$mod" ]'
+    [ -f "$mod" ] || continue
+    exported=$(nm -D --defined-only "$mod" | awk '$2 ~ /^[TDBR]$/ {print $3}' | tr '\n' ' ')
+    check "${m%%:*} exports $table only (exports: $exported)" '[ "$exported" = "$table " ]'
+    nm -D --undefined-only "$mod" | awk '$1 == "U" && $2 !~ /@/ {print $2}' | sort -u >"$SCRATCH/undef"
+    { nm -D --defined-only "$FABULA"
+      for lib in $(ldd "$mod" | awk '$3 ~ /^\// {print $3}'); do nm -D --defined-only "$lib"; done
+    } 2>/dev/null | awk '{print $3}' | sed 's/@.*//' | sort -u >"$SCRATCH/have"
+    missing=$(comm -23 "$SCRATCH/undef" "$SCRATCH/have" | tr '\n' ' ')
+    check "every symbol ${m%%:*} needs is the binary's or its libraries' (missing: ${missing:-none})" \
+        '[ -s "$SCRATCH/undef" ] && [ -z "$missing" ]'
+done
+
 # A 1-step CPU run with the loader's log of every object it opens.
 LOG="$SCRATCH/lddebug"
 (cd "$FB_SRCDIR" && LD_DEBUG=libs LD_DEBUG_OUTPUT="$LOG" timeout 600 $MPIEXEC -n 1 "$FABULA" train \
