@@ -26,30 +26,36 @@ static int exe_dir(char *dir, size_t len)
     return 0;
 }
 
-void fb_module_path(const char *file, char *path, size_t len)
+/* dir/file into path[len]; 0, or -1 when it does not fit. */
+static int join(char *path, size_t len, const char *dir, const char *file)
+{
+    int n = snprintf(path, len, "%s/%s", dir, file);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int fb_module_path(const char *file, char *path, size_t len)
 {
     const char *env = getenv("FABULA_MODULE_DIR");
-    if (env && *env) {
-        snprintf(path, len, "%s/%s", env, file);
-        return;
-    }
+    if (env && *env)
+        return join(path, len, env, file);
     char dir[4096];
-    if (exe_dir(dir, sizeof dir) == 0) {
-        snprintf(path, len, "%s/%s", dir, file);
-        if (access(path, F_OK) == 0)
-            return;
-    }
-    snprintf(path, len, "%s/%s", FB_PKGLIBDIR, file);
+    if (exe_dir(dir, sizeof dir) == 0 && join(path, len, dir, file) == 0 && access(path, F_OK) == 0)
+        return 0;
+    return join(path, len, FB_PKGLIBDIR, file);
 }
 
 void *fb_module_symbol(const char *file, const char *sym, char *err, size_t errlen)
 {
     char path[4200];
-    fb_module_path(file, path, sizeof path);
-    /* RTLD_GLOBAL: the device comm module resolves nothing of the CUDA
-     * module directly (it goes through the binary's forwarding functions),
-     * but a module's own libraries then stay shared with later ones. */
-    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (fb_module_path(file, path, sizeof path) != 0) {
+        snprintf(err, errlen, "cannot load module %s: its path (FABULA_MODULE_DIR or the binary's folder) is longer "
+                 "than %zu bytes", file, sizeof path - 1);
+        return NULL;
+    }
+    /* RTLD_LOCAL: a module's symbols are for the binary only, through its
+     * table (the device comm module reaches the CUDA one through the
+     * binary's forwarding functions). */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
         snprintf(err, errlen, "cannot load module %s: %s", path, why ? why : "unknown dlopen error");

@@ -9,8 +9,9 @@
 /* Where module `file` is looked for: $FABULA_MODULE_DIR/file when that
  * variable is set and not empty (and nowhere else); else the folder of the
  * running binary when file is there (the build tree); else the installed
- * $(pkglibdir)/file. Writes the path into path[len]. */
-void fb_module_path(const char *file, char *path, size_t len);
+ * $(pkglibdir)/file. Writes the path into path[len]: 0, or -1 when it
+ * does not fit. */
+int fb_module_path(const char *file, char *path, size_t len);
 
 /* Opens module `file` (a second call finds it open; RTLD_NOW, so a missing symbol
  * fails here and not in the middle of a run) and returns its symbol `sym`.

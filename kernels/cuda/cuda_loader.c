@@ -32,8 +32,9 @@ int cuda_module_load(char *err, size_t errlen)
             memcpy(&get, &sym, sizeof get);
             const cuda_api_t *api = get();
             if (!api || api->version != CUDA_API_VERSION) {
-                char path[4200];
-                fb_module_path(CUDA_MODULE_FILE, path, sizeof path);
+                /* The path fitted: fb_module_symbol just opened it. */
+                char path[4200] = "";
+                (void)fb_module_path(CUDA_MODULE_FILE, path, sizeof path);
                 snprintf(g_err, sizeof g_err, "module %s has table version %d, this fabula needs %d (a module of another build?)",
                          path, api ? api->version : -1, CUDA_API_VERSION);
             } else {

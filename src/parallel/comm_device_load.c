@@ -29,8 +29,9 @@ int comm_device_module_load(char *err, size_t errlen)
             memcpy(&get, &sym, sizeof get);
             const comm_device_api_t *api = get();
             if (!api || api->version != COMM_DEVICE_API_VERSION) {
-                char path[4200];
-                fb_module_path(COMM_DEVICE_MODULE_FILE, path, sizeof path);
+                /* The path fitted: fb_module_symbol just opened it. */
+                char path[4200] = "";
+                (void)fb_module_path(COMM_DEVICE_MODULE_FILE, path, sizeof path);
                 snprintf(g_err, sizeof g_err, "module %s has table version %d, this fabula needs %d (a module of another build?)",
                          path, api ? api->version : -1, COMM_DEVICE_API_VERSION);
             } else {

@@ -86,6 +86,42 @@ check "broken module: exit 2 (got $RC)" '[ $RC -eq 2 ]'
 check "... naming its path and dlerror()" \
     'grep -q "cannot load module $SCRATCH/bad/fabula-cuda.so: .*$SCRATCH/bad/fabula-cuda.so" "$SCRATCH/out.txt"'
 
+# Shared objects that are no fabula module: one without the table's
+# function, one whose table has another layout version (another build's).
+if command -v cc >/dev/null 2>&1; then
+    mkdir -p "$SCRATCH/nosym" "$SCRATCH/oldver"
+    echo 'int fabula_something_else(void) { return 0; }' >"$SCRATCH/nosym.c"
+    echo 'static const int t[64] = {999}; const void *fabula_cuda_api(void) { return t; }' >"$SCRATCH/oldver.c"
+    cc -shared -fPIC -o "$SCRATCH/nosym/fabula-cuda.so" "$SCRATCH/nosym.c" &&
+        cc -shared -fPIC -o "$SCRATCH/oldver/fabula-cuda.so" "$SCRATCH/oldver.c" || fail "cc -shared failed"
+    FABULA_MODULE_DIR="$SCRATCH/nosym" run_fabula 1 train --steps 1 --run-dir "$SCRATCH/nosymrun" \
+        --set run.resume=none --set run.backend=cuda
+    grep "error:" "$SCRATCH/out.txt"
+    check "module without the table: exit 2 naming it and the symbol (got $RC)" \
+        '[ $RC -eq 2 ] && grep -q "module $SCRATCH/nosym/fabula-cuda.so has no fabula_cuda_api" "$SCRATCH/out.txt"'
+    FABULA_MODULE_DIR="$SCRATCH/oldver" run_fabula 1 train --steps 1 --run-dir "$SCRATCH/oldverrun" \
+        --set run.resume=none --set run.backend=cuda
+    grep "error:" "$SCRATCH/out.txt"
+    check "module of another table version: exit 2 naming it and both versions (got $RC)" \
+        '[ $RC -eq 2 ] && grep -q "module $SCRATCH/oldver/fabula-cuda.so has table version 999, this fabula needs 1" "$SCRATCH/out.txt"'
+else
+    echo "no cc here: the not-a-fabula-module checks are not run"
+fi
+
+# A binary with no modules next to it and no FABULA_MODULE_DIR looks in the
+# installed $(pkglibdir) (<libdir>/fabula/): the message names that path, or,
+# where an installed copy exists, the modules load and the device is missing.
+mkdir -p "$SCRATCH/alone"
+cp "$FABULA" "$SCRATCH/alone/fabula"
+(cd "$FB_SRCDIR" && timeout 600 $MPIEXEC -n 1 "$SCRATCH/alone/fabula" train --steps 1 --run-dir "$SCRATCH/alonerun" \
+    --set run.resume=none --set run.backend=cuda) >"$SCRATCH/out.txt" 2>&1
+RC=$?
+grep "error:" "$SCRATCH/out.txt"
+check "binary alone, backend cuda: exit 2 (got $RC)" '[ $RC -eq 2 ]'
+check "... looking in the installed <libdir>/fabula/, not next to the binary" \
+    '! grep -q "$SCRATCH/alone/fabula-cuda.so" "$SCRATCH/out.txt" &&
+     grep -Eq "cannot load module /[^ ]*/fabula/fabula-cuda.so: |sees no CUDA device" "$SCRATCH/out.txt"'
+
 # "auto" on a node without an NVIDIA driver computes on the CPU and, like
 # "cpu", loads no CUDA library, even with the module missing.
 if [ $no_gpu -eq 1 ]; then
