@@ -177,16 +177,22 @@ static void write_text(const char *dir, const char *name, const char *text)
 }
 
 /* fp32 values into the export dtype, little-endian (x86 and aarch64 are;
- * a big-endian host would need a byte swap here: refused at start). */
-static void convert(const float *x, size_t n, int dtype, void *out)
+ * a big-endian host is refused at start). Returns how many finite values
+ * became infinite (fp16 above 65504; bf16 only near FLT_MAX). */
+static size_t convert(const float *x, size_t n, int dtype, void *out)
 {
     if (dtype == HF_DTYPE_F32) {
         memcpy(out, x, n * sizeof *x);
-        return;
+        return 0;
     }
     uint16_t *o = out;
-    for (size_t i = 0; i < n; i++)
+    size_t overflow = 0;
+    for (size_t i = 0; i < n; i++) {
         o[i] = dtype == HF_DTYPE_BF16 ? fb_bf16_from_f32(x[i]) : fb_f16_from_f32(x[i]);
+        const uint16_t inf = dtype == HF_DTYPE_BF16 ? 0x7f80u : 0x7c00u;
+        overflow += (o[i] & 0x7fffu) == inf && (fb_f32_bits(x[i]) & 0x7fffffffu) < 0x7f800000u;
+    }
+    return overflow;
 }
 
 static int host_is_little_endian(void)
@@ -270,7 +276,10 @@ void hf_export(const hf_export_opts_t *o)
         st_writer_t *w = safetensors_create(path, st + first, i - first);
         for (size_t k = first; k < i; k++) {
             ckpt_tensors_read(c, k, buf);
-            convert(buf, ckpt_tensors_numel(c, k), o->dtype, obuf);
+            size_t inf = convert(buf, ckpt_tensors_numel(c, k), o->dtype, obuf);
+            if (inf)
+                fb_warn("export: tensor %s: %zu finite value%s beyond the range of %s, written as inf", st[k].name,
+                        inf, inf == 1 ? "" : "s", DTYPE_TORCH[o->dtype]);
             safetensors_append(w, obuf, st[k].nbytes);
             done += st[k].nbytes;
             double t = now();

@@ -70,12 +70,35 @@ for m in dense moe; do
     check "$m: transformers' logits equal the reference's (1e-5)" '[ $? -eq 0 ]'
 done
 
+for d in dense32 moe32; do
+    "$HF_PYTHON" "$CHK" st_same "$S/$d" "$S/$d.py.safetensors"
+    check "$d: model.safetensors = safetensors' own save_file of the same tensors" '[ $? -eq 0 ]'
+done
+
 for dt in bf16 fp16; do
     export_ moe_$dt --checkpoint "$MOE" --dtype $dt
     check "MoE export --dtype $dt" '[ $RC -eq 0 ]'
     "$HF_PYTHON" "$CHK" dtype "$S/moe32" "$S/moe_$dt" $dt
     check "$dt: loads, tensors = the fp32 export rounded to nearest even" '[ $? -eq 0 ]'
+    "$HF_PYTHON" "$CHK" st_same "$S/moe_$dt" "$S/moe_$dt.py.safetensors"
+    check "$dt: byte-identical to safetensors' save_file" '[ $? -eq 0 ]'
 done
+
+# a weight beyond fp16's range (set with h5py, its checksum recomputed from
+# docs/checkpoint.md's formula): exported as inf, with a warning naming it
+cp "$MOE" "$S/big.h5"
+"$PY" -c "
+import h5py, sys, numpy as np
+with h5py.File(sys.argv[1], 'r+') as f:
+    d = f['params/model.norm.weight']; x = d[...]; x[3] = 1e5; d[...] = x
+    i = np.arange(x.size, dtype=np.uint64); b = x.reshape(-1).view(np.uint32).astype(np.uint64)
+    with np.errstate(over='ignore'):
+        y = ((i * np.uint64(0x9e3779b97f4a7c15)) ^ b) * np.uint64(0xbf58476d1ce4e5b9)
+        d.attrs['checksum'] = np.uint64(np.sum(y ^ (y >> np.uint64(31)), dtype=np.uint64))" "$S/big.h5"
+export_ big16 -q --checkpoint "$S/big.h5" --dtype fp16
+check "fp16: a value beyond 65504 becomes inf, with a warning naming the tensor" \
+    '[ $RC -eq 0 ] && grep -q "tensor model.norm.weight: 1 finite value beyond the range of float16" "$S/big16.log" &&
+     "$HF_PYTHON" -c "import sys,torch; from safetensors.torch import load_file; w=load_file(sys.argv[1])[\"model.norm.weight\"]; sys.exit(not (torch.isinf(w[3]) and torch.isfinite(w[:3]).all()))" "$S/big16/model.safetensors"'
 
 export_ moe_sharded --checkpoint "$MOE" --max-shard-size 20KB
 check "sharded export" '[ $RC -eq 0 ] && [ -f "$S/moe_sharded/model.safetensors.index.json" ] && [ ! -f "$S/moe_sharded/model.safetensors" ]'

@@ -107,6 +107,17 @@ def sharded(d1, dn, limit):
     return 0 if ok else 1
 
 
+def st_same(d, scratch):
+    """safetensors' own save_file of the export's tensors gives the same
+    bytes as fabula's writer (header layout, order, padding, data)."""
+    from safetensors.torch import load_file, save_file
+    src = os.path.join(d, "model.safetensors")
+    save_file(load_file(src), scratch, metadata={"format": "pt"})
+    same = open(src, "rb").read() == open(scratch, "rb").read()
+    print("%s: byte-identical to safetensors.torch.save_file of its tensors: %s" % (src, same))
+    return 0 if same else 1
+
+
 def read_ids(path):
     data = open(path, "rb").read()
     out, pos = [], 0
@@ -147,4 +158,5 @@ def tok(d, novels, ids_bin, info):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    sys.exit({"ref": ref, "logits": logits, "dtype": dtype, "sharded": sharded, "tok": tok}[cmd](*args))
+    sys.exit({"ref": ref, "logits": logits, "dtype": dtype, "sharded": sharded, "tok": tok,
+              "st_same": st_same}[cmd](*args))
