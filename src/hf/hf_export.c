@@ -133,6 +133,10 @@ static int is_ours(const char *name)
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
         if (!strcmp(name, files[i]))
             return 1;
+    /* a killed export's ".model....safetensors.partial" */
+    size_t n = strlen(name);
+    if (name[0] == '.' && n > 8 && !strcmp(name + n - 8, ".partial"))
+        return 1;
     /* model-00001-of-00003.safetensors */
     unsigned a, b;
     char tail[32];

@@ -107,6 +107,13 @@ check "sharded: loads and equals the unsharded export" '[ $? -eq 0 ]'
 export_ moe_sharded_mib --checkpoint "$MOE" --max-shard-size 0.05MiB -q
 check "--max-shard-size 0.05MiB: shards of at most 52428 bytes" '[ $RC -eq 0 ] && "$HF_PYTHON" "$CHK" sharded "$S/moe32" "$S/moe_sharded_mib" 52428'
 
+touch "$S/moe_sharded_mib/README.md" "$S/moe_sharded_mib/.model.safetensors.partial"
+export_ moe_sharded_mib -q --checkpoint "$MOE" --force
+check "--force over a sharded export: one file, no stale shard, index or partial; other files kept" \
+    '[ $RC -eq 0 ] && [ -f "$S/moe_sharded_mib/model.safetensors" ] && [ -f "$S/moe_sharded_mib/README.md" ] &&
+     [ -z "$(ls -A "$S/moe_sharded_mib" | grep -e "^model-" -e index -e partial)" ] &&
+     cmp "$S/moe_sharded_mib/model.safetensors" "$S/moe32/model.safetensors"'
+
 # tokenizers: ids of every novel of the sample equal `fabula tokenizer encode`'s
 export_ dense_minimind -q --checkpoint "$DENSE" --tokenizer "$FB_SRCDIR/tests/data/tokenizers/minimind/tokenizer.json"
 check "export with --tokenizer (a tokenizer.json)" '[ $RC -eq 0 ]'
