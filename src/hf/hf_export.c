@@ -221,6 +221,11 @@ void hf_export(const hf_export_opts_t *o)
     if (!spec)
         fb_fatal(FB_EXIT_USAGE, "checkpoint %s: its saved config names no data.tokenizer; give --tokenizer T",
                  o->checkpoint);
+    /* a training run names its tokenizer as it was given, relative to where
+     * it ran: say so rather than only that the file is missing */
+    if (!o->tokenizer && strcmp(spec, "bytes") != 0 && access(spec, R_OK) != 0)
+        fb_fatal(FB_EXIT_IO, "checkpoint %s: its data.tokenizer %s cannot be read from here: %s (give --tokenizer T)",
+                 o->checkpoint, spec, strerror(errno));
     tokenizer_t *tok = tokenizer_load(spec);
     if (tokenizer_vocab_size(tok) > mc.vocab_size)
         fb_fatal(FB_EXIT_DATA, "tokenizer %s: vocabulary %d is larger than the model's vocab_size %d", spec,

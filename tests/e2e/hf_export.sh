@@ -177,6 +177,10 @@ bad 2 "max-shard-size '5XB'" --checkpoint "$MOE" --output "$S/o6" --max-shard-si
 bad 2 "max-shard-size '-1'" --checkpoint "$MOE" --output "$S/o6" --max-shard-size -1
 bad 2 "--checkpoint CKPT is required" --output "$S/o7"
 bad 4 "$S/no-tokenizer.json" --checkpoint "$MOE" --output "$S/o8" --tokenizer "$S/no-tokenizer.json"
+# the checkpoint's data.tokenizer gone (moved since training)
+mv "$S/bpe.json" "$S/bpe.moved.json"
+bad 4 "its data.tokenizer $S/bpe.json cannot be read from here" --checkpoint "$MOE" --output "$S/o11"
+mv "$S/bpe.moved.json" "$S/bpe.json"
 check "nothing written by a refused export" \
     '[ ! -e "$S/o2" ] && [ ! -e "$S/o5" ] && [ -z "$(ls -A "$S/o4")" ]'
 # models transformers' classes cannot compute
