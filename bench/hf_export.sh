@@ -13,7 +13,8 @@
 #   FABULA=/path/to/build/fabula HF_PYTHON=/opt/fabula-hf/bin/python bench/hf_export.sh [OUT_DIR]
 #
 # Environment: MPIEXEC (default mpiexec.mpich), REPEAT (default 3; medians
-# shown). The page cache is not dropped: the checkpoint is read from it as
+# shown). Wall and CPU (user + system) seconds: on a shared machine the
+# wall time mostly measures the others' load, the CPU time less so. The page cache is not dropped: the checkpoint is read from it as
 # a just-written one would be.
 set -eu
 : "${FABULA:?set FABULA to the fabula binary}"
@@ -35,23 +36,22 @@ if [ ! -f "$OUT/run/checkpoints/step-00000001.h5" ]; then
 fi
 CKPT=$OUT/run/checkpoints/step-00000001.h5
 
-now() { date +%s.%N; }
 : >"$OUT/times.txt"
 for r in $(seq "$REPEAT"); do
     for dt in fp32 bf16; do
-        t0=$(now)
-        "$FABULA" export -q --force --checkpoint "$CKPT" --output "$OUT/x_$dt" --dtype $dt
-        t1=$(now)
-        echo "fabula_$dt $(echo "$t1 - $t0" | bc)" >>"$OUT/times.txt"
+        /usr/bin/time -f "fabula_$dt %e\nfabula_${dt}_cpu %U %S" -a -o "$OUT/times.txt" \
+            "$FABULA" export -q --force --checkpoint "$CKPT" --output "$OUT/x_$dt" --dtype $dt
     done
     "$HF_PYTHON" - "$OUT/x_fp32/model.safetensors" "$OUT/py.safetensors" >>"$OUT/times.txt" <<'PYEOF'
 import os, sys, time
 from safetensors.torch import load_file, save_file
 tensors = load_file(sys.argv[1])
-t0 = time.time()
+t0, c0 = time.time(), os.times()
 save_file(tensors, sys.argv[2], metadata={"format": "pt"})
 fd = os.open(sys.argv[2], os.O_RDONLY); os.fsync(fd); os.close(fd)
+c1 = os.times()
 print("safetensors_fp32 %.3f" % (time.time() - t0))
+print("safetensors_fp32_cpu %.3f %.3f" % (c1.user - c0.user, c1.system - c0.system))
 PYEOF
     cmp "$OUT/x_fp32/model.safetensors" "$OUT/py.safetensors" && echo "identical 1" >>"$OUT/times.txt" ||
         echo "identical 0" >>"$OUT/times.txt"
@@ -61,16 +61,17 @@ SIZE=$(stat -c %s "$OUT/x_fp32/model.safetensors")
 import statistics, sys
 rows = {}
 for l in open(sys.argv[1]):
-    k, v = l.split()
-    rows.setdefault(k, []).append(float(v))
+    k, *v = l.split()
+    rows.setdefault(k, []).append(sum(map(float, v)))
 size = int(sys.argv[2])
 print("model.safetensors: %.1f MB (fp32); %d rounds; byte-identical to save_file's: %s"
       % (size / 1e6, len(rows["fabula_fp32"]), all(rows["identical"])))
-print("| writer | median s | MB/s of fp32 file | all runs (s) |")
-print("|---|---:|---:|---|")
+print("| writer | median wall s | MB/s of fp32 file | median CPU s (user+sys) | all runs, wall (s) |")
+print("|---|---:|---:|---:|---|")
 for k, what in (("fabula_fp32", "fabula export --dtype fp32 (read HDF5 + checksums + write + fsync)"),
                 ("fabula_bf16", "fabula export --dtype bf16 (same, rounding, half the bytes written)"),
                 ("safetensors_fp32", "safetensors.torch.save_file from memory + fsync")):
     m = statistics.median(rows[k])
-    print("| %s | %.2f | %.0f | %s |" % (what, m, size / 1e6 / m, " ".join("%.2f" % x for x in rows[k])))
+    c = statistics.median(rows[k + "_cpu"])
+    print("| %s | %.2f | %.0f | %.2f | %s |" % (what, m, size / 1e6 / m, c, " ".join("%.2f" % x for x in rows[k])))
 PYEOF
