@@ -35,6 +35,8 @@ ALLOWED = {
     "train": {"ckpt", "zero", "loader", "model", "corpus", "tokenizer", "monitor", "tboard", "config", "parallel",
               "io", "util", "kernels"},
 }
+# generation reads a model's weights and runs its forward incrementally
+ALLOWED["infer"] = {"ckpt", "zero", "model", "tokenizer", "config", "parallel", "io", "util", "kernels"}
 # the report reads run directories back: files and JSON, nothing of training
 ALLOWED["report"] = {"io", "util"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}
