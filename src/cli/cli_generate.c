@@ -27,7 +27,7 @@ static void generate_usage(FILE *f)
     fprintf(f,
             "usage: fabula generate --checkpoint CKPT [--prompt TEXT | --prompt-file F] [--genre NAME]\n"
             "                       [--max-new-tokens N] [--temperature T [--top-k K] [--top-p P] [--seed S]]\n"
-            "                       [--repetition-penalty R] [--num-samples N] [--stop-at eos|chapter]\n"
+            "                       [--repetition-penalty R] [--num-samples N] [--stop-at eos|chapter|none]\n"
             "                       [--tokenizer T] [--ids-out FILE]\n"
             "\n"
             "Continues a prompt with a trained model on the CPU, one token at a time\n"
@@ -51,8 +51,8 @@ static void generate_usage(FILE *f)
             "  --repetition-penalty R    divide positive (multiply negative) logits of\n"
             "                            tokens already in prompt or output by R > 0\n"
             "  --num-samples N           continuations of the same prompt (default 1)\n"
-            "  --stop-at eos|chapter     stop a sample at <|eos|> (default), or at\n"
-            "                            <|eos|> or <|chapter_sep|>\n"
+            "  --stop-at eos|chapter|none  stop a sample at <|eos|> (default), at <|eos|>\n"
+            "                            or <|chapter_sep|>, or only after N tokens\n"
             "  --tokenizer T             another tokenizer than the checkpoint's\n"
             "                            data.tokenizer (e.g. when that file moved)\n"
             "  --ids-out FILE            the generated ids, one line per sample\n"
@@ -251,8 +251,10 @@ int cli_generate(int argc, char **argv)
                 stop_chapter = 0;
             else if (!strcmp(a.value, "chapter"))
                 stop_chapter = 1;
+            else if (!strcmp(a.value, "none"))
+                stop_chapter = -1;
             else
-                cli_args_fail(&a, 0, "--stop-at '%s': expected eos or chapter", a.value);
+                cli_args_fail(&a, 0, "--stop-at '%s': expected eos, chapter or none", a.value);
             break;
         }
     }
@@ -295,13 +297,13 @@ int cli_generate(int argc, char **argv)
     tokenizer_encode(g.tok, ptext ? ptext : (const uint8_t *)"", plen, &ids);
     free(ptext);
     const int32_t eos = tokenizer_special(g.tok, "<|eos|>"), chap = tokenizer_special(g.tok, "<|chapter_sep|>");
-    if (stop_chapter && chap < 0)
+    if (stop_chapter > 0 && chap < 0)
         fb_fatal(FB_EXIT_USAGE, "--stop-at chapter: the tokenizer has no <|chapter_sep|> token");
     int32_t stop[2];
     int nstop = 0;
-    if (eos >= 0)
+    if (eos >= 0 && stop_chapter >= 0)
         stop[nstop++] = eos;
-    if (stop_chapter)
+    if (stop_chapter > 0)
         stop[nstop++] = chap;
     if ((long long)ids.n + max_new > (1 << 30))
         fb_fatal(FB_EXIT_USAGE, "prompt (%zu tokens) + --max-new-tokens %lld is too long", ids.n, max_new);

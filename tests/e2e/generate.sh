@@ -87,11 +87,16 @@ gen chap.txt $STOPS --stop-at chapter --ids-out "$SCRATCH/chap.ids"
 check "--stop-at chapter runs" '[ $RC -eq 0 ]'
 gen eos.txt $STOPS --ids-out "$SCRATCH/eos.ids"
 check "the default (eos) runs" '[ $RC -eq 0 ]'
-"$PY" - "$SCRATCH/chap.ids" "$SCRATCH/eos.ids" >"$SCRATCH/stops.txt" <<'PYEOF'
+gen none.txt $STOPS --stop-at none --ids-out "$SCRATCH/none.ids"
+check "--stop-at none runs" '[ $RC -eq 0 ]'
+"$PY" - "$SCRATCH/chap.ids" "$SCRATCH/eos.ids" "$SCRATCH/none.ids" >"$SCRATCH/stops.txt" <<'PYEOF'
 import sys
 chap = [[int(x) for x in l.split()] for l in open(sys.argv[1])]
 eos = [[int(x) for x in l.split()] for l in open(sys.argv[2])]
-ok = len(chap) == len(eos) == 16
+none = [[int(x) for x in l.split()] for l in open(sys.argv[3])]
+ok = len(chap) == len(eos) == len(none) == 16
+# none: 128 tokens always, the eos run its prefix, and it runs past an eos
+ok &= all(len(n) == 128 and n[:len(e)] == e for e, n in zip(eos, none)) and any(258 in n[:-1] for n in none)
 stopped = 0
 for c, e in zip(chap, eos):
     # chapter: a sample ends at its first 258 or 259, else runs 128 tokens
@@ -107,7 +112,7 @@ sys.exit(0 if ok and stopped > 0 and any(259 in e[:-1] for e in eos) else 1)
 PYEOF
 SR=$?
 cat "$SCRATCH/stops.txt"
-check "--stop-at chapter stops at <|chapter_sep|>; the default runs past it; both agree up to there" '[ $SR -eq 0 ]'
+check "--stop-at chapter stops at <|chapter_sep|>, the default runs past it, none past <|eos|>; all agree up to the stop" '[ $SR -eq 0 ]'
 check "stopped samples: stdout is the decode of the ids without the stop token" \
     '"$PY" "$REF" decode "$SCRATCH/chap.ids" "$SCRATCH/chap.txt" 258 259'
 
@@ -140,7 +145,7 @@ gen pf.txt --checkpoint "$SCRATCH/dense/checkpoints/step-00000040.h5" --prompt-f
     --max-new-tokens 64 --ids-out "$SCRATCH/pf.ids"
 check "--prompt-file: the same ids as --prompt" '[ $RC -eq 0 ] && cmp -s "$SCRATCH/pf.ids" "$SCRATCH/dense-plain.ids"'
 gen bad.txt --checkpoint "$CK" --prompt x --stop-at page
-check "--stop-at page: exit 2" '[ $RC -eq 2 ] && grep -q "expected eos or chapter" "$SCRATCH/bad.txt.err"'
+check "--stop-at page: exit 2" '[ $RC -eq 2 ] && grep -q "expected eos, chapter or none" "$SCRATCH/bad.txt.err"'
 gen bad.txt --checkpoint "$CK" --prompt x --tokenizer "$SCRATCH/gone.json"
 check "a tokenizer that is gone: exit 4 naming it" '[ $RC -eq 4 ] && grep -q "gone.json" "$SCRATCH/bad.txt.err"'
 gen bad.txt --checkpoint "$CK" --prompt x --max-new-tokens 0
