@@ -16,7 +16,8 @@
 # Run from the repository top. FABULA names the binary (default ./fabula),
 # HF_PYTHON the interpreter with transformers (default
 # /opt/fabula-hf/bin/python). Scratch (checkpoints, ~1.3 GB for 100m) goes to
-# WORK (default a new directory under /tmp, removed at the end).
+# WORK (default a new directory under /tmp, removed at the end; a WORK you
+# name is kept, and a second run in it reuses its checkpoints).
 # See bench/README.md "Generation".
 set -eu
 
@@ -61,12 +62,12 @@ for name in $ONLY; do
                 --set model.num_attention_heads=12 --set model.num_key_value_heads=4 --set model.num_local_experts=0" ;;
     *) echo "bench/generate.sh: --only small or 100m, not '$name'" >&2; exit 2 ;;
     esac
-    OMP_NUM_THREADS=$THREADS "$FABULA" train --steps 1 --run-dir "$WORK/$name" --set data.seq_len=64 \
+    ck="$WORK/$name/checkpoints/step-00000001.h5"
+    # a WORK given again keeps its checkpoints (reruns skip the training)
+    [ -f "$ck" ] || OMP_NUM_THREADS=$THREADS "$FABULA" train --steps 1 --run-dir "$WORK/$name" --set data.seq_len=64 \
         --set checkpoint.save_interval=1 --set checkpoint.keep_last=1 $SETS >"$WORK/$name.train" 2>&1 ||
         { tail -n 20 "$WORK/$name.train"; exit 1; }
-    ck="$WORK/$name/checkpoints/step-00000001.h5"
-    params=$(sed -n 's/.*"num_parameters": *\([0-9]*\).*/\1/p' "$WORK/$name.train" | head -n 1)
-    [ -n "$params" ] || params=$("$HF_PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1],'r').attrs['num_parameters'])" "$ck")
+    params=$("$HF_PYTHON" -c "import h5py,sys; print(h5py.File(sys.argv[1],'r').attrs['num_parameters'])" "$ck")
     for pol in $POLICIES; do
         PENV=
         [ "$pol" = default ] || PENV="OMP_WAIT_POLICY=$pol"

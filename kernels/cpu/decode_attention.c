@@ -7,7 +7,8 @@
  * of the values. Items split over the threads and every output element
  * belongs to one item, so the result does not depend on the thread count.
  * A decode step has n = 1 and a short row per head: plain loops beat a BLAS
- * call there, and the prefill (past 0) goes through attention_fwd anyway.
+ * call there, and the prefill (past 0) goes through attention_fwd anyway;
+ * threads join only once the cache is long enough to pay for them.
  */
 #include "cpu/cpu_kernels.h"
 
@@ -24,7 +25,10 @@ void cpu_decode_attention_f32(float *out, const float *q, const float *kc, const
     const int G = H / KV, qs = H * hd, ks = KV * hd, total = past + n;
     const float scale = 1.0f / sqrtf((float)hd);
     const int items = n * H;
-#pragma omp parallel if (items > 1)
+    /* A short cache is less work than waking the threads (and, on a loaded
+     * machine, than waiting for a descheduled one at the barrier). */
+    const double work = (double)items * total * hd;
+#pragma omp parallel if (items > 1 && work >= (double)(1 << 18))
     {
         float *p = fb_malloc((size_t)(total > 0 ? total : 1) * sizeof *p);
 #pragma omp for schedule(static)

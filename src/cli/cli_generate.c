@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
+#include "model/model.h"
 #include "parallel/groups.h"
 #include "parallel/world.h"
 #include "tokenizer/bytetok.h"
@@ -62,13 +63,17 @@ static void generate_usage(FILE *f)
             "that does not fit it, 4 cannot read or write a file\n");
 }
 
-/* A whole model and its tokenizer, with whatever owns them. */
+/* A whole model and its tokenizer, with whatever owns them. A model
+ * source fills model and tok; a checkpoint also leaves its config, groups
+ * and ZeRO state (the owner of its model) here. */
 typedef struct gen_model {
     model_t *model;
     tokenizer_t *tok;
     config_t cfg;
+    int have_cfg;
     groups_t groups;
-    zero_t *zero;
+    int have_groups;
+    zero_t *zero;       /* owns model when set; else model_free(model) */
 } gen_model_t;
 
 /* The checkpoint's config for one process: the batch triple re-derived,
@@ -126,9 +131,11 @@ static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokeni
                                        "run.backend=cpu"};
     const char *paths[1] = {path};
     config_load(&g->cfg, paths, 1, sets, 3, 1, 0);
+    g->have_cfg = 1;
     close(fd);
     free(path);
     groups_create(&g->groups, 1, g->cfg.model.num_local_experts);
+    g->have_groups = 1;
     g->zero = zero_create(&g->cfg, &g->groups, ops_cpu(), 1, g->cfg.run.seed);
     g->model = zero_model(g->zero);
     ckpt_target_t target = {&g->cfg, g->zero, ops_cpu(), NULL, &g->groups, NULL};
@@ -143,9 +150,14 @@ static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokeni
 static void gen_model_free(gen_model_t *g)
 {
     tokenizer_free(g->tok);
-    zero_free(g->zero);
-    groups_free(&g->groups);
-    config_free(&g->cfg);
+    if (g->zero)
+        zero_free(g->zero);
+    else if (g->model)
+        model_free(g->model);
+    if (g->have_groups)
+        groups_free(&g->groups);
+    if (g->have_cfg)
+        config_free(&g->cfg);
 }
 
 static uint8_t *read_prompt_file(const char *path, size_t *len)

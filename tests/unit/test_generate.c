@@ -59,6 +59,7 @@ static void test_decode_attention(void)
     decode_attention_case(40, 39, 6, 1, 16);  /* one kv head for all */
     decode_attention_case(40, 39, 4, 4, 16);  /* plain multi-head */
     decode_attention_case(1, 0, 2, 1, 4);     /* the first position */
+    decode_attention_case(600, 598, 8, 2, 64); /* long enough for the threaded path */
 }
 
 /* The decoder's logits after every prefix (a prefill of `prefill` tokens,
