@@ -1,5 +1,6 @@
 /* Generation's parts (docs/generate.md): the decode-attention op against
- * the packed attention_fwd on the same sequence (GQA included); the KV-cache
+ * the packed attention_fwd on the same sequence (GQA included), and its
+ * 16-bit CPU wrapper against the fp32 op; the KV-cache
  * decoder's logits against model_forward's over the whole sequence, dense
  * and MoE; sampling (repetition penalty, temperature, top-k, top-p, the
  * draw) on hand-made logits against distributions worked out by hand; the
@@ -52,8 +53,39 @@ static void decode_attention_case(int T, int past, int H, int KV, int hd)
     free(q), free(k), free(v), free(ref), free(lse), free(got);
 }
 
+/* The 16-bit CPU table's decode_attention: its bf16 inputs widened, the
+ * fp32 op, the output rounded once (within bf16's half-ulp, 2^-9 relative). */
+static void decode_attention_16(int T, int past, int H, int KV, int hd)
+{
+    const ops_t *o = ops_cpu(), *h = ops_cpu16(FB_DTYPE_BF16);
+    const int n = T - past;
+    const size_t nq = (size_t)n * H * hd, nk = (size_t)T * KV * hd;
+    float *q = fb_malloc(nq * 4), *k = fb_malloc(nk * 4), *v = fb_malloc(nk * 4), *ref = fb_malloc(nq * 4);
+    float *got = fb_malloc(nq * 4);
+    fb_act *q16 = h->alloc(nq * 2), *k16 = h->alloc(nk * 2), *v16 = h->alloc(nk * 2), *o16 = h->alloc(nq * 2);
+    fill(q, nq, 11);
+    fill(k, nk, 12);
+    fill(v, nk, 13);
+    h->to_act(q16, q, nq);
+    h->to_act(k16, k, nk);
+    h->to_act(v16, v, nk);
+    h->act_to_f32(q, q16, nq); /* the fp32 reference sees the same rounded inputs */
+    h->act_to_f32(k, k16, nk);
+    h->act_to_f32(v, v16, nk);
+    o->decode_attention((fb_act *)ref, (fb_act *)q, (fb_act *)k, (fb_act *)v, n, past, H, KV, hd);
+    h->decode_attention(o16, q16, k16, v16, n, past, H, KV, hd);
+    h->act_to_f32(got, o16, nq);
+    int ok = 1;
+    for (size_t i = 0; i < nq; i++)
+        ok &= fabs((double)got[i] - ref[i]) <= fabs(ref[i]) * 0x1p-8 + 1e-30;
+    EXPECT(ok, "bf16 decode_attention T %d past %d: not the fp32 op's output rounded", T, past);
+    h->release(q16), h->release(k16), h->release(v16), h->release(o16);
+    free(q), free(k), free(v), free(ref), free(got);
+}
+
 static void test_decode_attention(void)
 {
+    decode_attention_16(21, 19, 4, 2, 8);
     decode_attention_case(13, 12, 4, 2, 8);   /* GQA, the last row alone */
     decode_attention_case(13, 10, 4, 2, 8);   /* three rows at once */
     decode_attention_case(40, 39, 6, 1, 16);  /* one kv head for all */
