@@ -1,6 +1,6 @@
 #!/bin/sh
 # `fabula generate` (docs/generate.md) on tiny dense and MoE models trained
-# a few steps: greedy output equals the float64 reference model's greedy
+# a few steps (and an MoE one saved from 2 ranks, ep 2, ZeRO 3): greedy output equals the float64 reference model's greedy
 # decode (validation/reference_model.py, full forward every step, weights
 # from the checkpoint by h5py) token for token, with and without --genre and
 # with a repetition penalty; a seeded sampling run is the same run to run
@@ -18,9 +18,9 @@ REF="$FB_SRCDIR/tests/e2e/generate_ref.py"
 
 # a learning rate without warmup, so that 40 steps give a model whose
 # greedy choices are clear of float32 rounding (the margins are printed)
-train() { # NAME ARGS...
+train() { # NAME ARGS... (NP=2 for two ranks)
     name=$1; shift
-    run_fabula 1 train --steps 40 --run-dir "$SCRATCH/$name" --set model.hidden_size=32 \
+    run_fabula "${NP:-1}" train --steps 40 --run-dir "$SCRATCH/$name" --set model.hidden_size=32 \
         --set model.intermediate_size=64 --set data.seq_len=64 --set optimizer.params.lr=0.01 \
         --set scheduler.params.warmup_num_steps=1 --set checkpoint.save_interval=40 "$@"
     [ $RC -eq 0 ] || tail -n 15 "$SCRATCH/out.txt"
@@ -39,6 +39,9 @@ train dense --set model.num_local_experts=0
 check "a tiny dense model trained" '[ $RC -eq 0 ]'
 train moe --set model.num_local_experts=4 --set model.num_experts_per_tok=2 --set model.num_key_value_heads=1
 check "a tiny MoE model (4 experts, top-2, GQA 4/1) trained" '[ $RC -eq 0 ]'
+NP=2 train moe_ep2 --set model.num_local_experts=4 --set model.num_experts_per_tok=2 \
+    --set parallel.expert_parallel_size=2 --set zero_optimization.stage=3
+check "the MoE model on 2 ranks, ep 2, ZeRO 3 (sharded checkpoint) trained" '[ $RC -eq 0 ]'
 
 # greedy NAME LABEL PENALTY GENRE_ID ARGS...
 greedy() {
@@ -60,6 +63,8 @@ for m in dense moe; do
     greedy $m $m-genre 1 $ROMANCE --genre romance
     greedy $m $m-penalty 1.3 $ROMANCE --genre Romance
 done
+# a checkpoint saved sharded is read whole on the one process
+greedy moe_ep2 moe_ep2-genre 1 $ROMANCE --genre romance
 # the genre token and the prompt's 9 bytes
 check "the speed is reported on stderr" \
     'grep -q "^fabula generate: prefill 10 tokens in .* tokens/s); decode 64 tokens in .* tokens/s), 1 sample(s)$" "$SCRATCH/moe-genre.txt.err"'
