@@ -35,6 +35,8 @@ ALLOWED = {
     "train": {"ckpt", "zero", "loader", "model", "corpus", "tokenizer", "monitor", "tboard", "config", "parallel",
               "io", "util", "kernels"},
 }
+ALLOWED["hf"] = {"ckpt", "zero", "loader", "model", "corpus", "tokenizer", "config", "parallel", "io", "util", "kernels"}
+ALLOWED["train"].add("hf")
 # the report reads run directories back: files and JSON, nothing of training
 ALLOWED["report"] = {"io", "util"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}

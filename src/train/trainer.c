@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf/hf_import.h"
 #include "loader/batch.h"
 #include "tokenizer/bytetok.h"
 #include "train/ckpt_policy.h"
@@ -319,6 +320,25 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     preempt_install(cfg->run.preempt_signals, cfg->run.n_preempt_signals);
     counters_init(tr.rank == 0);
     data_open(&tr);
+    /* model.init_from: the tokenizer's appended specials may need more
+     * vocabulary rows than the imported model has (docs/init-from.md) */
+    config_t grown;
+    if (tr.data.vocab_grow > cfg->model.vocab_size) {
+        grown = *cfg;
+        grown.model.vocab_size = tr.data.vocab_grow;
+        if (tr.rank == 0)
+            printf("fabula: model.init_from: the vocabulary grows from %d to %d rows for the tokenizer's appended "
+                   "special tokens (their rows start as the mean of the others)\n",
+                   cfg->model.vocab_size, grown.model.vocab_size);
+        cfg = tr.cfg = &grown;
+    }
+    hf_weights_t *hfw = NULL;
+    if (cfg->init_from) {
+        char why[1024];
+        int hcode = hf_weights_open(&hfw, cfg->init_from, &cfg->model, why, sizeof why);
+        if (hcode)
+            fb_fatal_all(hcode, "model.init_from: %s", why);
+    }
     /* after the input checks, so that a refused input leaves no run dir */
     lock_run_dir(cfg, tr.rank);
 
@@ -328,7 +348,10 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     backend_open(&tr.be, cfg);
     if (tr.be.ops->device_memory)
         groups_attach_device(&tr.groups);
-    tr.zero = zero_create(cfg, &tr.groups, tr.be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed);
+    zero_init_source_t hsrc = hfw ? hf_weights_source(hfw) : (zero_init_source_t){0};
+    tr.zero = zero_create_from(cfg, &tr.groups, tr.be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed,
+                               hfw ? &hsrc : NULL);
+    hf_weights_close(hfw);
     tr.model = zero_model(tr.zero);
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
