@@ -61,13 +61,19 @@ static void eval_usage(FILE *f)
  * size kept only where it divides the world. Written to a temporary file
  * for config_load, which reads files; the file is unlinked at once and read
  * through /dev/fd, so that no exit leaves it behind. *fd: close it after. */
-static char *eval_config_file(const char *json_text, const char *ckpt, int world, int *fd_out)
+static char *eval_config_file(const char *json_text, const char *ckpt, int world, int *fd_out, int from_ckpt)
 {
     json_error_t err;
     json_t *root = json_loads(json_text, 0, &err);
     if (!root || !json_is_object(root))
         fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: its config is not a JSON object: %s", ckpt, err.text);
     json_object_del(root, "train_batch_size");
+    /* the checkpoint holds the weights, and its model section is complete
+     * (the imported config.json's keys, a grown vocabulary): the run's
+     * model.init_from has done its part (docs/init-from.md) */
+    json_t *model = json_object_get(root, "model");
+    if (from_ckpt && json_is_object(model))
+        json_object_del(model, "init_from");
     json_object_set_new(root, "gradient_accumulation_steps", json_integer(1));
     json_t *par = json_object_get(root, "parallel");
     json_t *ep = par ? json_object_get(par, "expert_parallel_size") : NULL;
@@ -151,11 +157,11 @@ static int eval_logits_main(const char *ckpt, const char *model, const char *tok
         if (code != FB_EXIT_OK)
             fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
         int fd;
-        char *path = eval_config_file(json_text, ckpt, 1, &fd);
+        char *path = eval_config_file(json_text, ckpt, 1, &fd, 1);
         free(json_text);
         config_t cfg;
         const char *paths[1] = {path};
-        config_load(&cfg, paths, 1, NULL, 0, 1, 0);
+        config_load(&cfg, paths, 1, NULL, 0, 1, 1);
         close(fd);
         free(path);
         train_config_resolve(&cfg, 0);
@@ -174,8 +180,8 @@ static int eval_logits_main(const char *ckpt, const char *model, const char *tok
  * through the config {"model": {"init_from": DIR}, "data": ...}. */
 static int eval_model_main(const char *dir, const char *corpus, const char *tokenizer, int valid, long long samples)
 {
-    json_t *root = json_pack("{s:{s:s}, s:{s:s, s:s}}", "model", "init_from", dir, "data", "corpus", corpus,
-                             "tokenizer", tokenizer);
+    json_t *root = json_pack("{s:{s:s}, s:{s:s, s:s}, s:i}", "model", "init_from", dir, "data", "corpus", corpus,
+                             "tokenizer", tokenizer, "train_micro_batch_size_per_gpu", 8);
     if (!root)
         fb_fatal_all(FB_EXIT_USAGE, "--model, --corpus, --tokenizer: not valid UTF-8 paths");
     if (samples > 0)
@@ -183,7 +189,7 @@ static int eval_model_main(const char *dir, const char *corpus, const char *toke
     char *text = json_dumps(root, 0);
     json_decref(root);
     int fd;
-    char *path = eval_config_file(text, dir, parallel_size(), &fd);
+    char *path = eval_config_file(text, dir, parallel_size(), &fd, 0);
     free(text);
     config_t cfg;
     const char *paths[1] = {path};
@@ -278,7 +284,7 @@ int cli_eval(int argc, char **argv)
     if (code != FB_EXIT_OK)
         fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
     int fd;
-    char *path = eval_config_file(json_text, ckpt, parallel_size(), &fd);
+    char *path = eval_config_file(json_text, ckpt, parallel_size(), &fd, 1);
     free(json_text);
     char set_corpus[4096], set_samples[64];
     const char *sets[2];

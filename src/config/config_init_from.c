@@ -77,6 +77,11 @@ char *config_init_from(cj_ctx_t *c)
             if (!strcmp(key, "init_from") || is_training_only(key))
                 continue;
             json_t *hv = json_object_get(hf, key);
+            /* more vocabulary rows than the file's: the import appends rows
+             * (the mean row), as it does for a tokenizer's appended specials */
+            if (!strcmp(key, "vocab_size") && json_is_integer(hv) && json_is_integer(uv) &&
+                json_integer_value(uv) >= json_integer_value(hv))
+                continue;
             char path[160];
             snprintf(path, sizeof path, "model.%s", key);
             if (!hv)
@@ -93,7 +98,7 @@ char *config_init_from(cj_ctx_t *c)
     /* the file's keys, as if the user had written them (the mapping asks
      * what the user gave), except training keys the user set */
     json_object_foreach(hf, key, uv) {
-        if (json_is_object(um) && is_training_only(key) && json_object_get(um, key))
+        if (json_is_object(um) && (is_training_only(key) || !strcmp(key, "vocab_size")) && json_object_get(um, key))
             continue;
         put_model_key(c->user, key, uv);
         put_model_key(c->root, key, uv);

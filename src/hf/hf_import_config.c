@@ -32,7 +32,7 @@ void hf_import_config(const char *dir, model_config_t *mc)
     snprintf(path, n, "/dev/fd/%d", fd);
     config_t cfg;
     const char *paths[1] = {path};
-    config_load(&cfg, paths, 1, NULL, 0, 1, 0);
+    config_load(&cfg, paths, 1, NULL, 0, 1, 1);
     close(fd);
     free(path);
     *mc = cfg.model;

@@ -4,6 +4,7 @@
  * all ranks without communication (docs/model.md, "Losses"). */
 #include "train/trainer.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,6 +308,23 @@ static void data_open(trainer_t *tr)
     parallel_agree_outcome(code, msg);
 }
 
+/* The effective config with model.vocab_size = V (a grown vocabulary),
+ * so that the run dir and the checkpoints describe the model they hold
+ * (a resume or `fabula eval` reads it back: docs/init-from.md). */
+static char *with_vocab_size(const char *text, int V)
+{
+    json_error_t err;
+    json_t *root = json_loads(text, JSON_PRESERVE_ORDER, &err);
+    json_t *m = root ? json_object_get(root, "model") : NULL;
+    FB_ASSERT(json_is_object(m) && json_object_set_new(m, "vocab_size", json_integer(V)) == 0);
+    char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(16));
+    FB_ASSERT(out);
+    json_decref(root);
+    char *copy = fb_strdup(out);
+    free(out);
+    return copy;
+}
+
 int trainer_run(const config_t *cfg) { return trainer_run_losses(cfg, NULL); }
 
 int trainer_run_losses(const config_t *cfg, double *losses)
@@ -326,6 +344,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     if (tr.data.vocab_grow > cfg->model.vocab_size) {
         grown = *cfg;
         grown.model.vocab_size = tr.data.vocab_grow;
+        grown.effective_json = with_vocab_size(cfg->effective_json, grown.model.vocab_size);
         if (tr.rank == 0)
             printf("fabula: model.init_from: the vocabulary grows from %d to %d rows for the tokenizer's appended "
                    "special tokens (their rows start as the mean of the others)\n",
@@ -451,5 +470,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     data_source_close(&tr.data);
     if (cfg->run.eval_interval > 0)
         data_source_close(&tr.valid);
+    if (cfg == &grown)
+        free(grown.effective_json);
     return code;
 }

@@ -1,4 +1,4 @@
-"""Reference side of tests/e2e/hf_init_from.sh, run with $HF_PYTHON.
+"""Reference side of tests/e2e/hf_init_from.sh (not named hf_init_from.py: a .py file is a test of its own), run with $HF_PYTHON.
 
   make OUT           tiny Llama and Mixtral models saved by transformers
                      itself (random init, save_pretrained) plus a byte-level
@@ -69,14 +69,22 @@ def make(out):
         print(name, "saved", sorted(os.listdir(d)))
 
 
-def logits(d, ids, out):
+def logits(d, ids, out, vtotal=None):
+    """vtotal: a vocabulary grown past the file's rows; the rows added are
+    the mean of the file's (docs/init-from.md), so their logits are the
+    final hidden state times that mean row."""
     import torch
     from transformers import AutoModelForCausalLM
     m = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32).eval()
     x = torch.tensor([[int(i) for i in ids.split(",")]])
     with torch.no_grad():
-        y = m(x).logits[0].float().numpy()
-    np.save(out, y)
+        o = m(x, output_hidden_states=True)
+        y = o.logits[0].double()
+        if vtotal is not None and int(vtotal) > y.shape[1]:
+            w = m.get_output_embeddings().weight.double()
+            extra = o.hidden_states[-1][0].double() @ w.mean(0)
+            y = torch.cat([y, extra[:, None].expand(-1, int(vtotal) - y.shape[1])], 1)
+    np.save(out, y.float().numpy())
 
 
 def compare(a, b, tol):
@@ -129,7 +137,7 @@ if __name__ == "__main__":
     if cmd == "make":
         make(sys.argv[2])
     elif cmd == "logits":
-        logits(sys.argv[2], sys.argv[3], sys.argv[4])
+        logits(*sys.argv[2:6])
     elif cmd == "compare":
         compare(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "bad":
