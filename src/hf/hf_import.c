@@ -306,12 +306,18 @@ void hf_import_weights(const char *dir, model_t *m)
         fb_fatal(code, "%s", why);
     const param_table_t *t = model_params_table(m);
     FB_ASSERT(t->ep_size == 1);
+    /* one staging buffer for all tensors: a fresh one per tensor costs a
+     * page fault per 4 KiB (a third of the time on a 1 GB model) */
+    size_t most = 1;
+    for (int i = 0; i < t->n; i++)
+        if (t->views[i].numel > most)
+            most = t->views[i].numel;
+    float *host = fb_malloc(most * sizeof *host);
     for (int i = 0; i < t->n; i++) {
         const param_view_t *v = &t->views[i];
-        float *host = fb_malloc(v->numel * sizeof *host);
         source_read(w, v, 0, v->numel, host);
         model_set_param(m, v, host);
-        free(host);
     }
+    free(host);
     hf_weights_close(w);
 }

@@ -1,12 +1,14 @@
 /* train/eval_logits.h. */
 #include "train/eval_logits.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt/ckpt.h"
 #include "hf/hf_import.h"
 #include "model/model.h"
+#include "monitor/timer.h"
 #include "ops.h"
 #include "parallel/groups.h"
 #include "train/backend.h"
@@ -49,7 +51,11 @@ float *eval_logits_model(const char *dir, const int32_t *ids, int T, int *vocab)
     hf_import_config(dir, &mc);
     check_ids(ids, T, mc.vocab_size);
     model_t *m = model_create(&mc, ops_cpu(), T);
+    const double t0 = timer_now();
     hf_import_weights(dir, m);
+    const double dt = timer_now() - t0;
+    const param_table_t *pt = model_params_table(m);
+    fprintf(stderr, "fabula eval: imported %s: %zu parameters in %.3f s\n", dir, param_table_total(pt), dt);
     float *out = forward_logits(m, ids, T);
     *vocab = mc.vocab_size;
     model_free(m);

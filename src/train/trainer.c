@@ -368,8 +368,12 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     if (tr.be.ops->device_memory)
         groups_attach_device(&tr.groups);
     zero_init_source_t hsrc = hfw ? hf_weights_source(hfw) : (zero_init_source_t){0};
+    const double t_import = timer_now();
     tr.zero = zero_create_from(cfg, &tr.groups, tr.be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed,
                                hfw ? &hsrc : NULL);
+    if (hfw && tr.rank == 0)
+        printf("fabula: model.init_from: %s: model built and weights read in %.3f s (each rank its own part)\n", cfg->init_from,
+               timer_now() - t_import);
     hf_weights_close(hfw);
     tr.model = zero_model(tr.zero);
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);

@@ -379,13 +379,18 @@ static void init_params(zero_t *z, uint64_t seed, const zero_init_source_t *src)
         return;
     }
     if (z->stage < 3) {
+        /* one staging buffer of the largest view for all of them */
+        size_t most = 1;
+        for (int i = 0; i < z->t->n; i++)
+            if (z->t->views[i].numel > most)
+                most = z->t->views[i].numel;
+        float *host = fb_malloc(most * sizeof *host);
         for (int i = 0; i < z->t->n; i++) {
             const param_view_t *v = &z->t->views[i];
-            float *host = fb_malloc(v->numel * sizeof *host);
             src->read(src->ctx, v, 0, v->numel, host);
             model_set_param(z->model, v, host);
-            free(host);
         }
+        free(host);
         return;
     }
     for (int i = 0; i < z->t->n; i++) {
