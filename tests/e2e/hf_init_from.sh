@@ -84,10 +84,20 @@ for case in "llama 313" "llama_tied_bf16 320" "mixtral_sharded 313" "mixtral_tie
             '[ $RC -eq 0 ] && same_losses "t1_$n" "te_$n"'
     fi
 done
-grep -q "vocabulary grows from 300 to 313" t1_llama.out
-check "llama: the vocabulary grows by the 13 appended specials (said)" '[ $? -eq 0 ]'
-! grep -q "vocabulary grows" t1_llama_tied_bf16.out
-check "llama_tied_bf16: the padding rows hold the appended specials: no growth" '[ $? -eq 0 ]'
+# ZeRO-3 with the parameters offloaded: the import writes the host shards
+train 2 t3_llama llama 10 --set zero_optimization.stage=3 --set zero_optimization.offload_param.device=cpu \
+    --set zero_optimization.offload_optimizer.device=cpu
+check "llama: 10 steps at 2 ranks ZeRO-3 with parameter offload: the same losses" \
+    '[ $RC -eq 0 ] && same_losses t1_llama t3_llama'
+# a resume (grown vocabulary, another layout) continues the same run
+train 1 res_llama llama 2 --set checkpoint.save_interval=2
+train 2 res_llama llama 10 --set checkpoint.save_interval=2 --set zero_optimization.stage=3
+check "llama: resumed at step 2 on 2 ranks ZeRO-3 (exit $RC): the uninterrupted run's losses" \
+    '[ $RC -eq 0 ] && grep -q "resumed from res_llama/checkpoints/step-00000002.h5" res_llama.out && same_losses t1_llama res_llama'
+check "llama: the vocabulary grows by the 13 appended specials (said)" \
+    'grep -q "vocabulary grows from 300 to 313" t1_llama.out && grep -q "\"vocab_size\": 313" t1_llama/config.json'
+check "llama_tied_bf16: the padding rows hold the appended specials: no growth" \
+    '! grep -q "vocabulary grows" t1_llama_tied_bf16.out && grep -q "\"vocab_size\": 320" t1_llama_tied_bf16/config.json'
 
 # eval --model DIR --corpus: the loss of the imported weights, as the lr-0 checkpoint's
 "$FABULA" eval --model m/llama --corpus corpus.h5 --tokenizer m/tokenizer.json --split train --samples 16 >em.out 2>&1
