@@ -252,8 +252,10 @@ int cli_eval(int argc, char **argv)
             break;
         }
     }
-    if (!ckpt == !model)
-        cli_args_fail(&a, 1, "give one of --checkpoint CKPT and --model DIR");
+    if (!ckpt && !model)
+        cli_args_fail(&a, 1, "--checkpoint CKPT is required (or --model DIR)");
+    if (ckpt && model)
+        cli_args_fail(&a, 1, "give one of --checkpoint CKPT and --model DIR, not both");
     if (!tokens != !logits)
         cli_args_fail(&a, 1, "--tokens IDS and --logits-out FILE go together");
     if (tokens && (corpus || tokenizer || samples))

@@ -137,4 +137,10 @@ check "a model vocabulary smaller than the tokenizer's own ids: exit 2 naming it
 "$FABULA" eval --model m/llama --tokens 1,400 --logits-out x.npy >ids_bad.out 2>&1
 RC=$?
 check "--tokens: an id past the vocabulary is exit 2 (got $RC)" '[ $RC -eq 2 ] && grep -q "id 400" ids_bad.out'
+"$FABULA" eval --model m/llama --checkpoint x.h5 --tokens 1 --logits-out x.npy >both.out 2>&1
+RC=$?
+check "--model and --checkpoint together: exit 2 (got $RC)" '[ $RC -eq 2 ] && grep -q "not both" both.out'
+"$FABULA" eval --model m/llama --tokens 1 >nolog.out 2>&1
+RC=$?
+check "--tokens without --logits-out: exit 2 (got $RC)" '[ $RC -eq 2 ] && grep -q "go together" nolog.out'
 finish
