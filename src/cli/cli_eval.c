@@ -12,6 +12,7 @@
 #include "ckpt/ckpt.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_ckpt_config.h"
 #include "config/config.h"
 #include "parallel/world.h"
 #include "io/npy_write.h"
@@ -54,44 +55,6 @@ static void eval_usage(FILE *f)
             "Prints a Markdown table: genre, samples, target tokens, loss (nats), ppl.\n"
             "exit codes: 0 ok, 2 usage (also: no validation split), 3 not a checkpoint or\n"
             "damaged, or a corpus that does not fit it, 4 cannot read a file\n");
-}
-
-/* The checkpoint's config for this job: the batch triple re-derived for
- * this world (the training's may not divide it) and the expert-parallel
- * size kept only where it divides the world. Written to a temporary file
- * for config_load, which reads files; the file is unlinked at once and read
- * through /dev/fd, so that no exit leaves it behind. *fd: close it after. */
-static char *eval_config_file(const char *json_text, const char *ckpt, int world, int *fd_out, int from_ckpt)
-{
-    json_error_t err;
-    json_t *root = json_loads(json_text, 0, &err);
-    if (!root || !json_is_object(root))
-        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: its config is not a JSON object: %s", ckpt, err.text);
-    json_object_del(root, "train_batch_size");
-    /* the checkpoint holds the weights, and its model section is complete
-     * (the imported config.json's keys, a grown vocabulary): the run's
-     * model.init_from has done its part (docs/init-from.md) */
-    json_t *model = json_object_get(root, "model");
-    if (from_ckpt && json_is_object(model))
-        json_object_del(model, "init_from");
-    json_object_set_new(root, "gradient_accumulation_steps", json_integer(1));
-    json_t *par = json_object_get(root, "parallel");
-    json_t *ep = par ? json_object_get(par, "expert_parallel_size") : NULL;
-    if (ep && json_is_integer(ep) && (json_integer_value(ep) < 1 || world % json_integer_value(ep) != 0))
-        json_object_set_new(par, "expert_parallel_size", json_integer(1));
-    const char *tmp = getenv("TMPDIR");
-    size_t n = strlen(tmp && tmp[0] ? tmp : "/tmp") + 40;
-    char *path = fb_malloc(n);
-    snprintf(path, n, "%s/fabula-eval-XXXXXX.json", tmp && tmp[0] ? tmp : "/tmp");
-    int fd = mkstemps(path, 5);
-    if (fd < 0)
-        fb_fatal(FB_EXIT_IO, "cannot create a temporary file %s: %s", path, strerror(errno));
-    if (unlink(path) != 0 || json_dumpfd(root, fd, JSON_INDENT(1)) != 0)
-        fb_fatal(FB_EXIT_IO, "cannot write the temporary file %s: %s", path, strerror(errno));
-    json_decref(root);
-    snprintf(path, n, "/dev/fd/%d", fd);
-    *fd_out = fd;
-    return path;
 }
 
 /* The ids of --tokens: "1,2,3", or "@FILE" holding ids separated by commas
@@ -157,7 +120,7 @@ static int eval_logits_main(const char *ckpt, const char *model, const char *tok
         if (code != FB_EXIT_OK)
             fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
         int fd;
-        char *path = eval_config_file(json_text, ckpt, 1, &fd, 1);
+        char *path = cli_checkpoint_config_file(json_text, ckpt, 1, &fd, 1);
         free(json_text);
         config_t cfg;
         const char *paths[1] = {path};
@@ -189,7 +152,7 @@ static int eval_model_main(const char *dir, const char *corpus, const char *toke
     char *text = json_dumps(root, 0);
     json_decref(root);
     int fd;
-    char *path = eval_config_file(text, dir, parallel_size(), &fd, 0);
+    char *path = cli_checkpoint_config_file(text, dir, parallel_size(), &fd, 0);
     free(text);
     config_t cfg;
     const char *paths[1] = {path};
@@ -286,7 +249,7 @@ int cli_eval(int argc, char **argv)
     if (code != FB_EXIT_OK)
         fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
     int fd;
-    char *path = eval_config_file(json_text, ckpt, parallel_size(), &fd, 1);
+    char *path = cli_checkpoint_config_file(json_text, ckpt, parallel_size(), &fd, 1);
     free(json_text);
     char set_corpus[4096], set_samples[64];
     const char *sets[2];

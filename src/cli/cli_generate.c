@@ -11,7 +11,9 @@
 #include "ckpt/ckpt.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_ckpt_config.h"
 #include "config/config.h"
+#include "hf/hf_import.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
 #include "model/model.h"
@@ -26,7 +28,7 @@
 static void generate_usage(FILE *f)
 {
     fprintf(f,
-            "usage: fabula generate --checkpoint CKPT [--prompt TEXT | --prompt-file F] [--genre NAME]\n"
+            "usage: fabula generate (--checkpoint CKPT | --model DIR) [--prompt TEXT | --prompt-file F] [--genre NAME]\n"
             "                       [--max-new-tokens N] [--temperature T [--top-k K] [--top-p P] [--seed S]]\n"
             "                       [--repetition-penalty R] [--num-samples N] [--stop-at eos|chapter|none]\n"
             "                       [--tokenizer T] [--ids-out FILE]\n"
@@ -38,6 +40,9 @@ static void generate_usage(FILE *f)
             "\n"
             "options:\n"
             "  --checkpoint CKPT         a checkpoint file (RUN_DIR/checkpoints/step-N.h5)\n"
+            "  --model DIR               a Hugging Face model directory (`fabula export`'s,\n"
+            "                            or a transformers save_pretrained Llama/Mixtral)\n"
+            "                            with its tokenizer.json\n"
             "  --prompt TEXT             the text to continue (bytes as given)\n"
             "  --prompt-file F           the same from a file\n"
             "  --genre NAME              put the genre token first, as every training\n"
@@ -54,7 +59,7 @@ static void generate_usage(FILE *f)
             "  --num-samples N           continuations of the same prompt (default 1)\n"
             "  --stop-at eos|chapter|none  stop a sample at <|eos|> (default), at <|eos|>\n"
             "                            or <|chapter_sep|>, or only after N tokens\n"
-            "  --tokenizer T             another tokenizer than the checkpoint's\n"
+            "  --tokenizer T             another tokenizer than the checkpoint's (or DIR's)\n"
             "                            data.tokenizer (e.g. when that file moved)\n"
             "  --ids-out FILE            the generated ids, one line per sample\n"
             "  -h, --help                this help\n"
@@ -75,34 +80,6 @@ typedef struct gen_model {
     int have_groups;
     zero_t *zero;       /* owns model when set; else model_free(model) */
 } gen_model_t;
-
-/* The checkpoint's config for one process: the batch triple re-derived,
- * no ZeRO sharding or expert parallelism (the decoder needs every
- * parameter in the model's own buffers), the CPU backend. Written to a
- * temporary file for config_load (which reads files), unlinked at once and
- * read through /dev/fd so that no exit leaves it behind. */
-static char *one_process_config(const char *json_text, const char *ckpt, int *fd_out)
-{
-    json_error_t err;
-    json_t *root = json_loads(json_text, 0, &err);
-    if (!root || !json_is_object(root))
-        fb_fatal(FB_EXIT_DATA, "checkpoint %s: its config is not a JSON object: %s", ckpt, err.text);
-    json_object_del(root, "train_batch_size");
-    json_object_set_new(root, "gradient_accumulation_steps", json_integer(1));
-    const char *tmp = getenv("TMPDIR");
-    size_t n = strlen(tmp && tmp[0] ? tmp : "/tmp") + 40;
-    char *path = fb_malloc(n);
-    snprintf(path, n, "%s/fabula-generate-XXXXXX.json", tmp && tmp[0] ? tmp : "/tmp");
-    int fd = mkstemps(path, 5);
-    if (fd < 0)
-        fb_fatal(FB_EXIT_IO, "cannot create a temporary file %s: %s", path, strerror(errno));
-    if (unlink(path) != 0 || json_dumpfd(root, fd, JSON_INDENT(1)) != 0)
-        fb_fatal(FB_EXIT_IO, "cannot write the temporary file %s: %s", path, strerror(errno));
-    json_decref(root);
-    snprintf(path, n, "/dev/fd/%d", fd);
-    *fd_out = fd;
-    return path;
-}
 
 static tokenizer_t *load_tokenizer(const char *spec, const char *what, int vocab_size)
 {
@@ -125,12 +102,12 @@ static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokeni
     if (code != FB_EXIT_OK)
         fb_fatal(code, "--checkpoint %s: %s", ckpt, why);
     int fd;
-    char *path = one_process_config(json_text, ckpt, &fd);
+    char *path = cli_checkpoint_config_file(json_text, ckpt, 1, &fd, 1);
     free(json_text);
     static const char *const sets[] = {"zero_optimization.stage=0", "parallel.expert_parallel_size=1",
                                        "run.backend=cpu"};
     const char *paths[1] = {path};
-    config_load(&g->cfg, paths, 1, sets, 3, 1, 0);
+    config_load(&g->cfg, paths, 1, sets, 3, 1, 1);
     g->have_cfg = 1;
     close(fd);
     free(path);
@@ -145,6 +122,36 @@ static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokeni
         fb_fatal(FB_EXIT_DATA, "checkpoint %s: %s", ckpt, why);
     g->tok = load_tokenizer(tokenizer ? tokenizer : g->cfg.data.tokenizer,
                             tokenizer ? "--tokenizer" : "the checkpoint's data.tokenizer", g->cfg.model.vocab_size);
+}
+
+/* The other model source: a Hugging Face save_pretrained directory (an
+ * export of fabula's, or a Llama/Mixtral from elsewhere) and its
+ * tokenizer.json. A tokenizer the file's vocabulary does not cover (the
+ * fabula special tokens the HF tokenizer loader appends) widens the model
+ * as model.init_from does: the rows past the file's start as the mean of
+ * its rows (docs/init-from.md). */
+static void load_hf_dir(gen_model_t *g, const char *dir, const char *tokenizer)
+{
+    model_config_t mc;
+    hf_import_config(dir, &mc);
+    char *tok_path = NULL;
+    if (!tokenizer) {
+        size_t n = strlen(dir) + sizeof "/tokenizer.json";
+        tok_path = fb_malloc(n);
+        snprintf(tok_path, n, "%s/tokenizer.json", dir);
+    }
+    const char *spec = tokenizer ? tokenizer : tok_path;
+    if (strcmp(spec, "bytes") != 0 && access(spec, R_OK) != 0)
+        fb_fatal(FB_EXIT_IO, "tokenizer %s (%s): %s; give --tokenizer FILE", spec,
+                 tokenizer ? "--tokenizer" : "the model directory's", strerror(errno));
+    g->tok = tokenizer_load(spec);
+    if (tokenizer_vocab_size(g->tok) > mc.vocab_size)
+        mc.vocab_size = tokenizer_vocab_size(g->tok);
+    free(tok_path);
+    /* the decoder keeps its own KV cache and scratch: the model's
+     * activations are only the one-row buffers of its forward */
+    g->model = model_create(&mc, ops_cpu(), 1);
+    hf_import_weights(dir, g->model);
 }
 
 static void gen_model_free(gen_model_t *g)
@@ -210,10 +217,11 @@ int cli_generate(int argc, char **argv)
 {
     enum {
         OPT_CKPT = 1, OPT_PROMPT, OPT_PROMPT_FILE, OPT_GENRE, OPT_MAX_NEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED,
-        OPT_REP, OPT_SAMPLES, OPT_STOP, OPT_TOK, OPT_IDS
+        OPT_REP, OPT_SAMPLES, OPT_STOP, OPT_TOK, OPT_IDS, OPT_MODEL
     };
     static const cli_option_t options[] = {
-        {"checkpoint", 0, 1, OPT_CKPT},      {"prompt", 0, 1, OPT_PROMPT},
+        {"checkpoint", 0, 1, OPT_CKPT},      {"model", 0, 1, OPT_MODEL},
+        {"prompt", 0, 1, OPT_PROMPT},
         {"prompt-file", 0, 1, OPT_PROMPT_FILE}, {"genre", 0, 1, OPT_GENRE},
         {"max-new-tokens", 0, 1, OPT_MAX_NEW}, {"temperature", 0, 1, OPT_TEMP},
         {"top-k", 0, 1, OPT_TOPK},           {"top-p", 0, 1, OPT_TOPP},
@@ -221,7 +229,7 @@ int cli_generate(int argc, char **argv)
         {"num-samples", 0, 1, OPT_SAMPLES},  {"stop-at", 0, 1, OPT_STOP},
         {"tokenizer", 0, 1, OPT_TOK},        {"ids-out", 0, 1, OPT_IDS},
         {0, 0, 0, 0}};
-    const char *ckpt = NULL, *prompt = NULL, *prompt_file = NULL, *genre = NULL, *tokenizer = NULL, *ids_path = NULL;
+    const char *ckpt = NULL, *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *genre = NULL, *tokenizer = NULL, *ids_path = NULL;
     const char *sampling_only = NULL;
     sample_params_t sp = {0.0, 0, 1.0, 1.0};
     long long max_new = 128, seed = 0, samples = 1;
@@ -231,6 +239,7 @@ int cli_generate(int argc, char **argv)
     while ((id = cli_args_next(&a)) != 0) {
         switch (id) {
         case OPT_CKPT: ckpt = a.value; break;
+        case OPT_MODEL: model_dir = a.value; break;
         case OPT_PROMPT: prompt = a.value; break;
         case OPT_PROMPT_FILE: prompt_file = a.value; break;
         case OPT_GENRE: genre = a.value; break;
@@ -270,8 +279,8 @@ int cli_generate(int argc, char **argv)
             break;
         }
     }
-    if (!ckpt)
-        cli_args_fail(&a, 1, "--checkpoint CKPT is required");
+    if (!ckpt == !model_dir)
+        cli_args_fail(&a, 1, "give one of --checkpoint CKPT and --model DIR");
     if (a.npositional)
         cli_args_fail(&a, 1, "unexpected argument '%s'", a.positional[0]);
     if (prompt && prompt_file)
@@ -301,7 +310,10 @@ int cli_generate(int argc, char **argv)
     train_choose_threads();
     gen_model_t g;
     memset(&g, 0, sizeof g);
-    load_checkpoint(&g, ckpt, tokenizer);
+    if (ckpt)
+        load_checkpoint(&g, ckpt, tokenizer);
+    else
+        load_hf_dir(&g, model_dir, tokenizer);
 
     token_vec_t ids = {0};
     if (genre)
