@@ -73,6 +73,10 @@ if [ -n "$BUNDLE_ARG" ]; then
   BUILD=$BUNDLE/build
 fi
 FABULA_BENCH=$BUILD/bench/fabula-model-bench
+# The CUDA backend and the device comms are modules (docs/cuda.md,
+# "Modules"): a build tree's programs under bench/ and tests/ find them at
+# its top through FABULA_MODULE_DIR; a bundle keeps them next to its programs.
+if [ -z "$BUNDLE" ]; then FABULA_MODULE_DIR=$BUILD; export FABULA_MODULE_DIR; fi
 
 if [ -n "${OUT:-}" ]; then LOGS=$OUT; [ "$DRY" = 1 ] || mkdir -p "$LOGS"
 elif [ "$DRY" = 1 ]; then LOGS="(none: dry run)"

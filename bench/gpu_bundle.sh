@@ -23,7 +23,8 @@
 # The bundle (fabula-gpu-bundle.tar.xz, unpacked by gpu.sh) holds:
 #   libexec/   the programs (fabula, fabula-model-bench, the CUDA test
 #              programs, test_comm_device, MPICH's mpiexec.hydra and
-#              hydra_pmi_proxy), stripped
+#              hydra_pmi_proxy) and the modules fabula-cuda.so and
+#              fabula-comm.so, stripped
 #   build/     the same paths as in a build tree, as wrappers (FB_BUILDDIR)
 #   bin/       fabula, fabula-model-bench, mpiexec(.hydra|.mpich) wrappers
 #   lib/       every shared library they need except glibc, libstdc++,
@@ -206,6 +207,12 @@ for p in $PROGS; do
   add_prog "$BUILD/$p" "$(basename "$p")"
   wrapper "build/$p" "$(basename "$p")"
 done
+# The CUDA backend and the device comms are modules the programs look for
+# next to themselves (docs/cuda.md, "Modules"): libexec/ holds them all.
+for m in fabula-cuda.so fabula-comm.so; do
+  [ -f "$BUILD/$m" ] || die "$m was not built in $BUILD"
+  add_prog "$BUILD/$m" "$m"
+done
 wrapper bin/fabula fabula
 wrapper bin/fabula-model-bench fabula-model-bench
 # Hydra starts hydra_pmi_proxy from the folder it was started from.
@@ -316,7 +323,10 @@ echo "library path: $FB_BUNDLE_LIBPATH"
 echo "glibc here: $(ldd --version 2>/dev/null | head -n 1)"
 bad=0
 for p in "$FB_BUNDLE"/libexec/*; do
-  out=$(LD_LIBRARY_PATH=$FB_BUNDLE_LIBPATH ldd -r "$p" 2>&1)
+  # A module's undefined symbols are the binary's (it exports them), so
+  # only its libraries are checked.
+  case $p in *.so) fb_r= ;; *) fb_r=-r ;; esac
+  out=$(LD_LIBRARY_PATH=$FB_BUNDLE_LIBPATH ldd $fb_r "$p" 2>&1)
   if printf '%s\n' "$out" | grep -qE 'not found|undefined symbol'; then
     echo "$(basename "$p"): MISSING"
     { printf '%s\n' "$out" | grep 'not found'; printf '%s\n' "$out" | grep 'undefined symbol'; } |

@@ -124,6 +124,16 @@ typedef struct ops {
                           const fb_act *k, const fb_act *v, const fb_act *out, const float *lse,
                           const int32_t *cu_seqlens, int nseq, int T, int H, int KV, int hd);
 
+    /* ---- attention of a few new rows against a KV cache (generation) ----
+     * q, out [n, H*hd] are the rows at positions past..past+n-1 of one
+     * sequence; kc, vc [past+n, KV*hd] hold the keys and values of positions
+     * 0..past+n-1 (the new rows' included). Row i attends to cache rows
+     * 0..past+i: the rows attention_fwd gives those positions when run over
+     * the whole sequence. Query head h reads kv head h / (H/KV); scale
+     * 1/sqrt(hd); fp32 accumulation, no lse. */
+    void (*decode_attention)(fb_act *out, const fb_act *q, const fb_act *kc, const fb_act *vc, int n, int past,
+                             int H, int KV, int hd);
+
     /* ---- SwiGLU: h = silu(g) * u, elementwise over n ---- */
     void (*swiglu_fwd)(fb_act *h, const fb_act *g, const fb_act *u, size_t n);
     void (*swiglu_bwd)(fb_act *dg, fb_act *du, const fb_act *dh, const fb_act *g, const fb_act *u, size_t n);

@@ -20,6 +20,8 @@ static void print_usage(FILE *f)
             "  plan      plan without running: `plan sampler` simulates sampling on N ranks\n"
             "  ckpt      inspect a checkpoint: `ckpt info FILE`, `ckpt verify FILE`\n"
             "  eval      a checkpoint's validation loss and perplexity, per genre\n"
+            "  export    a checkpoint as a Hugging Face model directory (safetensors, tokenizer)\n"
+            "  generate  continue a prompt with a checkpoint's model (KV cache, sampling)\n"
             "  report    a run directory as HTML + Markdown; --compare runs; --scaling table\n"
             "  validate  train the reference job and compare its losses with the committed curves\n"
             "\n"
@@ -59,6 +61,10 @@ int main(int argc, char **argv)
         return cli_ckpt(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval"))
         return cli_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export"))
+        return cli_export(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate"))
+        return cli_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "report"))
         return cli_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "validate"))

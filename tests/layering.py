@@ -35,6 +35,13 @@ ALLOWED = {
     "train": {"ckpt", "zero", "loader", "model", "corpus", "tokenizer", "monitor", "tboard", "config", "parallel",
               "io", "util", "kernels"},
 }
+# Hugging Face formats in and out: checkpoints, models and tokenizers to and from their files
+ALLOWED["hf"] = {"ckpt", "zero", "loader", "model", "corpus", "tokenizer", "config", "parallel", "io", "util", "kernels"}
+# init_from is used by the trainer
+ALLOWED["train"].add("hf")
+
+# generation reads a model's weights and runs its forward incrementally
+ALLOWED["infer"] = {"ckpt", "zero", "model", "tokenizer", "config", "parallel", "io", "util", "kernels"}
 # the report reads run directories back: files and JSON, nothing of training
 ALLOWED["report"] = {"io", "util"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}

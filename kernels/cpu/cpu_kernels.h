@@ -65,4 +65,8 @@ CPU_KERNELS_DECLARE(double, _f64)
  * fork/join costs more than the loop. (Thread count never changes results.) */
 #define CPU_PAR_MIN_ELEMS 32768
 
+/* fp32 only (kernels/cpu/decode_attention.c): generation, never the training. */
+void cpu_decode_attention_f32(float *out, const float *q, const float *kc, const float *vc, int n, int past, int H,
+                              int KV, int hd);
+
 #endif

@@ -118,6 +118,12 @@ static void cpu_attention_bwd(fb_act *dq, fb_act *dk, fb_act *dv, const fb_act *
                           hd);
 }
 
+static void cpu_decode_attention(fb_act *out, const fb_act *q, const fb_act *kc, const fb_act *vc, int n, int past,
+                                 int H, int KV, int hd)
+{
+    cpu_decode_attention_f32(F(out), CF(q), CF(kc), CF(vc), n, past, H, KV, hd);
+}
+
 static void cpu_swiglu_fwd(fb_act *h, const fb_act *g, const fb_act *u, size_t n)
 {
     cpu_swiglu_fwd_f32(F(h), CF(g), CF(u), n);
@@ -215,6 +221,7 @@ static const ops_t cpu_ops = {
     .rope_bwd = cpu_rope_bwd,
     .attention_fwd = cpu_attention_fwd,
     .attention_bwd = cpu_attention_bwd,
+    .decode_attention = cpu_decode_attention,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .cross_entropy = cpu_cross_entropy,

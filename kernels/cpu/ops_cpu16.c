@@ -195,6 +195,19 @@ static void h_attention_fwd(fb_dtype_t dt, fb_act *out, float *lse, const fb_act
     free(o);
 }
 
+static void h_decode_attention(fb_dtype_t dt, fb_act *out, const fb_act *q, const fb_act *kc, const fb_act *vc,
+                               int n, int past, int H, int KV, int hd)
+{
+    const size_t nq = nz(n) * nz(H) * nz(hd), nk = (nz(past) + nz(n)) * nz(KV) * nz(hd);
+    float *qf = widened(dt, q, nq), *kf = widened(dt, kc, nk), *vf = widened(dt, vc, nk), *o = tmp(nq);
+    CPU->decode_attention(FA(o), FA(qf), FA(kf), FA(vf), n, past, H, KV, hd);
+    narrow(dt, out, o, nq);
+    free(qf);
+    free(kf);
+    free(vf);
+    free(o);
+}
+
 static void h_attention_bwd(fb_dtype_t dt, fb_act *dq, fb_act *dk, fb_act *dv, const fb_act *dout,
                             const fb_act *q, const fb_act *k, const fb_act *v, const fb_act *out,
                             const float *lse, const int32_t *cu, int nseq, int T, int H, int KV, int hd)
@@ -493,6 +506,11 @@ static void c_adamw(float *p, const float *g, float *m, float *v, size_t n, floa
     {                                                                                                             \
         h_attention_bwd(DT, dq, dk, dv, d, q, k, v, o, lse, cu, ns, T, H, KV, hd);                                \
     }                                                                                                             \
+    static void decode_attention##S(fb_act *o, const fb_act *q, const fb_act *kc, const fb_act *vc, int n,        \
+                                    int past, int H, int KV, int hd)                                              \
+    {                                                                                                             \
+        h_decode_attention(DT, o, q, kc, vc, n, past, H, KV, hd);                                                 \
+    }                                                                                                             \
     static void swiglu_fwd##S(fb_act *h, const fb_act *g, const fb_act *u, size_t n)                             \
     {                                                                                                             \
         h_swiglu_fwd(DT, h, g, u, n);                                                                             \
@@ -580,6 +598,7 @@ static void c_adamw(float *p, const float *g, float *m, float *v, size_t n, floa
         .rope_bwd = rope_bwd##S,                                                                                  \
         .attention_fwd = attention_fwd##S,                                                                        \
         .attention_bwd = attention_bwd##S,                                                                        \
+        .decode_attention = decode_attention##S,                                                                  \
         .swiglu_fwd = swiglu_fwd##S,                                                                              \
         .swiglu_bwd = swiglu_bwd##S,                                                                              \
         .cross_entropy = cross_entropy##S,                                                                        \

@@ -390,6 +390,11 @@ template <typename S> struct table {
         cu_attention_bwd<S>(A(dq), A(dk), A(dv), CA(dout), CA(q), CA(k), CA(v), CA(out), lse, cu, nseq, T, H, KV,
                             hd);
     }
+    static void decode_attention(fb_act *out, const fb_act *q, const fb_act *kc, const fb_act *vc, int n, int past,
+                                 int H, int KV, int hd)
+    {
+        cu_decode_attention<S>(A(out), CA(q), CA(kc), CA(vc), n, past, H, KV, hd);
+    }
     static void swiglu_fwd(fb_act *h, const fb_act *g, const fb_act *u, size_t n)
     {
         cu_swiglu_fwd<S>(A(h), CA(g), CA(u), n);
@@ -479,6 +484,7 @@ template <typename S> struct table {
         o.rope_bwd = rope_bwd;
         o.attention_fwd = attention_fwd;
         o.attention_bwd = attention_bwd;
+        o.decode_attention = decode_attention;
         o.swiglu_fwd = swiglu_fwd;
         o.swiglu_bwd = swiglu_bwd;
         o.cross_entropy = cross_entropy;

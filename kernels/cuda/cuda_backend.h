@@ -1,6 +1,10 @@
 /* The CUDA backend's plain-C entry points (no CUDA types): device choice,
  * lifetime, pinned host memory and the stream handles the NCCL comm backend
- * orders its work against. The op table itself is ops_cuda() in ops.h. */
+ * orders its work against. The op table itself is ops_cuda() in ops.h.
+ *
+ * The backend is a module, fabula-cuda.so (docs/cuda.md, "Modules"): in the
+ * binary these functions forward to the module's table (cuda_loader.c),
+ * loading it on first use; in the module they are the implementation. */
 #ifndef FABULA_KERNELS_CUDA_BACKEND_H
 #define FABULA_KERNELS_CUDA_BACKEND_H
 
@@ -10,7 +14,19 @@
 extern "C" {
 #endif
 
-/* Visible CUDA devices; 0 when there is none or no usable driver. */
+/* Loads the module (once; later calls return its first outcome): 0, or -1
+ * with "cannot load module PATH: dlerror()" (or why the module is not
+ * usable) in err. Every other function here loads it on first use and
+ * ends the job (exit 2) with that message when it cannot. */
+int cuda_module_load(char *err, size_t errlen);
+
+/* 1 when the NVIDIA kernel driver shows a GPU (/proc/driver/nvidia/gpus/
+ * or a /dev/nvidiaN node): a cheap test that maps no CUDA library, so that
+ * run.backend "auto" loads the module only where a device may be. */
+int cuda_driver_present(void);
+
+/* Visible CUDA devices; 0 when there is none, no usable driver, or the
+ * module cannot be loaded. */
 int cuda_device_count(void);
 
 /* Binds the calling process to `device`, creates the compute and

@@ -54,6 +54,10 @@ template <typename S>
 void cu_attention_bwd(S *dq, S *dk, S *dv, const S *dout, const S *q, const S *k, const S *v, const S *out,
                       const float *lse, const int32_t *cu_seqlens, int nseq, int T, int H, int KV, int hd);
 
+/* ---- decode_attention.cu ---- */
+template <typename S>
+void cu_decode_attention(S *out, const S *q, const S *kc, const S *vc, int n, int past, int H, int KV, int hd);
+
 /* ---- matmul.cu (cuBLASLt), dense and grouped ---- */
 void cu_blas_init(void);
 void cu_blas_shutdown(void);

@@ -14,6 +14,10 @@ int cli_ckpt(int argc, char **argv);
 
 /* `fabula eval --checkpoint CKPT`: a checkpoint's validation loss per genre. */
 int cli_eval(int argc, char **argv);
+/* `fabula export --checkpoint CKPT --output DIR`: a Hugging Face model directory. */
+int cli_export(int argc, char **argv);
+/* `fabula generate --checkpoint CKPT`: text from a model, KV-cached (docs/generate.md). */
+int cli_generate(int argc, char **argv);
 /* `fabula report`: a run directory's report, runs compared, a scaling table. */
 int cli_report(int argc, char **argv);
 /* `fabula validate`: the reference job against the committed loss curves. */

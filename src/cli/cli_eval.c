@@ -2,6 +2,7 @@
  * (train/eval_checkpoint.h). The checkpoint's own effective config gives
  * the model, the data and the tokenizer; this job's world gives the layout. */
 #include <errno.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +12,12 @@
 #include "ckpt/ckpt.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_ckpt_config.h"
 #include "config/config.h"
 #include "parallel/world.h"
+#include "io/npy_write.h"
 #include "train/eval_checkpoint.h"
+#include "train/eval_logits.h"
 #include "train/train_config.h"
 #include "util/error.h"
 
@@ -21,6 +25,8 @@ static void eval_usage(FILE *f)
 {
     fprintf(f,
             "usage: fabula eval --checkpoint CKPT [--corpus C.h5] [--split val|train] [--samples N]\n"
+            "       fabula eval --model DIR --corpus C.h5 --tokenizer T [--split val|train] [--samples N]\n"
+            "       fabula eval (--checkpoint CKPT | --model DIR) --tokens IDS --logits-out FILE.npy\n"
             "\n"
             "The LM loss and perplexity of a checkpoint on the first N samples of a\n"
             "split, overall and per genre, as the training's run.eval_interval measures\n"
@@ -36,6 +42,14 @@ static void eval_usage(FILE *f)
             "                     or the training samples\n"
             "  --samples N        the first N samples (default: the config's\n"
             "                     run.eval_samples, as in training)\n"
+            "  --model DIR        a transformers save_pretrained directory (Llama,\n"
+            "                     Mixtral) instead of a checkpoint (docs/init-from.md)\n"
+            "  --tokenizer T      with --model: the tokenizer the corpus was prepared with\n"
+            "  --tokens IDS       one sequence of token ids: a comma list (1,2,3) or\n"
+            "                     @FILE, a file of ids separated by commas or white space\n"
+            "  --logits-out F.npy with --tokens: write the fp32 logits [T, vocab] of the\n"
+            "                     sequence (positions 0..T-1) as a NumPy .npy (<f4) file;\n"
+            "                     runs on one rank\n"
             "  -h, --help         this help\n"
             "\n"
             "Prints a Markdown table: genre, samples, target tokens, loss (nats), ppl.\n"
@@ -43,47 +57,127 @@ static void eval_usage(FILE *f)
             "damaged, or a corpus that does not fit it, 4 cannot read a file\n");
 }
 
-/* The checkpoint's config for this job: the batch triple re-derived for
- * this world (the training's may not divide it) and the expert-parallel
- * size kept only where it divides the world. Written to a temporary file
- * for config_load, which reads files; the file is unlinked at once and read
- * through /dev/fd, so that no exit leaves it behind. *fd: close it after. */
-static char *eval_config_file(const char *json_text, const char *ckpt, int world, int *fd_out)
+/* The ids of --tokens: "1,2,3", or "@FILE" holding ids separated by commas
+ * or white space. */
+static int32_t *parse_ids(const char *spec, int *T)
 {
-    json_error_t err;
-    json_t *root = json_loads(json_text, 0, &err);
-    if (!root || !json_is_object(root))
-        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: its config is not a JSON object: %s", ckpt, err.text);
-    json_object_del(root, "train_batch_size");
-    json_object_set_new(root, "gradient_accumulation_steps", json_integer(1));
-    json_t *par = json_object_get(root, "parallel");
-    json_t *ep = par ? json_object_get(par, "expert_parallel_size") : NULL;
-    if (ep && json_is_integer(ep) && (json_integer_value(ep) < 1 || world % json_integer_value(ep) != 0))
-        json_object_set_new(par, "expert_parallel_size", json_integer(1));
-    const char *tmp = getenv("TMPDIR");
-    size_t n = strlen(tmp && tmp[0] ? tmp : "/tmp") + 40;
-    char *path = fb_malloc(n);
-    snprintf(path, n, "%s/fabula-eval-XXXXXX.json", tmp && tmp[0] ? tmp : "/tmp");
-    int fd = mkstemps(path, 5);
-    if (fd < 0)
-        fb_fatal(FB_EXIT_IO, "cannot create a temporary file %s: %s", path, strerror(errno));
-    if (unlink(path) != 0 || json_dumpfd(root, fd, JSON_INDENT(1)) != 0)
-        fb_fatal(FB_EXIT_IO, "cannot write the temporary file %s: %s", path, strerror(errno));
+    char *text;
+    if (spec[0] == '@') {
+        FILE *f = fopen(spec + 1, "r");
+        if (!f)
+            fb_fatal(FB_EXIT_IO, "--tokens %s: cannot read: %s", spec, strerror(errno));
+        size_t n = 0, cap = 4096;
+        text = fb_malloc(cap + 1);
+        size_t got;
+        while ((got = fread(text + n, 1, cap - n, f)) > 0)
+            if ((n += got) == cap)
+                text = fb_realloc(text, (cap *= 2) + 1);
+        if (ferror(f))
+            fb_fatal(FB_EXIT_IO, "--tokens %s: cannot read: %s", spec, strerror(errno));
+        fclose(f);
+        text[n] = '\0';
+    } else {
+        text = fb_strdup(spec);
+    }
+    int32_t *ids = NULL;
+    int n = 0, cap = 0;
+    for (char *p = text;;) {
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && !strchr(", \t\r\n", *end)))
+            fb_fatal(FB_EXIT_USAGE, "--tokens %s: expected non-negative integer ids separated by commas (or "
+                     "white space in a file), at \"%.20s\"", spec[0] == '@' ? spec : "", p);
+        if (n == cap)
+            ids = fb_realloc(ids, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *ids);
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    free(text);
+    if (n == 0)
+        fb_fatal(FB_EXIT_USAGE, "--tokens %s: no ids", spec);
+    *T = n;
+    return ids;
+}
+
+static int eval_logits_main(const char *ckpt, const char *model, const char *tokens, const char *out)
+{
+    if (parallel_size() != 1)
+        fb_fatal_all(FB_EXIT_USAGE, "fabula eval --logits-out runs on one rank (here %d)", parallel_size());
+    int T, V;
+    int32_t *ids = parse_ids(tokens, &T);
+    float *logits;
+    if (model) {
+        logits = eval_logits_model(model, ids, T, &V);
+    } else {
+        char *json_text = NULL, why[512] = "";
+        long step = 0;
+        int code = ckpt_read_config(ckpt, &json_text, &step, why, sizeof why);
+        if (code != FB_EXIT_OK)
+            fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
+        int fd;
+        char *path = cli_checkpoint_config_file(json_text, ckpt, 1, &fd, 1);
+        free(json_text);
+        config_t cfg;
+        const char *paths[1] = {path};
+        config_load(&cfg, paths, 1, NULL, 0, 1, 1);
+        close(fd);
+        free(path);
+        train_config_resolve(&cfg, 0);
+        logits = eval_logits_checkpoint(&cfg, ckpt, ids, T, &V);
+        config_free(&cfg);
+    }
+    const int64_t shape[2] = {T, V};
+    npy_write_f32(out, logits, 2, shape);
+    printf("fabula eval: logits [%d, %d] of %s written to %s\n", T, V, model ? model : ckpt, out);
+    free(logits);
+    free(ids);
+    return FB_EXIT_OK;
+}
+
+/* --model DIR --corpus C --tokenizer T: the loss of the imported weights,
+ * through the config {"model": {"init_from": DIR}, "data": ...}. */
+static int eval_model_main(const char *dir, const char *corpus, const char *tokenizer, int valid, long long samples)
+{
+    json_t *root = json_pack("{s:{s:s}, s:{s:s, s:s}, s:i}", "model", "init_from", dir, "data", "corpus", corpus,
+                             "tokenizer", tokenizer, "train_micro_batch_size_per_gpu", 8);
+    if (!root)
+        fb_fatal_all(FB_EXIT_USAGE, "--model, --corpus, --tokenizer: not valid UTF-8 paths");
+    if (samples > 0)
+        json_object_set_new(root, "run", json_pack("{s:I}", "eval_samples", (json_int_t)samples));
+    char *text = json_dumps(root, 0);
     json_decref(root);
-    snprintf(path, n, "/dev/fd/%d", fd);
-    *fd_out = fd;
-    return path;
+    int fd;
+    char *path = cli_checkpoint_config_file(text, dir, parallel_size(), &fd, 0);
+    free(text);
+    config_t cfg;
+    const char *paths[1] = {path};
+    config_load(&cfg, paths, 1, NULL, 0, parallel_size(), parallel_rank() == 0);
+    close(fd);
+    free(path);
+    train_config_resolve(&cfg, 0);
+    int code = eval_checkpoint(&cfg, NULL, 0, valid, cfg.run.eval_samples);
+    config_free(&cfg);
+    return code;
 }
 
 int cli_eval(int argc, char **argv)
 {
-    enum { OPT_CKPT = 1, OPT_CORPUS, OPT_SPLIT, OPT_SAMPLES };
+    enum { OPT_CKPT = 1, OPT_CORPUS, OPT_SPLIT, OPT_SAMPLES, OPT_MODEL, OPT_TOKENIZER, OPT_TOKENS, OPT_LOGITS };
     static const cli_option_t options[] = {{"checkpoint", 0, 1, OPT_CKPT},
+                                           {"model", 0, 1, OPT_MODEL},
+                                           {"tokenizer", 0, 1, OPT_TOKENIZER},
+                                           {"tokens", 0, 1, OPT_TOKENS},
+                                           {"logits-out", 0, 1, OPT_LOGITS},
                                            {"corpus", 0, 1, OPT_CORPUS},
                                            {"split", 0, 1, OPT_SPLIT},
                                            {"samples", 0, 1, OPT_SAMPLES},
                                            {0, 0, 0, 0}};
-    const char *ckpt = NULL, *corpus = NULL;
+    const char *ckpt = NULL, *corpus = NULL, *model = NULL, *tokenizer = NULL, *tokens = NULL, *logits = NULL;
     int valid = 1, id;
     long long samples = 0;
     cli_args_t a;
@@ -107,21 +201,55 @@ int cli_eval(int argc, char **argv)
         case OPT_SAMPLES:
             samples = cli_args_int(&a, 1, 1LL << 40);
             break;
+        case OPT_MODEL:
+            model = a.value;
+            break;
+        case OPT_TOKENIZER:
+            tokenizer = a.value;
+            break;
+        case OPT_TOKENS:
+            tokens = a.value;
+            break;
+        case OPT_LOGITS:
+            logits = a.value;
+            break;
         }
     }
-    if (!ckpt)
-        cli_args_fail(&a, 1, "--checkpoint CKPT is required");
+    if (!ckpt && !model)
+        cli_args_fail(&a, 1, "--checkpoint CKPT is required (or --model DIR)");
+    if (ckpt && model)
+        cli_args_fail(&a, 1, "give one of --checkpoint CKPT and --model DIR, not both");
+    if (!tokens != !logits)
+        cli_args_fail(&a, 1, "--tokens IDS and --logits-out FILE go together");
+    if (tokens && (corpus || tokenizer || samples))
+        cli_args_fail(&a, 1, "--tokens computes logits of one sequence: no --corpus, --tokenizer or --samples");
+    if (model && !tokens && (!corpus || !tokenizer))
+        cli_args_fail(&a, 1, "--model DIR evaluates on --corpus C.h5 made with --tokenizer T (both required)");
+    if (tokenizer && !model)
+        cli_args_fail(&a, 1, "--tokenizer goes with --model (a checkpoint names its own)");
     if (a.npositional)
         cli_args_fail(&a, 1, "unexpected argument '%s'", a.positional[0]);
 
     parallel_init(&argc, &argv);
+    if (tokens) {
+        int rc = eval_logits_main(ckpt, model, tokens, logits);
+        cli_args_free(&a);
+        parallel_finalize();
+        return rc;
+    }
+    if (model) {
+        int rc = eval_model_main(model, corpus, tokenizer, valid, samples);
+        cli_args_free(&a);
+        parallel_finalize();
+        return rc;
+    }
     char *json_text = NULL, why[512] = "";
     long step = 0;
     int code = ckpt_read_config(ckpt, &json_text, &step, why, sizeof why);
     if (code != FB_EXIT_OK)
         fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
     int fd;
-    char *path = eval_config_file(json_text, ckpt, parallel_size(), &fd);
+    char *path = cli_checkpoint_config_file(json_text, ckpt, parallel_size(), &fd, 1);
     free(json_text);
     char set_corpus[4096], set_samples[64];
     const char *sets[2];

@@ -118,7 +118,7 @@ int plan_calibrate(int argc, char **argv)
         }
     }
     config_t cfg;
-    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 0);
+    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 1);
     train_config_resolve(&cfg, 0);
     if (!longlen)
         longlen = cfg.data.seq_len;

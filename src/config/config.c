@@ -177,6 +177,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
         source_set_free(&ss[i]);
     }
     free(ss);
+    cfg->init_from = config_init_from(&c);
 
     config_read_run(&c, cfg);
     config_read_checkpoint(&c, cfg);
@@ -233,6 +234,7 @@ void config_resolve_attention_cost(config_t *cfg, double c, int verbose)
 
 void config_free(config_t *cfg)
 {
+    free(cfg->init_from);
     free(cfg->data.train_path);
     free(cfg->data.corpus_path);
     free(cfg->data.tokenizer);

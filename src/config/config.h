@@ -205,6 +205,10 @@ typedef struct config {
     int grad_accum;             /* gradient_accumulation_steps */
     double gradient_clipping;   /* 0 = off */
     char *effective_json;       /* the merged, completed config, pretty-printed */
+    /* model.init_from: the absolute path of a transformers save_pretrained
+     * directory whose config.json is the model section and whose weights
+     * initialise the run (docs/init-from.md); NULL when not given */
+    char *init_from;
 } config_t;
 
 /* Loads the embedded default, merges each file of `paths` over it in order,

@@ -12,6 +12,9 @@ void config_read_run(cj_ctx_t *c, config_t *cfg);
 /* run.preempt_signals (config_preempt.c), called by config_read_run. */
 void config_read_preempt(cj_ctx_t *c, config_t *cfg);
 void config_read_model(cj_ctx_t *c, config_t *cfg);
+/* model.init_from: merges DIR/config.json into the user's and the merged
+ * tree (before any section is read); the absolute DIR, or NULL. */
+char *config_init_from(cj_ctx_t *c);
 /* The Hugging Face config.json keys of "model" (config_model_hf.c): the
  * mapping, before config_read_model reads the sizes, and the checks of the
  * keys that change the function, after. */

@@ -34,6 +34,27 @@ static const cj_inert_t hf_inert[] = {
     {"output_hidden_states", CJ_BOOL},
 };
 
+/* What an architecture close to these has that fabula's ops lack, so that
+ * the refusal says which feature it is. */
+static const char *unsupported_why(const char *type)
+{
+    static const struct {
+        const char *type, *why;
+    } known[] = {
+        {"qwen2", ": a qwen2 model has biases on q_proj/k_proj/v_proj, which fabula's attention lacks"},
+        {"qwen2_moe", ": a qwen2_moe model has q/k/v biases and shared experts beside the routed ones, which "
+                      "fabula lacks"},
+        {"qwen3", ": a qwen3 model normalises queries and keys (qk-norm), which fabula lacks"},
+        {"olmoe", ": an olmoe model normalises queries and keys (qk-norm), which fabula lacks"},
+        {"gpt2", ": a gpt2 model has learned positions, LayerNorm with biases and a GELU MLP, not fabula's "
+                 "RoPE, RMSNorm and SwiGLU"},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (!strcmp(type, known[i].type))
+            return known[i].why;
+    return "";
+}
+
 /* The user's value at model.KEY (NULL when absent or null), recorded as known. */
 static json_t *hf_key(cj_ctx_t *c, const char *key, char *path, size_t n)
 {
@@ -116,7 +137,8 @@ void config_read_model_hf(cj_ctx_t *c)
             default_to(c, "capacity_factor", json_real(0.0));
             default_to(c, "router_z_loss_coef", json_real(0.0));
         } else {
-            cj_invalid(c, path, "\"llama\" or \"mixtral\" (the transformers architectures fabula computes)");
+            cj_invalid(c, path, "\"llama\" or \"mixtral\" (the transformers architectures fabula computes)%s",
+                       unsupported_why(t));
         }
     }
     /* transformers' Mixtral adds router_aux_loss_coef * aux to its loss only

@@ -8,6 +8,23 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
+/* Whether every id in [from, to) is one of fabula's specials the tokenizer
+ * appended (a model imported with model.init_from lacks their rows; the
+ * import adds them). */
+static int appended_only(const tokenizer_t *tok, int from, int to)
+{
+    int covered = 0;
+    for (int i = 0; i < tokenizer_nspecial(tok); i++) {
+        int32_t id;
+        const char *text = tokenizer_special_at(tok, i, &id);
+        if (id >= from && id < to && !strncmp(text, "<|", 2) &&
+            (!strcmp(text, "<|pad|>") || !strcmp(text, "<|bos|>") || !strcmp(text, "<|eos|>") ||
+             !strcmp(text, "<|chapter_sep|>") || !strncmp(text, "<|genre_", 8)))
+            covered++;
+    }
+    return covered == to - from;
+}
+
 static void open_corpus(data_source_t *s, const config_t *cfg, int verbose, int split)
 {
     s->corpus = corpus_open_hints(cfg->data.corpus_path, split, &cfg->prep.mpi_info);
@@ -15,8 +32,11 @@ static void open_corpus(data_source_t *s, const config_t *cfg, int verbose, int 
     if (!corpus_check_tokenizer(s->corpus, tok))
         fb_fatal_all(FB_EXIT_DATA, "%s was made with another tokenizer than data.tokenizer = %s (digest %s); "
                  "give the tokenizer prep used", cfg->data.corpus_path, cfg->data.tokenizer, tokenizer_digest(tok));
+    const int need = corpus_vocab_size(s->corpus);
+    if (cfg->init_from && need > cfg->model.vocab_size && appended_only(tok, cfg->model.vocab_size, need))
+        s->vocab_grow = need;
     tokenizer_free(tok);
-    if (corpus_vocab_size(s->corpus) > cfg->model.vocab_size)
+    if (need > cfg->model.vocab_size && !s->vocab_grow)
         fb_fatal_all(FB_EXIT_USAGE, "model.vocab_size = %d is smaller than the vocabulary of %s (%d)",
                  cfg->model.vocab_size, cfg->data.corpus_path, corpus_vocab_size(s->corpus));
     s->n = corpus_num_samples(s->corpus);

@@ -25,6 +25,11 @@ typedef struct data_source {
     int32_t *buf;           /* tokens of one micro-batch read from the corpus */
     size_t buf_cap;
     uint8_t *genre_buf;
+    /* model.init_from: the vocabulary the model must grow to (0: none),
+     * when the tokenizer's ids past model.vocab_size are all fabula's
+     * special tokens appended to a Hugging Face tokenizer
+     * (docs/init-from.md) */
+    int vocab_grow;
 } data_source_t;
 
 /* Opens the source of cfg (collective); errors exit 3 (data) or 4 (I/O). */

@@ -62,7 +62,8 @@ int comm_size(const comm_t *c);
  * (e.g. two ranks sharing a GPU, which NCCL refuses) MPI does, through
  * pinned host staging buffers. comm_free releases it (before
  * cuda_backend_shutdown); comm_split of it gives a host comm. In a build
- * without CUDA it ends the job with an internal error.
+ * without CUDA it ends the job with an internal error; when the module
+ * cannot be loaded, with exit 2 and the module's path.
  *
  * Ordering: a call reads what the compute stream produced before it; once
  * it returned (blocking) or comm_wait returned, later compute-stream work
@@ -75,6 +76,12 @@ int comm_device_uses_nccl(const comm_t *c);
 /* Nonzero: comm_device_create takes the staging path even where NCCL could
  * carry the group (tests; debugging NCCL). Set alike on every rank. */
 void comm_device_set_force_staging(int on);
+/* The device comms live in a module, fabula-comm.so (docs/cuda.md,
+ * "Modules"), loaded by the first comm_device_create or by this call: 0, or
+ * -1 with "cannot load module PATH: dlerror()" in err (in a build without
+ * CUDA: why there is none). Lets the backend choice fail early, with the
+ * path, instead of in the middle of setting up the groups. */
+int comm_device_module_load(char *err, size_t errlen);
 
 /* ---- collectives -------------------------------------------------------- */
 

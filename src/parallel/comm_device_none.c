@@ -3,6 +3,8 @@
  * asking for a device comm is a bug of the caller's build choice. */
 #include "parallel/comm.h"
 
+#include <stdio.h>
+
 #include "util/error.h"
 
 comm_t *comm_device_create(comm_t *host)
@@ -22,3 +24,9 @@ int comm_device_uses_nccl(const comm_t *c)
 
 /* Nothing to force: every comm of this build is a host comm. */
 void comm_device_set_force_staging(int on) { (void)on; }
+
+int comm_device_module_load(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "this fabula was built without CUDA (configure --with-cuda)");
+    return -1;
+}

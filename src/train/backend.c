@@ -29,7 +29,21 @@ void backend_open(backend_t *b, const config_t *cfg)
     b->ops = ops_cpu();
     int want = cfg->run.backend;
 #ifdef HAVE_CUDA
-    const int ndev = cuda_device_count();
+    /* The CUDA module (cudart, cuBLASLt) is loaded only for a run that may
+     * use it: "auto" on a node without an NVIDIA driver stays CPU-only
+     * without mapping a CUDA library. */
+    int ndev = 0;
+    char err[4400];
+    if (want == RUN_BACKEND_CUDA || (want == RUN_BACKEND_AUTO && cuda_driver_present())) {
+        if (cuda_module_load(err, sizeof err) == 0)
+            ndev = cuda_device_count();
+        else if (want == RUN_BACKEND_CUDA)
+            fb_fatal_all(FB_EXIT_USAGE, "run.backend is \"cuda\" but the CUDA backend is not usable: %s", err);
+        else
+            fb_warn("run.backend \"auto\": a GPU is present but the CUDA backend is not usable (%s); "
+                    "computing on the CPU",
+                    err);
+    }
 #else
     const int ndev = 0;
 #endif
@@ -49,9 +63,12 @@ void backend_open(backend_t *b, const config_t *cfg)
     if (everywhere == 0)
         fb_fatal_all(FB_EXIT_USAGE, "run.backend is \"cuda\" but %s sees no CUDA device",
                      ndev == 0 ? "this rank" : "some rank");
+    /* The device comms' module (NCCL) too, before any GPU work: a broken
+     * install fails here with the module's path. */
+    if (comm_device_module_load(err, sizeof err) != 0)
+        fb_fatal_all(FB_EXIT_USAGE, "run.backend is \"cuda\" but the device comms are not usable: %s", err);
     b->device = parallel_local_rank() % ndev;
     b->shared_device = parallel_local_size() > ndev;
-    char err[256];
     if (cuda_backend_init(b->device, err, sizeof err) != 0)
         fb_fatal(FB_EXIT_INTERNAL, "CUDA backend: %s", err);
     b->cuda = 1;

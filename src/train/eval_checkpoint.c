@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "hf/hf_import.h"
 #include "loader/batch.h"
 #include "loader/data_source.h"
 #include "model/model.h"
@@ -55,6 +56,14 @@ int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, 
     open_args_t oa = {&src, cfg, valid, 0};
     static char msg[1 << 14];
     parallel_agree_outcome(fb_catch(open_step, &oa, msg, sizeof msg), msg);
+    /* --model DIR: the rows of the tokenizer's appended specials, as the
+     * training adds them (docs/init-from.md) */
+    config_t grown;
+    if (src.vocab_grow > cfg->model.vocab_size) {
+        grown = *cfg;
+        grown.model.vocab_size = src.vocab_grow;
+        cfg = &grown;
+    }
 
     groups_t groups;
     groups_create(&groups, cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
@@ -62,21 +71,30 @@ int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, 
     backend_open(&be, cfg);
     if (be.ops->device_memory)
         groups_attach_device(&groups);
-    zero_t *zero = zero_create(cfg, &groups, be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed);
+    hf_weights_t *hfw = NULL;
+    char why[1024];
+    if (!ckpt_path) {
+        int code = hf_weights_open(&hfw, cfg->init_from, &cfg->model, why, sizeof why);
+        if (code)
+            fb_fatal_all(code, "--model: %s", why);
+    }
+    zero_init_source_t hsrc = hfw ? hf_weights_source(hfw) : (zero_init_source_t){0};
+    zero_t *zero = zero_create_from(cfg, &groups, be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed,
+                                    hfw ? &hsrc : NULL);
+    hf_weights_close(hfw);
     model_t *model = zero_model(zero);
     ckpt_target_t target = {cfg, zero, model_ops(model), NULL, &groups, NULL};
     ckpt_progress_t prog;
     ckpt_io_stats_t st;
-    char why[512];
-    if (ckpt_read(&target, ckpt_path, &prog, why, sizeof why, &st) != 0)
+    if (ckpt_path && ckpt_read(&target, ckpt_path, &prog, why, sizeof why, &st) != 0)
         fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: %s", ckpt_path, why);
 
     batch_t batch = {0};
     eval_result_t r;
     evaluate_split(model, &src, &batch, samples, rank, world, &r);
     if (rank == 0) {
-        printf("fabula eval: %s (step %ld), %s split of %s: the first %ld of %lld samples, %d rank(s)\n", ckpt_path,
-               ckpt_step, valid ? "validation" : "training",
+        printf("fabula eval: %s (step %ld), %s split of %s: the first %ld of %lld samples, %d rank(s)\n",
+               ckpt_path ? ckpt_path : cfg->init_from, ckpt_step, valid ? "validation" : "training",
                src.corpus ? cfg->data.corpus_path : src.what, r.samples, (long long)src.n, world);
         printf("| genre | samples | tokens | loss | ppl |\n|---|---:|---:|---:|---:|\n");
         for (int g = 0; g < BYTETOK_NGENRES; g++)

@@ -11,6 +11,7 @@
  * samples; the first `samples` of them. Rank 0 prints one row per genre
  * (samples, target tokens, loss, perplexity) and the total. Returns the
  * exit code; bad input ends the job with the documented code. */
+/* ckpt_path NULL: the weights of cfg->init_from (`fabula eval --model`). */
 int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, int valid, long samples);
 
 #endif

@@ -4,11 +4,13 @@
  * all ranks without communication (docs/model.md, "Losses"). */
 #include "train/trainer.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf/hf_import.h"
 #include "loader/batch.h"
 #include "tokenizer/bytetok.h"
 #include "train/ckpt_policy.h"
@@ -306,6 +308,23 @@ static void data_open(trainer_t *tr)
     parallel_agree_outcome(code, msg);
 }
 
+/* The effective config with model.vocab_size = V (a grown vocabulary),
+ * so that the run dir and the checkpoints describe the model they hold
+ * (a resume or `fabula eval` reads it back: docs/init-from.md). */
+static char *with_vocab_size(const char *text, int V)
+{
+    json_error_t err;
+    json_t *root = json_loads(text, JSON_PRESERVE_ORDER, &err);
+    json_t *m = root ? json_object_get(root, "model") : NULL;
+    FB_ASSERT(json_is_object(m) && json_object_set_new(m, "vocab_size", json_integer(V)) == 0);
+    char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(16));
+    FB_ASSERT(out);
+    json_decref(root);
+    char *copy = fb_strdup(out);
+    free(out);
+    return copy;
+}
+
 int trainer_run(const config_t *cfg) { return trainer_run_losses(cfg, NULL); }
 
 int trainer_run_losses(const config_t *cfg, double *losses)
@@ -319,6 +338,26 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     preempt_install(cfg->run.preempt_signals, cfg->run.n_preempt_signals);
     counters_init(tr.rank == 0);
     data_open(&tr);
+    /* model.init_from: the tokenizer's appended specials may need more
+     * vocabulary rows than the imported model has (docs/init-from.md) */
+    config_t grown;
+    if (tr.data.vocab_grow > cfg->model.vocab_size) {
+        grown = *cfg;
+        grown.model.vocab_size = tr.data.vocab_grow;
+        grown.effective_json = with_vocab_size(cfg->effective_json, grown.model.vocab_size);
+        if (tr.rank == 0)
+            printf("fabula: model.init_from: the vocabulary grows from %d to %d rows for the tokenizer's appended "
+                   "special tokens (their rows start as the mean of the others)\n",
+                   cfg->model.vocab_size, grown.model.vocab_size);
+        cfg = tr.cfg = &grown;
+    }
+    hf_weights_t *hfw = NULL;
+    if (cfg->init_from) {
+        char why[1024];
+        int hcode = hf_weights_open(&hfw, cfg->init_from, &cfg->model, why, sizeof why);
+        if (hcode)
+            fb_fatal_all(hcode, "model.init_from: %s", why);
+    }
     /* after the input checks, so that a refused input leaves no run dir */
     lock_run_dir(cfg, tr.rank);
 
@@ -328,7 +367,14 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     backend_open(&tr.be, cfg);
     if (tr.be.ops->device_memory)
         groups_attach_device(&tr.groups);
-    tr.zero = zero_create(cfg, &tr.groups, tr.be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed);
+    zero_init_source_t hsrc = hfw ? hf_weights_source(hfw) : (zero_init_source_t){0};
+    const double t_import = timer_now();
+    tr.zero = zero_create_from(cfg, &tr.groups, tr.be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed,
+                               hfw ? &hsrc : NULL);
+    if (hfw && tr.rank == 0)
+        printf("fabula: model.init_from: %s: model built and weights read in %.3f s (each rank its own part)\n", cfg->init_from,
+               timer_now() - t_import);
+    hf_weights_close(hfw);
     tr.model = zero_model(tr.zero);
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
@@ -428,5 +474,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     data_source_close(&tr.data);
     if (cfg->run.eval_interval > 0)
         data_source_close(&tr.valid);
+    if (cfg == &grown)
+        free(grown.effective_json);
     return code;
 }

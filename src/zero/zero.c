@@ -372,10 +372,25 @@ static void group_alloc(zero_t *z, int gi)
             g->pslot[s] = balloc(z, g->max_block);
 }
 
-static void init_params(zero_t *z, uint64_t seed)
+static void init_params(zero_t *z, uint64_t seed, const zero_init_source_t *src)
 {
-    if (z->stage < 3) {
+    if (z->stage < 3 && !src) {
         model_init_weights(z->model, seed);
+        return;
+    }
+    if (z->stage < 3) {
+        /* one staging buffer of the largest view for all of them */
+        size_t most = 1;
+        for (int i = 0; i < z->t->n; i++)
+            if (z->t->views[i].numel > most)
+                most = z->t->views[i].numel;
+        float *host = fb_malloc(most * sizeof *host);
+        for (int i = 0; i < z->t->n; i++) {
+            const param_view_t *v = &z->t->views[i];
+            src->read(src->ctx, v, 0, v->numel, host);
+            model_set_param(z->model, v, host);
+        }
+        free(host);
         return;
     }
     for (int i = 0; i < z->t->n; i++) {
@@ -385,19 +400,28 @@ static void init_params(zero_t *z, uint64_t seed)
         size_t hi = v->offset + v->numel < g->hi ? v->offset + v->numel : g->hi;
         if (hi <= lo)
             continue;
-        float *host = fb_malloc(v->numel * sizeof *host);
-        model_init_view(z->model, v, seed, host);
-        float *dst = g->param_shard + (lo - g->lo);
-        const float *src = host + (lo - v->offset);
-        if (z->offload_param)
-            memcpy(dst, src, (hi - lo) * sizeof(float));
+        float *host = fb_malloc((src ? hi - lo : v->numel) * sizeof *host);
+        if (src)
+            src->read(src->ctx, v, lo - v->offset, hi - v->offset, host);
         else
-            z->ops->to_backend(dst, src, (hi - lo) * sizeof(float));
+            model_init_view(z->model, v, seed, host);
+        float *dst = g->param_shard + (lo - g->lo);
+        const float *from = src ? host : host + (lo - v->offset);
+        if (z->offload_param)
+            memcpy(dst, from, (hi - lo) * sizeof(float));
+        else
+            z->ops->to_backend(dst, from, (hi - lo) * sizeof(float));
         free(host);
     }
 }
 
 zero_t *zero_create(const config_t *cfg, const groups_t *groups, const ops_t *ops, int max_tokens, uint64_t seed)
+{
+    return zero_create_from(cfg, groups, ops, max_tokens, seed, NULL);
+}
+
+zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_t *ops, int max_tokens,
+                         uint64_t seed, const zero_init_source_t *src)
 {
     zero_t *z = fb_calloc(1, sizeof *z);
     z->cfg = cfg;
@@ -434,7 +458,7 @@ zero_t *zero_create(const config_t *cfg, const groups_t *groups, const ops_t *op
         model_set_hooks(z->model, &h);
     }
     loss_scale_init(&z->scaler, &cfg->fp16);
-    init_params(z, seed);
+    init_params(z, seed, src);
     return z;
 }
 

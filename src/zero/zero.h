@@ -36,6 +36,18 @@ typedef struct zero_memory {
 /* Creates the model (with the buffers the stage keeps), and initialises the
  * parameters from `seed`. */
 zero_t *zero_create(const config_t *cfg, const groups_t *groups, const ops_t *ops, int max_tokens, uint64_t seed);
+/* Where initial parameters come from instead of the seed (model.init_from):
+ * read() fills dst[0, hi - lo) with elements [lo, hi) of view v. Each rank
+ * asks only for what it holds: whole views of its own table (its experts
+ * only, with expert parallelism) at stages 0-2, the part of each view
+ * inside its shard at stage 3. It ends the job itself on bad input. */
+typedef struct zero_init_source {
+    void *ctx;
+    void (*read)(void *ctx, const param_view_t *v, size_t lo, size_t hi, float *dst);
+} zero_init_source_t;
+/* zero_create with the parameters from `src` (NULL: from `seed`). */
+zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_t *ops, int max_tokens,
+                         uint64_t seed, const zero_init_source_t *src);
 void zero_free(zero_t *z);
 model_t *zero_model(zero_t *z);
 

@@ -588,6 +588,22 @@ static void attention_suite(void)
     test_attention(tiny, 3, 2, 2, 128);
 }
 
+/* Generation's decode_attention (docs/generate.md): rows past..T-1 against
+ * a cache of all T rows, against the CPU op. */
+static void test_decode_attention(int T, int past, int H, int KV, int hd)
+{
+    set_shape("T%d past %d H%d KV%d hd%d", T, past, H, KV, hd);
+    const int n = T - past;
+    const size_t nq = (size_t)n * H * hd, nk = (size_t)T * KV * hd;
+    float *q = rnd_act(nq, 2), *k = rnd_act(nk, 2), *v = rnd_act(nk, 1);
+    fb_act *dout = poison_act(nq);
+    gpu->decode_attention(dout, up_act(q, nq), up_act(k, nk), up_act(v, nk), n, past, H, KV, hd);
+    float *out = zeros(nq);
+    cpu->decode_attention(ACT(out), CACT(q), CACT(k), CACT(v), n, past, H, KV, hd);
+    check_f("decode_attention", "out", down_act(dout, nq), out, nq, tol_red);
+    case_end();
+}
+
 /* ---------------------------------------------------------------- elementwise */
 
 static void test_swiglu(size_t n)
@@ -968,6 +984,9 @@ static void run_all(void)
     test_rope(23, 3, 16, 10000.0f, 2047);
 
     attention_suite();
+    test_decode_attention(300, 299, 4, 2, 64);
+    test_decode_attention(300, 296, 8, 1, 128);
+    test_decode_attention(17, 16, 2, 2, 16);
 
     test_swiglu(100003);
     test_swiglu(5);

@@ -56,6 +56,12 @@ check "plan calibrate: exit 0, both passes timed, a c or the reason there is non
 "$FABULA" plan calibrate --short 128 --long 64 >"$SCRATCH/out.txt" 2>&1
 rc=$?
 check "plan calibrate: --short above --long: exit 2 naming both" '[ $rc -eq 2 ] && grep -q -- "--short (128) must be below --long (64)" "$SCRATCH/out.txt"'
+# a bad config is named (the error was once swallowed: exit 2, no message)
+printf '{"model": {"hidden_size": -3}}\n' >"$SCRATCH/bad.json"
+"$FABULA" plan calibrate "$SCRATCH/bad.json" >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "plan calibrate: a bad config key: exit 2 and the message naming it" \
+    '[ $rc -eq 2 ] && grep -q "model.hidden_size" "$SCRATCH/out.txt"'
 "$FABULA" plan calibrate --help >"$SCRATCH/out.txt" 2>&1
 rc=$?
 check "plan calibrate --help: exit 0" '[ $rc -eq 0 ] && grep -q -- "--repeats" "$SCRATCH/out.txt"'

@@ -1,0 +1,354 @@
+/* `fabula generate`: text from a trained model with a KV cache
+ * (docs/generate.md). The model comes from one function (load_checkpoint);
+ * everything after it sees a whole model_t and a tokenizer only. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt/ckpt.h"
+#include "cli/cli.h"
+#include "cli/cli_args.h"
+#include "cli/cli_ckpt_config.h"
+#include "config/config.h"
+#include "hf/hf_import.h"
+#include "infer/decoder.h"
+#include "infer/generate.h"
+#include "model/model.h"
+#include "parallel/groups.h"
+#include "parallel/world.h"
+#include "tokenizer/bytetok.h"
+#include "tokenizer/tokenizer.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "zero/zero.h"
+
+static void generate_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fabula generate (--checkpoint CKPT | --model DIR) [--prompt TEXT | --prompt-file F] [--genre NAME]\n"
+            "                       [--max-new-tokens N] [--temperature T [--top-k K] [--top-p P] [--seed S]]\n"
+            "                       [--repetition-penalty R] [--num-samples N] [--stop-at eos|chapter|none]\n"
+            "                       [--tokenizer T] [--ids-out FILE]\n"
+            "\n"
+            "Continues a prompt with a trained model on the CPU, one token at a time\n"
+            "with a KV cache, and streams the text to stdout as it is produced (valid\n"
+            "UTF-8; a newline after each sample). Speed (tokens/s of the prefill and of\n"
+            "the decoding) goes to stderr. One process only.\n"
+            "\n"
+            "options:\n"
+            "  --checkpoint CKPT         a checkpoint file (RUN_DIR/checkpoints/step-N.h5)\n"
+            "  --model DIR               a Hugging Face model directory (`fabula export`'s,\n"
+            "                            or a transformers save_pretrained Llama/Mixtral)\n"
+            "                            with its tokenizer.json\n"
+            "  --prompt TEXT             the text to continue (bytes as given)\n"
+            "  --prompt-file F           the same from a file\n"
+            "  --genre NAME              put the genre token first, as every training\n"
+            "                            window starts (fantasy, romance, urban, scifi,\n"
+            "                            historical, wuxia, mystery, other, unknown)\n"
+            "  --max-new-tokens N        tokens to generate per sample (default 128)\n"
+            "  --temperature T           sample at temperature T > 0 (default 0: greedy)\n"
+            "  --top-k K                 sample from the K most likely tokens only\n"
+            "  --top-p P                 nucleus sampling, P in (0, 1]\n"
+            "  --seed S                  the draws' seed (default 0): the same seed gives\n"
+            "                            the same samples whatever the thread count\n"
+            "  --repetition-penalty R    divide positive (multiply negative) logits of\n"
+            "                            tokens already in prompt or output by R > 0\n"
+            "  --num-samples N           continuations of the same prompt (default 1)\n"
+            "  --stop-at eos|chapter|none  stop a sample at <|eos|> (default), at <|eos|>\n"
+            "                            or <|chapter_sep|>, or only after N tokens\n"
+            "  --tokenizer T             another tokenizer than the checkpoint's (or DIR's)\n"
+            "                            data.tokenizer (e.g. when that file moved)\n"
+            "  --ids-out FILE            the generated ids, one line per sample\n"
+            "  -h, --help                this help\n"
+            "\n"
+            "exit codes: 0 ok, 2 usage, 3 not a checkpoint or damaged, or a tokenizer\n"
+            "that does not fit it, 4 cannot read or write a file\n");
+}
+
+/* A whole model and its tokenizer, with whatever owns them. A model
+ * source fills model and tok; a checkpoint also leaves its config, groups
+ * and ZeRO state (the owner of its model) here. */
+typedef struct gen_model {
+    model_t *model;
+    tokenizer_t *tok;
+    config_t cfg;
+    int have_cfg;
+    groups_t groups;
+    int have_groups;
+    zero_t *zero;       /* owns model when set; else model_free(model) */
+} gen_model_t;
+
+static tokenizer_t *load_tokenizer(const char *spec, const char *what, int vocab_size)
+{
+    if (strcmp(spec, "bytes") != 0 && access(spec, R_OK) != 0)
+        fb_fatal(FB_EXIT_IO, "tokenizer %s (%s): %s; give --tokenizer FILE", spec, what, strerror(errno));
+    tokenizer_t *tok = tokenizer_load(spec);
+    if (tokenizer_vocab_size(tok) > vocab_size)
+        fb_fatal(FB_EXIT_DATA, "tokenizer %s has %d tokens, more than the model's vocab_size %d", spec,
+                 tokenizer_vocab_size(tok), vocab_size);
+    return tok;
+}
+
+/* The model source: a checkpoint's weights through ckpt_read (as `fabula
+ * eval` reads them), on this one process. */
+static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokenizer)
+{
+    char *json_text = NULL, why[512] = "";
+    long step = 0;
+    int code = ckpt_read_config(ckpt, &json_text, &step, why, sizeof why);
+    if (code != FB_EXIT_OK)
+        fb_fatal(code, "--checkpoint %s: %s", ckpt, why);
+    int fd;
+    char *path = cli_checkpoint_config_file(json_text, ckpt, 1, &fd, 1);
+    free(json_text);
+    static const char *const sets[] = {"zero_optimization.stage=0", "parallel.expert_parallel_size=1",
+                                       "run.backend=cpu"};
+    const char *paths[1] = {path};
+    config_load(&g->cfg, paths, 1, sets, 3, 1, 1);
+    g->have_cfg = 1;
+    close(fd);
+    free(path);
+    groups_create(&g->groups, 1, g->cfg.model.num_local_experts);
+    g->have_groups = 1;
+    g->zero = zero_create(&g->cfg, &g->groups, ops_cpu(), 1, g->cfg.run.seed);
+    g->model = zero_model(g->zero);
+    ckpt_target_t target = {&g->cfg, g->zero, ops_cpu(), NULL, &g->groups, NULL};
+    ckpt_progress_t prog;
+    ckpt_io_stats_t st;
+    if (ckpt_read(&target, ckpt, &prog, why, sizeof why, &st) != 0)
+        fb_fatal(FB_EXIT_DATA, "checkpoint %s: %s", ckpt, why);
+    g->tok = load_tokenizer(tokenizer ? tokenizer : g->cfg.data.tokenizer,
+                            tokenizer ? "--tokenizer" : "the checkpoint's data.tokenizer", g->cfg.model.vocab_size);
+}
+
+/* The other model source: a Hugging Face save_pretrained directory (an
+ * export of fabula's, or a Llama/Mixtral from elsewhere) and its
+ * tokenizer.json. A tokenizer the file's vocabulary does not cover (the
+ * fabula special tokens the HF tokenizer loader appends) widens the model
+ * as model.init_from does: the rows past the file's start as the mean of
+ * its rows (docs/init-from.md). */
+static void load_hf_dir(gen_model_t *g, const char *dir, const char *tokenizer)
+{
+    model_config_t mc;
+    hf_import_config(dir, &mc);
+    char *tok_path = NULL;
+    if (!tokenizer) {
+        size_t n = strlen(dir) + sizeof "/tokenizer.json";
+        tok_path = fb_malloc(n);
+        snprintf(tok_path, n, "%s/tokenizer.json", dir);
+    }
+    const char *spec = tokenizer ? tokenizer : tok_path;
+    if (strcmp(spec, "bytes") != 0 && access(spec, R_OK) != 0)
+        fb_fatal(FB_EXIT_IO, "tokenizer %s (%s): %s; give --tokenizer FILE", spec,
+                 tokenizer ? "--tokenizer" : "the model directory's", strerror(errno));
+    g->tok = tokenizer_load(spec);
+    if (tokenizer_vocab_size(g->tok) > mc.vocab_size)
+        mc.vocab_size = tokenizer_vocab_size(g->tok);
+    free(tok_path);
+    /* the decoder keeps its own KV cache and scratch: the model's
+     * activations are only the one-row buffers of its forward */
+    g->model = model_create(&mc, ops_cpu(), 1);
+    hf_import_weights(dir, g->model);
+}
+
+static void gen_model_free(gen_model_t *g)
+{
+    tokenizer_free(g->tok);
+    if (g->zero)
+        zero_free(g->zero);
+    else if (g->model)
+        model_free(g->model);
+    if (g->have_groups)
+        groups_free(&g->groups);
+    if (g->have_cfg)
+        config_free(&g->cfg);
+}
+
+static uint8_t *read_prompt_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fb_fatal(FB_EXIT_IO, "--prompt-file %s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    uint8_t *b = fb_malloc(cap);
+    size_t got;
+    while ((got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            uint8_t *nb = realloc(b, cap);
+            if (!nb)
+                fb_fatal(FB_EXIT_INTERNAL, "out of memory reading %s", path);
+            b = nb;
+        }
+    }
+    if (ferror(f))
+        fb_fatal(FB_EXIT_IO, "--prompt-file %s: cannot read: %s", path, strerror(errno));
+    fclose(f);
+    *len = n;
+    return b;
+}
+
+/* The genre token of NAME, as prep puts it first in every window. */
+static int32_t genre_token(const tokenizer_t *tok, const char *name)
+{
+    int other = 0;
+    const int g = bytetok_genre_id(name, &other);
+    char text[64];
+    snprintf(text, sizeof text, "<|genre_%s|>", bytetok_genre_name(g));
+    const int32_t id = other ? -1 : tokenizer_special(tok, text);
+    if (id >= 0)
+        return id;
+    char names[256] = "";
+    for (int i = 0; i < BYTETOK_NGENRES; i++) {
+        snprintf(text, sizeof text, "<|genre_%s|>", bytetok_genre_name(i));
+        if (tokenizer_special(tok, text) >= 0) {
+            strncat(names, names[0] ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, bytetok_genre_name(i), sizeof names - strlen(names) - 1);
+        }
+    }
+    fb_fatal(FB_EXIT_USAGE, "--genre '%s': not a genre of the tokenizer; valid: %s", name, names);
+}
+
+int cli_generate(int argc, char **argv)
+{
+    enum {
+        OPT_CKPT = 1, OPT_PROMPT, OPT_PROMPT_FILE, OPT_GENRE, OPT_MAX_NEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED,
+        OPT_REP, OPT_SAMPLES, OPT_STOP, OPT_TOK, OPT_IDS, OPT_MODEL
+    };
+    static const cli_option_t options[] = {
+        {"checkpoint", 0, 1, OPT_CKPT},      {"model", 0, 1, OPT_MODEL},
+        {"prompt", 0, 1, OPT_PROMPT},
+        {"prompt-file", 0, 1, OPT_PROMPT_FILE}, {"genre", 0, 1, OPT_GENRE},
+        {"max-new-tokens", 0, 1, OPT_MAX_NEW}, {"temperature", 0, 1, OPT_TEMP},
+        {"top-k", 0, 1, OPT_TOPK},           {"top-p", 0, 1, OPT_TOPP},
+        {"seed", 0, 1, OPT_SEED},            {"repetition-penalty", 0, 1, OPT_REP},
+        {"num-samples", 0, 1, OPT_SAMPLES},  {"stop-at", 0, 1, OPT_STOP},
+        {"tokenizer", 0, 1, OPT_TOK},        {"ids-out", 0, 1, OPT_IDS},
+        {0, 0, 0, 0}};
+    const char *ckpt = NULL, *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *genre = NULL, *tokenizer = NULL, *ids_path = NULL;
+    const char *sampling_only = NULL;
+    sample_params_t sp = {0.0, 0, 1.0, 1.0};
+    long long max_new = 128, seed = 0, samples = 1;
+    int stop_chapter = 0, id;
+    cli_args_t a;
+    cli_args_init(&a, "generate", generate_usage, options, 1, &argc, &argv);
+    while ((id = cli_args_next(&a)) != 0) {
+        switch (id) {
+        case OPT_CKPT: ckpt = a.value; break;
+        case OPT_MODEL: model_dir = a.value; break;
+        case OPT_PROMPT: prompt = a.value; break;
+        case OPT_PROMPT_FILE: prompt_file = a.value; break;
+        case OPT_GENRE: genre = a.value; break;
+        case OPT_TOK: tokenizer = a.value; break;
+        case OPT_IDS: ids_path = a.value; break;
+        case OPT_MAX_NEW: max_new = cli_args_int(&a, 1, 1 << 24); break;
+        case OPT_SAMPLES: samples = cli_args_int(&a, 1, 1 << 20); break;
+        case OPT_TEMP: sp.temperature = cli_args_real(&a, 0.0, 1e6, 0); break;
+        case OPT_TOPK:
+            sp.top_k = (int)cli_args_int(&a, 1, 1 << 30);
+            sampling_only = "--top-k";
+            break;
+        case OPT_TOPP:
+            sp.top_p = cli_args_real(&a, 0.0, 1.0, 0);
+            if (sp.top_p <= 0.0)
+                cli_args_fail(&a, 0, "--top-p %s: expected a number in (0, 1]", a.value);
+            sampling_only = "--top-p";
+            break;
+        case OPT_SEED:
+            seed = cli_args_int(&a, 0, (1LL << 62));
+            sampling_only = "--seed";
+            break;
+        case OPT_REP:
+            sp.repetition_penalty = cli_args_real(&a, 0.0, 1e6, 0);
+            if (sp.repetition_penalty <= 0.0)
+                cli_args_fail(&a, 0, "--repetition-penalty %s: expected a number > 0", a.value);
+            break;
+        case OPT_STOP:
+            if (!strcmp(a.value, "eos"))
+                stop_chapter = 0;
+            else if (!strcmp(a.value, "chapter"))
+                stop_chapter = 1;
+            else if (!strcmp(a.value, "none"))
+                stop_chapter = -1;
+            else
+                cli_args_fail(&a, 0, "--stop-at '%s': expected eos, chapter or none", a.value);
+            break;
+        }
+    }
+    if (!ckpt == !model_dir)
+        cli_args_fail(&a, 1, "give one of --checkpoint CKPT and --model DIR");
+    if (a.npositional)
+        cli_args_fail(&a, 1, "unexpected argument '%s'", a.positional[0]);
+    if (prompt && prompt_file)
+        cli_args_fail(&a, 0, "--prompt and --prompt-file: give one of them");
+    if (sampling_only && sp.temperature <= 0.0)
+        cli_args_fail(&a, 0, "%s applies to sampling only: give --temperature T > 0 (the default is greedy)",
+                      sampling_only);
+
+    parallel_init(&argc, &argv);
+    if (parallel_size() > 1)
+        fb_fatal_all(FB_EXIT_USAGE, "fabula generate runs on one process, not %d: start it without mpiexec",
+                     parallel_size());
+    size_t plen = 0;
+    uint8_t *ptext = NULL;
+    if (prompt_file)
+        ptext = read_prompt_file(prompt_file, &plen);
+    else if (prompt) {
+        plen = strlen(prompt);
+        ptext = (uint8_t *)fb_strdup(prompt);
+    }
+    if (plen == 0 && !genre)
+        fb_fatal(FB_EXIT_USAGE, "nothing to continue: the prompt is empty and no --genre was given");
+    FILE *ids_out = NULL;
+    if (ids_path && !(ids_out = fopen(ids_path, "w")))
+        fb_fatal(FB_EXIT_IO, "--ids-out %s: cannot create: %s", ids_path, strerror(errno));
+
+    train_choose_threads();
+    gen_model_t g;
+    memset(&g, 0, sizeof g);
+    if (ckpt)
+        load_checkpoint(&g, ckpt, tokenizer);
+    else
+        load_hf_dir(&g, model_dir, tokenizer);
+
+    token_vec_t ids = {0};
+    if (genre)
+        token_vec_push(&ids, genre_token(g.tok, genre));
+    tokenizer_encode(g.tok, ptext ? ptext : (const uint8_t *)"", plen, &ids);
+    free(ptext);
+    const int32_t eos = tokenizer_special(g.tok, "<|eos|>"), chap = tokenizer_special(g.tok, "<|chapter_sep|>");
+    if (stop_chapter > 0 && chap < 0)
+        fb_fatal(FB_EXIT_USAGE, "--stop-at chapter: the tokenizer has no <|chapter_sep|> token");
+    int32_t stop[2];
+    int nstop = 0;
+    if (eos >= 0 && stop_chapter >= 0)
+        stop[nstop++] = eos;
+    if (stop_chapter > 0)
+        stop[nstop++] = chap;
+    if ((long long)ids.n + max_new > (1 << 30))
+        fb_fatal(FB_EXIT_USAGE, "prompt (%zu tokens) + --max-new-tokens %lld is too long", ids.n, max_new);
+
+    decoder_t *d = decoder_create(g.model, (int)ids.n + (int)max_new);
+    gen_options_t o = {ids.ids, (int)ids.n, (int)max_new, sp, (uint64_t)seed, (int)samples, stop, nstop, ids_out};
+    gen_stats_t st;
+    int code = generate(d, g.tok, &o, stdout, &st);
+    if (ids_out && fclose(ids_out) != 0)
+        code = FB_EXIT_IO;
+    if (code != 0)
+        fb_fatal(FB_EXIT_IO, "cannot write the output (%s)", ids_out ? "stdout or --ids-out" : "stdout");
+    fprintf(stderr,
+            "fabula generate: prefill %d tokens in %.3f s (%.1f tokens/s); decode %ld tokens in %.3f s "
+            "(%.1f tokens/s), %lld sample(s)\n",
+            st.prompt_tokens, st.prefill_s, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, st.decoded,
+            st.decode_s, st.decode_s > 0 ? st.decoded / st.decode_s : 0.0, samples);
+    decoder_free(d);
+    token_vec_free(&ids);
+    gen_model_free(&g);
+    cli_args_free(&a);
+    parallel_finalize();
+    return FB_EXIT_OK;
+}

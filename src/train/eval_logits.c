@@ -1,0 +1,88 @@
+/* train/eval_logits.h. */
+#include "train/eval_logits.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "hf/hf_import.h"
+#include "model/model.h"
+#include "monitor/timer.h"
+#include "ops.h"
+#include "parallel/groups.h"
+#include "train/backend.h"
+#include "util/error.h"
+#include "zero/zero.h"
+
+static void check_ids(const int32_t *ids, int T, int V)
+{
+    for (int t = 0; t < T; t++)
+        if (ids[t] < 0 || ids[t] >= V)
+            fb_fatal(FB_EXIT_USAGE, "--tokens: id %d (position %d) is outside the model's vocabulary [0, %d)",
+                     (int)ids[t], t, V);
+}
+
+/* One forward of ids as a single sample; the logits widened to fp32. */
+static float *forward_logits(model_t *m, const int32_t *ids, int T)
+{
+    const int V = model_config(m)->vocab_size;
+    int32_t *pos = fb_malloc((size_t)T * sizeof *pos), *tgt = fb_malloc((size_t)T * sizeof *tgt);
+    for (int t = 0; t < T; t++) {
+        pos[t] = t;
+        tgt[t] = t + 1 < T ? ids[t + 1] : -1;
+    }
+    const int32_t cu[2] = {0, T};
+    model_input_t in = {ids, pos, tgt, cu, T, 1, NULL, 0};
+    model_scales_t sc = {.lm_denominator = T > 1 ? T - 1 : 1, .mb_weight = 1.0, .training = 0};
+    model_set_keep_logits(m, 1);
+    model_stats_t st;
+    model_forward(m, &in, &sc, &st);
+    float *out = fb_malloc((size_t)T * (size_t)V * sizeof *out);
+    model_get_logits(m, out);
+    free(pos);
+    free(tgt);
+    return out;
+}
+
+float *eval_logits_model(const char *dir, const int32_t *ids, int T, int *vocab)
+{
+    model_config_t mc;
+    hf_import_config(dir, &mc);
+    check_ids(ids, T, mc.vocab_size);
+    model_t *m = model_create(&mc, ops_cpu(), T);
+    const double t0 = timer_now();
+    hf_import_weights(dir, m);
+    const double dt = timer_now() - t0;
+    const param_table_t *pt = model_params_table(m);
+    fprintf(stderr, "fabula eval: imported %s: %zu parameters in %.3f s\n", dir, param_table_total(pt), dt);
+    float *out = forward_logits(m, ids, T);
+    *vocab = mc.vocab_size;
+    model_free(m);
+    return out;
+}
+
+float *eval_logits_checkpoint(const config_t *cfg, const char *ckpt_path, const int32_t *ids, int T, int *vocab)
+{
+    check_ids(ids, T, cfg->model.vocab_size);
+    groups_t groups;
+    groups_create(&groups, 1, cfg->model.num_local_experts);
+    backend_t be;
+    backend_open(&be, cfg);
+    if (be.ops->device_memory)
+        groups_attach_device(&groups);
+    zero_t *zero = zero_create(cfg, &groups, be.ops, T, cfg->run.seed);
+    model_t *model = zero_model(zero);
+    ckpt_target_t target = {cfg, zero, model_ops(model), NULL, &groups, NULL};
+    ckpt_progress_t prog;
+    ckpt_io_stats_t st;
+    char why[512];
+    if (ckpt_read(&target, ckpt_path, &prog, why, sizeof why, &st) != 0)
+        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: %s", ckpt_path, why);
+    float *out = forward_logits(model, ids, T);
+    *vocab = cfg->model.vocab_size;
+    zero_free(zero);
+    groups_free(&groups);
+    backend_close(&be);
+    return out;
+}
