@@ -156,9 +156,9 @@ check "a tokenizer that is gone: exit 4 naming it" '[ $RC -eq 4 ] && grep -q "go
 gen bad.txt --checkpoint "$CK" --prompt x --max-new-tokens 0
 check "--max-new-tokens 0: exit 2" '[ $RC -eq 2 ]'
 gen bad.txt --prompt x
-check "no --checkpoint: exit 2" '[ $RC -eq 2 ] && grep -q "checkpoint CKPT is required" "$SCRATCH/bad.txt.err"'
+check "neither --checkpoint nor --model: exit 2" '[ $RC -eq 2 ] && grep -q "give one of --checkpoint CKPT and --model DIR" "$SCRATCH/bad.txt.err"'
 run_fabula 2 generate --checkpoint "$CK" --prompt x
 check "under mpiexec -n 2: exit 2, one process only" '[ $RC -eq 2 ] && grep -q "runs on one process" "$SCRATCH/out.txt"'
 gen help.txt --help
-check "--help: exit 0, the usage" '[ $RC -eq 0 ] && grep -q "usage: fabula generate --checkpoint CKPT" "$SCRATCH/help.txt"'
+check "--help: exit 0, the usage" '[ $RC -eq 0 ] && grep -q "usage: fabula generate (--checkpoint CKPT | --model DIR)" "$SCRATCH/help.txt"'
 finish
