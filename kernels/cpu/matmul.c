@@ -59,8 +59,21 @@ static int mm_block(int len)
     return (per + MM_ALIGN - 1) / MM_ALIGN * MM_ALIGN;
 }
 
+/* One row times a weight stored [N, K] (a decode step's x W^T): rows
+ * [lo, hi) of W against x as a GEMV. A GEMM with M = 1 packs W's panels
+ * first, reading the weights about twice; at one token a step the weights'
+ * bytes are the whole cost (bench/README.md "Generation"). */
+static void gemv_rows(real *C, const real *A, const real *B, int K, real beta, int lo, int hi)
+{
+    R_GEMV(CblasRowMajor, CblasNoTrans, hi - lo, K, (real)1, B + (size_t)lo * K, K, A, 1, beta, C + lo, 1);
+}
+
 static void gemm(real *C, const real *A, const real *B, int M, int N, int K, int transA, int transB, real beta)
 {
+    if (M == 1 && transB && !transA) {
+        gemv_rows(C, A, B, K, beta, 0, N);
+        return;
+    }
     /* op(A) is [M,K]: stored [M,K] (lda K) or, transposed, [K,M] (lda M). */
     int lda = transA ? M : K;
     int ldb = transB ? K : N;
@@ -72,6 +85,10 @@ static void gemm(real *C, const real *A, const real *B, int M, int N, int K, int
 static void gemm_block(real *C, const real *A, const real *B, int M, int N, int K, int transA, int transB,
                        real beta, int by_rows, int lo, int hi)
 {
+    if (M == 1 && transB && !transA && !by_rows) {
+        gemv_rows(C, A, B, K, beta, lo, hi);
+        return;
+    }
     int lda = transA ? M : K;
     int ldb = transB ? K : N;
     const real *a = A, *b = B;

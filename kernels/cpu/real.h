@@ -30,6 +30,7 @@ typedef uint32_t real_bits; /* an unsigned integer of real's width */
 #define R_COS cosf
 #define R_SIN sinf
 #define R_GEMM cblas_sgemm
+#define R_GEMV cblas_sgemv
 #elif FB_REAL_BITS == 64
 typedef double real;
 typedef uint64_t real_bits;
@@ -41,6 +42,7 @@ typedef uint64_t real_bits;
 #define R_COS cos
 #define R_SIN sin
 #define R_GEMM cblas_dgemm
+#define R_GEMV cblas_dgemv
 #else
 #error "FB_REAL_BITS must be 32 or 64"
 #endif

@@ -225,11 +225,12 @@ static void test_matmul_shape(const ops_t *ops, int M, int N, int K)
 /* 70x50x60 runs whole; at 2 and 3 threads 520x96x130 is cut into blocks
  * of rows and 40x600x300 into blocks of columns, which must give the
  * one-thread bits (and BLAS, told 1/2/3 threads by set_threads, must not
- * thread). */
+ * thread). One row (a decode step) against a transposed B is a GEMV:
+ * 1x50x60 whole, 1x1200x300 cut into blocks of columns. */
 static void test_matmul(const ops_t *ops)
 {
-    static const int shapes[][3] = {{70, 50, 60}, {520, 96, 130}, {40, 600, 300}};
-    for (int sh = 0; sh < 3; sh++)
+    static const int shapes[][3] = {{70, 50, 60}, {520, 96, 130}, {40, 600, 300}, {1, 50, 60}, {1, 1200, 300}};
+    for (int sh = 0; sh < 5; sh++)
         test_matmul_shape(ops, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
     /* K = 0 with beta = 0 must still write zeros over whatever was there. */
     obuf_t C = obuf("C", K_F32, 12, NULL);
