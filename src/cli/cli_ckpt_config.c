@@ -1,26 +1,19 @@
-/* A checkpoint's saved config (or a written one) made loadable for another
- * job than the training's: `fabula eval` and `fabula generate`. */
-#include <errno.h>
+/* A checkpoint's saved config (or a command's own) as the config of
+ * `fabula eval` or `fabula generate` (cli/cli_ckpt_config.h). */
 #include <jansson.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
+#include "ckpt/ckpt.h"
 #include "cli/cli_ckpt_config.h"
+#include "parallel/world.h"
 #include "util/error.h"
 
-/* The checkpoint's config for this job: the batch triple re-derived for
- * this world (the training's may not divide it) and the expert-parallel
- * size kept only where it divides the world. Written to a temporary file
- * for config_load, which reads files; the file is unlinked at once and read
- * through /dev/fd, so that no exit leaves it behind. *fd: close it after. */
-char *cli_checkpoint_config_file(const char *json_text, const char *ckpt, int world, int *fd_out, int from_ckpt)
+void cli_job_config(config_t *cfg, json_t *root, const char *what, int from_ckpt, const char *const *sets,
+                    int nsets)
 {
-    json_error_t err;
-    json_t *root = json_loads(json_text, 0, &err);
-    if (!root || !json_is_object(root))
-        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: its config is not a JSON object: %s", ckpt, err.text);
+    const int world = parallel_size();
+    if (!json_is_object(root))
+        fb_fatal_all(FB_EXIT_DATA, "%s: its config is not a JSON object", what);
     json_object_del(root, "train_batch_size");
     /* the checkpoint holds the weights, and its model section is complete
      * (the imported config.json's keys, a grown vocabulary): the run's
@@ -33,17 +26,22 @@ char *cli_checkpoint_config_file(const char *json_text, const char *ckpt, int wo
     json_t *ep = par ? json_object_get(par, "expert_parallel_size") : NULL;
     if (ep && json_is_integer(ep) && (json_integer_value(ep) < 1 || world % json_integer_value(ep) != 0))
         json_object_set_new(par, "expert_parallel_size", json_integer(1));
-    const char *tmp = getenv("TMPDIR");
-    size_t n = strlen(tmp && tmp[0] ? tmp : "/tmp") + 40;
-    char *path = fb_malloc(n);
-    snprintf(path, n, "%s/fabula-config-XXXXXX.json", tmp && tmp[0] ? tmp : "/tmp");
-    int fd = mkstemps(path, 5);
-    if (fd < 0)
-        fb_fatal(FB_EXIT_IO, "cannot create a temporary file %s: %s", path, strerror(errno));
-    if (unlink(path) != 0 || json_dumpfd(root, fd, JSON_INDENT(1)) != 0)
-        fb_fatal(FB_EXIT_IO, "cannot write the temporary file %s: %s", path, strerror(errno));
+    config_load_object(cfg, root, sets, nsets, world, parallel_rank() == 0);
     json_decref(root);
-    snprintf(path, n, "/dev/fd/%d", fd);
-    *fd_out = fd;
-    return path;
+}
+
+void cli_checkpoint_config(config_t *cfg, const char *ckpt, const char *const *sets, int nsets, long *step)
+{
+    char *json_text = NULL, why[512] = "";
+    int code = ckpt_read_config(ckpt, &json_text, step, why, sizeof why);
+    if (code != FB_EXIT_OK)
+        fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
+    json_error_t err;
+    json_t *root = json_loads(json_text, 0, &err);
+    free(json_text);
+    if (!root)
+        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: its config is not JSON: %s", ckpt, err.text);
+    char what[600];
+    snprintf(what, sizeof what, "checkpoint %s", ckpt);
+    cli_job_config(cfg, root, what, 1, sets, nsets);
 }

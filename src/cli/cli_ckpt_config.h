@@ -3,13 +3,18 @@
 #ifndef FABULA_CLI_CKPT_CONFIG_H
 #define FABULA_CLI_CKPT_CONFIG_H
 
-/* json_text: the effective config (ckpt names it in messages). For a job of
- * `world` processes: train_batch_size dropped and one accumulation step,
- * so the batch triple re-derives for this world; an expert-parallel size
- * that does not divide it becomes 1; with from_ckpt, model.init_from is
- * dropped (the checkpoint holds the weights and the complete model
- * section). Returns a path for config_load, a /dev/fd of an unlinked
- * temporary file, whose descriptor is *fd_out: close it after loading. */
-char *cli_checkpoint_config_file(const char *json_text, const char *ckpt, int world, int *fd_out, int from_ckpt);
+#include "config/config.h"
+
+/* Collective: *cfg from `root`, a config for a job of parallel_size()
+ * processes (`what` names it in messages): train_batch_size dropped and one
+ * accumulation step, so the batch triple re-derives for this world; an
+ * expert-parallel size that does not divide it becomes 1; with from_ckpt,
+ * model.init_from is dropped (the checkpoint holds the weights and the
+ * complete model section); then `sets`. Rank 0 speaks. Takes root. */
+void cli_job_config(config_t *cfg, json_t *root, const char *what, int from_ckpt, const char *const *sets,
+                    int nsets);
+/* Collective: cli_job_config of CKPT's saved config; *step its step. A
+ * config that cannot be read ends the job on every rank with its code. */
+void cli_checkpoint_config(config_t *cfg, const char *ckpt, const char *const *sets, int nsets, long *step);
 
 #endif

@@ -114,19 +114,9 @@ static int eval_logits_main(const char *ckpt, const char *model, const char *tok
     if (model) {
         logits = eval_logits_model(model, ids, T, &V);
     } else {
-        char *json_text = NULL, why[512] = "";
         long step = 0;
-        int code = ckpt_read_config(ckpt, &json_text, &step, why, sizeof why);
-        if (code != FB_EXIT_OK)
-            fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
-        int fd;
-        char *path = cli_checkpoint_config_file(json_text, ckpt, 1, &fd, 1);
-        free(json_text);
         config_t cfg;
-        const char *paths[1] = {path};
-        config_load(&cfg, paths, 1, NULL, 0, 1, 1);
-        close(fd);
-        free(path);
+        cli_checkpoint_config(&cfg, ckpt, NULL, 0, &step);
         train_config_resolve(&cfg, 0);
         logits = eval_logits_checkpoint(&cfg, ckpt, ids, T, &V);
         config_free(&cfg);
@@ -149,16 +139,8 @@ static int eval_model_main(const char *dir, const char *corpus, const char *toke
         fb_fatal_all(FB_EXIT_USAGE, "--model, --corpus, --tokenizer: not valid UTF-8 paths");
     if (samples > 0)
         json_object_set_new(root, "run", json_pack("{s:I}", "eval_samples", (json_int_t)samples));
-    char *text = json_dumps(root, 0);
-    json_decref(root);
-    int fd;
-    char *path = cli_checkpoint_config_file(text, dir, parallel_size(), &fd, 0);
-    free(text);
     config_t cfg;
-    const char *paths[1] = {path};
-    config_load(&cfg, paths, 1, NULL, 0, parallel_size(), parallel_rank() == 0);
-    close(fd);
-    free(path);
+    cli_job_config(&cfg, root, dir, 0, NULL, 0);
     train_config_resolve(&cfg, 0);
     int code = eval_checkpoint(&cfg, NULL, 0, valid, cfg.run.eval_samples);
     config_free(&cfg);
@@ -243,14 +225,6 @@ int cli_eval(int argc, char **argv)
         parallel_finalize();
         return rc;
     }
-    char *json_text = NULL, why[512] = "";
-    long step = 0;
-    int code = ckpt_read_config(ckpt, &json_text, &step, why, sizeof why);
-    if (code != FB_EXIT_OK)
-        fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
-    int fd;
-    char *path = cli_checkpoint_config_file(json_text, ckpt, parallel_size(), &fd, 1);
-    free(json_text);
     char set_corpus[4096], set_samples[64];
     const char *sets[2];
     int nsets = 0;
@@ -263,12 +237,10 @@ int cli_eval(int argc, char **argv)
         sets[nsets++] = set_samples;
     }
     config_t cfg;
-    const char *paths[1] = {path};
-    config_load(&cfg, paths, 1, sets, nsets, parallel_size(), parallel_rank() == 0);
-    close(fd);
-    free(path);
+    long step = 0;
+    cli_checkpoint_config(&cfg, ckpt, sets, nsets, &step);
     train_config_resolve(&cfg, 0);
-    code = eval_checkpoint(&cfg, ckpt, step, valid, cfg.run.eval_samples);
+    int code = eval_checkpoint(&cfg, ckpt, step, valid, cfg.run.eval_samples);
     config_free(&cfg);
     cli_args_free(&a);
     parallel_finalize();

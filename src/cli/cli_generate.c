@@ -96,21 +96,11 @@ static tokenizer_t *load_tokenizer(const char *spec, const char *what, int vocab
  * eval` reads them), on this one process. */
 static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokenizer)
 {
-    char *json_text = NULL, why[512] = "";
-    long step = 0;
-    int code = ckpt_read_config(ckpt, &json_text, &step, why, sizeof why);
-    if (code != FB_EXIT_OK)
-        fb_fatal(code, "--checkpoint %s: %s", ckpt, why);
-    int fd;
-    char *path = cli_checkpoint_config_file(json_text, ckpt, 1, &fd, 1);
-    free(json_text);
     static const char *const sets[] = {"zero_optimization.stage=0", "parallel.expert_parallel_size=1",
                                        "run.backend=cpu"};
-    const char *paths[1] = {path};
-    config_load(&g->cfg, paths, 1, sets, 3, 1, 1);
+    long step = 0;
+    cli_checkpoint_config(&g->cfg, ckpt, sets, 3, &step);
     g->have_cfg = 1;
-    close(fd);
-    free(path);
     groups_create(&g->groups, 1, g->cfg.model.num_local_experts);
     g->have_groups = 1;
     g->zero = zero_create(&g->cfg, &g->groups, ops_cpu(), 1, g->cfg.run.seed);
@@ -118,6 +108,7 @@ static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokeni
     ckpt_target_t target = {&g->cfg, g->zero, ops_cpu(), NULL, &g->groups, NULL};
     ckpt_progress_t prog;
     ckpt_io_stats_t st;
+    char why[512] = "";
     if (ckpt_read(&target, ckpt, &prog, why, sizeof why, &st) != 0)
         fb_fatal(FB_EXIT_DATA, "checkpoint %s: %s", ckpt, why);
     g->tok = load_tokenizer(tokenizer ? tokenizer : g->cfg.data.tokenizer,

@@ -12,6 +12,7 @@
 #ifndef FABULA_CONFIG_CONFIG_H
 #define FABULA_CONFIG_CONFIG_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -218,6 +219,10 @@ typedef struct config {
  * (printed when `verbose`). */
 void config_load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
                  int world_size, int verbose);
+/* config_load of one JSON object (a config made by a command, or a
+ * checkpoint's saved one) in place of the files. */
+void config_load_object(config_t *cfg, json_t *root, const char *const *sets, int nsets, int world_size,
+                        int verbose);
 
 void config_free(config_t *cfg);
 
