@@ -64,6 +64,9 @@ CPU_KERNELS_DECLARE(double, _f64)
 /* Elementwise loops shorter than this run on one thread: below it the
  * fork/join costs more than the loop. (Thread count never changes results.) */
 #define CPU_PAR_MIN_ELEMS 32768
+/* Row loops (rmsnorm, rope, router, embedding, permute, combine) open no
+ * parallel region for a single row, as every op of a decode step has: waking
+ * a sleeping team costs more than the row (docs/generate.md "Speed"). */
 
 /* fp32 only (kernels/cpu/decode_attention.c): generation, never the training. */
 void cpu_decode_attention_f32(float *out, const float *q, const float *kc, const float *vc, int n, int past, int H,

@@ -6,7 +6,7 @@
 
 void CPU_FN(cpu_embedding_fwd)(real *out, const int32_t *tokens, const real *table, int T, int D)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; t++)
         memcpy(out + (size_t)t * D, table + (size_t)tokens[t] * D, (size_t)D * sizeof(real));
 }

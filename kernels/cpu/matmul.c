@@ -62,15 +62,18 @@ static int mm_block(int len)
 /* One row times a weight stored [N, K] (a decode step's x W^T): rows
  * [lo, hi) of W against x as a GEMV. A GEMM with M = 1 packs W's panels
  * first, reading the weights about twice; at one token a step the weights'
- * bytes are the whole cost (bench/README.md "Generation"). */
+ * bytes are the whole cost (bench/README.md "Generation"). Only the dense
+ * matmul takes this path: an expert's GEMM of one row stays a GEMM, so the
+ * training's bits (validation/curves) do not change. */
 static void gemv_rows(real *C, const real *A, const real *B, int K, real beta, int lo, int hi)
 {
     R_GEMV(CblasRowMajor, CblasNoTrans, hi - lo, K, (real)1, B + (size_t)lo * K, K, A, 1, beta, C + lo, 1);
 }
 
-static void gemm(real *C, const real *A, const real *B, int M, int N, int K, int transA, int transB, real beta)
+static void gemm(real *C, const real *A, const real *B, int M, int N, int K, int transA, int transB, real beta,
+                 int gemv_ok)
 {
-    if (M == 1 && transB && !transA) {
+    if (gemv_ok && M == 1 && transB && !transA) {
         gemv_rows(C, A, B, K, beta, 0, N);
         return;
     }
@@ -83,9 +86,9 @@ static void gemm(real *C, const real *A, const real *B, int M, int N, int K, int
 
 /* Block [lo, hi) of C's rows (by_rows) or columns. */
 static void gemm_block(real *C, const real *A, const real *B, int M, int N, int K, int transA, int transB,
-                       real beta, int by_rows, int lo, int hi)
+                       real beta, int by_rows, int lo, int hi, int gemv_ok)
 {
-    if (M == 1 && transB && !transA && !by_rows) {
+    if (gemv_ok && M == 1 && transB && !transA && !by_rows) {
         gemv_rows(C, A, B, K, beta, lo, hi);
         return;
     }
@@ -106,8 +109,8 @@ static void gemm_block(real *C, const real *A, const real *B, int M, int N, int 
            (real)1, a, lda, b, ldb, beta, C, N);
 }
 
-void CPU_FN(cpu_matmul)(real *C, const real *A, const real *B, int M, int N, int K, int transA, int transB,
-                        real beta)
+static void matmul(real *C, const real *A, const real *B, int M, int N, int K, int transA, int transB, real beta,
+                   int gemv_ok)
 {
     if (M <= 0 || N <= 0)
         return;
@@ -117,7 +120,7 @@ void CPU_FN(cpu_matmul)(real *C, const real *A, const real *B, int M, int N, int
     }
     /* inside a grouped matmul's region: this thread's whole GEMM */
     if (omp_in_parallel()) {
-        gemm(C, A, B, M, N, K, transA, transB, beta);
+        gemm(C, A, B, M, N, K, transA, transB, beta, gemv_ok);
         return;
     }
     cpu_blas_pin_serial();
@@ -129,17 +132,23 @@ void CPU_FN(cpu_matmul)(real *C, const real *A, const real *B, int M, int N, int
              * on one thread */
 #pragma omp parallel num_threads(2)
 #pragma omp single
-            gemm(C, A, B, M, N, K, transA, transB, beta);
+            gemm(C, A, B, M, N, K, transA, transB, beta, gemv_ok);
         } else {
-            gemm(C, A, B, M, N, K, transA, transB, beta);
+            gemm(C, A, B, M, N, K, transA, transB, beta, gemv_ok);
         }
         return;
     }
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < nb; i++) {
         int lo = i * bs, hi = lo + bs < len ? lo + bs : len;
-        gemm_block(C, A, B, M, N, K, transA, transB, beta, by_rows, lo, hi);
+        gemm_block(C, A, B, M, N, K, transA, transB, beta, by_rows, lo, hi, gemv_ok);
     }
+}
+
+void CPU_FN(cpu_matmul)(real *C, const real *A, const real *B, int M, int N, int K, int transA, int transB,
+                        real beta)
+{
+    matmul(C, A, B, M, N, K, transA, transB, beta, 1);
 }
 
 /* The three grouped matmuls: expert e's GEMM on its rows. */
@@ -153,13 +162,13 @@ static void gmm_one(enum gmm_kind kind, real *out, const real *a, const real *b,
     const real *we = b + (size_t)e * N * K;
     switch (kind) {
     case GMM_FWD: /* Y_e [rows,N] = X_e [rows,K] W_e^T, W_e [N,K] */
-        CPU_FN(cpu_matmul)(out + r0 * N, a + r0 * K, we, rows, N, K, 0, 1, (real)0);
+        matmul(out + r0 * N, a + r0 * K, we, rows, N, K, 0, 1, (real)0, 0);
         break;
     case GMM_BWD_DATA: /* dX_e [rows,K] = dY_e [rows,N] W_e */
-        CPU_FN(cpu_matmul)(out + r0 * K, a + r0 * N, we, rows, K, N, 0, 0, (real)0);
+        matmul(out + r0 * K, a + r0 * N, we, rows, K, N, 0, 0, (real)0, 0);
         break;
     case GMM_BWD_WEIGHT: /* dW_e [N,K] += dY_e^T X_e (b is X here, not a weight) */
-        CPU_FN(cpu_matmul)(out + (size_t)e * N * K, a + r0 * N, b + r0 * K, N, K, rows, 1, 0, (real)1);
+        matmul(out + (size_t)e * N * K, a + r0 * N, b + r0 * K, N, K, rows, 1, 0, (real)1, 0);
         break;
     }
 }

@@ -7,7 +7,7 @@
 /* A row whose source token is negative is padding and comes out zero. */
 void CPU_FN(cpu_permute_fwd)(real *xp, const real *x, const int32_t *row_token, int nrows, int D)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nrows > 1)
     for (int r = 0; r < nrows; r++) {
         real *dst = xp + (size_t)r * D;
         if (row_token[r] < 0) {
@@ -40,7 +40,7 @@ void CPU_FN(cpu_permute_bwd)(real *dx, const real *dxp, const int32_t *token_row
 void CPU_FN(cpu_combine_fwd)(real *y, const real *eo, const int32_t *token_rows, const real *w, int T,
                              int K, int D)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; t++) {
         real *yt = y + (size_t)t * D;
         for (int j = 0; j < D; j++)

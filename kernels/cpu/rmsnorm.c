@@ -4,7 +4,7 @@
 
 void CPU_FN(cpu_rmsnorm_fwd)(real *out, real *rstd, const real *x, const real *w, int T, int D, real eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; t++) {
         const real *xr = x + (size_t)t * D;
         real *o = out + (size_t)t * D;

@@ -23,7 +23,7 @@ static void rope_apply(real *x, const int32_t *pos, int T, int nheads, int hd, r
     real *inv_freq = fb_malloc((size_t)half * sizeof *inv_freq);
     for (int i = 0; i < half; i++)
         inv_freq[i] = (real)1 / R_POW(theta, (real)(2 * i) / (real)hd);
-#pragma omp parallel
+#pragma omp parallel if (T > 1)
     {
         real *cs = fb_malloc(2 * (size_t)half * sizeof *cs);
         real *restrict c = cs, *restrict s = cs + half;

@@ -5,7 +5,7 @@
 void CPU_FN(cpu_router_fwd)(real *probs, real *lse, int32_t *topk_idx, real *topk_w, const real *logits,
                             int T, int E, int K)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; t++) {
         const real *l = logits + (size_t)t * E;
         real *p = probs + (size_t)t * E;
