@@ -44,6 +44,8 @@ ALLOWED["train"].add("hf")
 ALLOWED["infer"] = {"ckpt", "zero", "model", "tokenizer", "config", "parallel", "io", "util", "kernels"}
 # the report reads run directories back: files and JSON, nothing of training
 ALLOWED["report"] = {"io", "util"}
+# planning: arithmetic on the config, the model's shapes and the step plan; no MPI
+ALLOWED["plan"] = {"zero", "loader", "model", "corpus", "tokenizer", "config", "io", "util", "kernels"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}
 ALLOWED["main"] = {"cli", "util"}
 

@@ -1,0 +1,88 @@
+/* src/plan: answers about a run that is not running: per-rank memory and
+ * step time for a layout (dp x tp x pp x ep, ZeRO stage, offload, sequence
+ * parallelism, recomputation) on a described machine, and the search over
+ * layouts (docs/plan.md). Pure arithmetic on the config and a machine file:
+ * nothing here allocates a model or talks to MPI, so a 10,000-GPU layout is
+ * planned on a laptop. The types shared by plan_memory.c, plan_time.c,
+ * plan_machine.c and plan_layout.c live here. */
+#ifndef FABULA_PLAN_H
+#define FABULA_PLAN_H
+
+#include <stddef.h>
+
+#include "config/config.h"
+
+typedef enum { PLAN_RECOMPUTE_NONE = 0, PLAN_RECOMPUTE_SELECTIVE, PLAN_RECOMPUTE_FULL } plan_recompute_t;
+
+/* One layout, Megatron-Core's order (DESIGN.md "Process groups"): world =
+ * pp * dp * tp, tp innermost; ep divides dp (expert-parallel ranks are
+ * data-parallel ranks for the dense weights, as train forms them today),
+ * and dp / ep ranks hold the same experts. plan_layout_check says which
+ * division fails. */
+typedef struct plan_layout {
+    int world;
+    int dp, tp, pp, ep;
+    int zero;                   /* ZeRO stage 0..3 */
+    int offload_optimizer;      /* optimizer state (and the update) in host memory */
+    int offload_param;          /* stage 3: parameters in host memory */
+    int sequence_parallel;      /* needs tp > 1 */
+    plan_recompute_t recompute;
+    int virtual_stages;         /* interleaved 1F1B chunks per stage (1 = plain 1F1B) */
+    int micro_batch_tokens;     /* tokens of one packed micro-batch (loader.max_tokens_per_batch) */
+    int grad_accum;             /* micro-batches per data-parallel rank per step */
+    int act_bytes;              /* bytes of one stored activation: 4 (cpu fp32) or 2 (cuda bf16/fp16) */
+} plan_layout_t;
+
+/* Per-rank bytes. Device and host are kept apart; on the CPU backend both
+ * are the same memory, and `device_total + host_total` is what one rank
+ * holds. */
+typedef struct plan_memory {
+    size_t params, grads, optimizer;    /* device-resident model states */
+    size_t host_params, host_optimizer; /* offloaded model states */
+    size_t workspace;                   /* ZeRO gather/reduce buffers and buckets */
+    size_t activations;                 /* one micro-batch in flight */
+    size_t inflight_microbatches;       /* micro-batches whose activations are held at once (1F1B: up to pp) */
+    size_t activations_peak;            /* activations x in-flight, plus what recomputation keeps */
+    size_t moe_buffers;                 /* expert-parallel dispatch/compute buffers at the configured capacity */
+    size_t device_total, host_total;
+} plan_memory_t;
+
+/* A machine file (inputs/machines/*.json, docs/plan.md): what one node has
+ * and how fast its links are. Every figure's source is stated in the file. */
+typedef struct plan_link {
+    double latency_s;           /* alpha: seconds per message */
+    double bandwidth;           /* beta^-1: bytes/s per rank (bus bandwidth of a ring step) */
+} plan_link_t;
+
+typedef struct plan_machine {
+    char name[128];
+    int devices_per_node;       /* ranks per node */
+    double flops;               /* sustained dense GEMM FLOP/s of one rank's device at the config's dtype */
+    double attention_flops;     /* sustained FLOP/s of the attention core (0: use flops) */
+    double device_memory;       /* bytes per device (CPU: the node's memory / devices_per_node) */
+    double host_memory;         /* bytes per node */
+    double host_link_bandwidth; /* bytes/s device <-> host per device (offload); 0 = same memory */
+    plan_link_t intra, inter;   /* inside a node, between nodes */
+} plan_machine_t;
+
+/* What a step's data looks like to the time model: per micro-batch tokens
+ * and the sum over its packed samples of len^2 (attention), and the
+ * sampler's expected imbalance (max/mean - 1 of a step's cost over ranks). */
+typedef struct plan_workload {
+    double tokens_per_microbatch;
+    double sum_len_sq_per_microbatch;
+    double imbalance;
+} plan_workload_t;
+
+typedef struct plan_time {
+    double compute_s;           /* forward + backward + optimizer of one rank's step */
+    double comm_s;              /* all communication of the step */
+    double comm_exposed_s;      /* the part not hidden under compute */
+    double bubble_s;            /* pipeline bubble */
+    double imbalance_s;         /* waiting for the slowest data-parallel rank */
+    double step_s;
+    double tokens_per_s;        /* global */
+    double bubble_fraction;     /* (p - 1) / (v m + p - 1) for 1F1B */
+} plan_time_t;
+
+#endif
