@@ -85,4 +85,27 @@ typedef struct plan_time {
     double bubble_fraction;     /* (p - 1) / (v m + p - 1) for 1F1B */
 } plan_time_t;
 
+/* plan_layout.c */
+/* The layout the config and a world of `world` ranks give (tp = pp = 1 today
+ * unless the config asks; ep, ZeRO, offload, micro-batch tokens and
+ * accumulation from the config). */
+void plan_layout_from_config(const config_t *cfg, int world, plan_layout_t *lay);
+/* Parses "dp=8,tp=8,pp=16,ep=1,zero=1[,offload=optimizer|param|both][,sp]
+ * [,recompute=none|selective|full][,vpp=V][,tokens=T][,accum=G]" over the
+ * config's defaults; 0 ok, -1 with a message in err. */
+int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay, char *err, size_t errlen);
+/* 0 when the layout divides the world, heads, kv heads, intermediate size,
+ * vocab, layers and experts; else -1 and err names the first failure. */
+int plan_layout_check(const config_t *cfg, const plan_layout_t *lay, char *err, size_t errlen);
+
+/* plan_memory.c: per-rank bytes of the layout (docs/plan.md). */
+void plan_memory(const config_t *cfg, const plan_layout_t *lay, plan_memory_t *out);
+
+/* plan_machine.c: a machine file in and out (docs/plan.md, "Machine files"). */
+int plan_machine_load(const char *path, plan_machine_t *m, char *err, size_t errlen);
+
+/* plan_time.c: one step's time of the layout on the machine. */
+void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine_t *mach, const plan_workload_t *w,
+               plan_time_t *out);
+
 #endif
