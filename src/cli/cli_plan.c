@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_plan_calibrate.h"
+#include "cli/cli_plan_memory.h"
 #include "cli/cli_plan_layout.h"
 #include "config/config.h"
 #include "corpus/chapter_lengths.h"
@@ -30,6 +31,7 @@ static void plan_usage(FILE *f)
                "\n"
                "  sampler   simulate the data-parallel sampler and packer (--help for options)\n"
                "  calibrate measure data.attention_cost on this machine (--help for options)\n"
+               "  memory    per-rank bytes of a layout: states, workspaces, activations (--help for options)\n"
                "  layout    search the layouts of N GPUs for the fastest that fits (--help for options)\n");
 }
 
@@ -320,6 +322,8 @@ int cli_plan(int argc, char **argv)
         return plan_sampler(argc - 1, argv + 1);
     if (!strcmp(argv[1], "calibrate"))
         return plan_calibrate(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "memory"))
+        return plan_memory_cmd(argc - 1, argv + 1);
     if (!strcmp(argv[1], "layout"))
         return plan_layout(argc - 1, argv + 1);
     fprintf(stderr, "fabula plan: unknown plan '%s'\n\n", argv[1]);

@@ -29,6 +29,7 @@
 
 #include "model/expert_ffn.h"
 #include "model/model_impl.h"
+#include "model/model_memory.h"
 #include "util/error.h"
 
 typedef struct ep_layer {
@@ -147,6 +148,23 @@ static void scratch_reserve(model_t *m, struct moe_ep *x, size_t rows)
         x->du = m->du;
         x->dact = m->dact;
     }
+}
+
+/* What moe_ep_create allocates: per MoE layer layer_alloc(T*K) (rows for
+ * D, three [rows, I] activations, the dropout mask a byte an element, two
+ * int32 row maps), then scratch_reserve(T*K) (two [rows, D] buffers; the
+ * backward's [rows, I] ones are the model's). moe_ep_create checks the sum. */
+size_t model_ep_buffer_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
+{
+    if (ep_size <= 1 || mc->num_local_experts <= 1)
+        return 0;
+    const size_t D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
+    const size_t cap = (size_t)max_tokens * (size_t)mc->num_experts_per_tok;
+    size_t bytes = 0;
+    for (int l = 0; l < mc->num_hidden_layers; l++)
+        if (model_layer_is_moe(mc, l))
+            bytes += cap * D * act_bytes + 3 * cap * I * act_bytes + cap * I + 2 * cap * sizeof(int32_t);
+    return bytes + 2 * cap * D * act_bytes;
 }
 
 void moe_ep_create(model_t *m)

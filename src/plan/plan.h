@@ -45,9 +45,15 @@ typedef struct plan_memory {
     size_t activations_peak;            /* activations x in-flight, plus what recomputation keeps */
     size_t moe_buffers;                 /* expert-parallel dispatch/compute buffers at the configured capacity */
     size_t device_total, host_total;
+    /* added by plan_memory.c */
+    size_t weight_copy;                 /* 16-bit compute copy of the weights (cuda, cpu16) */
+    size_t host_staging;                /* offload: host copies of the owned parameters and gradients */
+    size_t workspace_zero;              /* the part of `workspace` train's "memory bytes" line reports */
+    int stage;                          /* the pipeline stage these bytes are of (the fullest one) */
+    int predicted;                      /* 1: tp/pp/sp/recompute figures of the Megatron-style rules (issue 17) */
 } plan_memory_t;
 
-/* A machine file (inputs/machines/*.json, docs/plan.md): what one node has
+/* A machine file (inputs/machines/NAME.json, docs/plan.md): what one node has
  * and how fast its links are. Every figure's source is stated in the file. */
 typedef struct plan_link {
     double latency_s;           /* alpha: seconds per message */
