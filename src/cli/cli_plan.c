@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_plan.h"
 #include "cli/cli_plan_calibrate.h"
 #include "cli/cli_plan_memory.h"
 #include "cli/cli_plan_layout.h"
@@ -30,7 +31,9 @@ static void plan_usage(FILE *f)
     fprintf(f, "usage: fabula plan <what> [options]\n"
                "\n"
                "  sampler   simulate the data-parallel sampler and packer (--help for options)\n"
-               "  calibrate measure data.attention_cost on this machine (--help for options)\n"
+               "  calibrate measure data.attention_cost, and with --write-machine this machine's\n"
+               "            FLOP/s and MPI links, on this machine (--help for options)\n"
+               "  time      predict one training step's time on a machine file (--help for options)\n"
                "  memory    per-rank bytes of a layout: states, workspaces, activations (--help for options)\n"
                "  layout    search the layouts of N GPUs for the fastest that fits (--help for options)\n");
 }
@@ -134,6 +137,15 @@ static int64_t read_lengths_file(const char *path, int max_seq_len, int64_t **ou
         fb_fatal(FB_EXIT_DATA, "%s: no sample length", path);
     *out = lens;
     return n;
+}
+
+static int64_t load_lengths(const sampler_args_t *a, int64_t **lens, int64_t *cut);
+
+int64_t cli_plan_lengths(const char *jsonl, const char *lengths_file, const char *split, int max_seq_len,
+                         int64_t **lens, int64_t *cut)
+{
+    sampler_args_t a = {.jsonl = jsonl, .lengths_file = lengths_file, .split = split, .max_seq_len = max_seq_len};
+    return load_lengths(&a, lens, cut);
 }
 
 static int64_t load_lengths(const sampler_args_t *a, int64_t **lens, int64_t *cut)
@@ -326,6 +338,8 @@ int cli_plan(int argc, char **argv)
         return plan_memory_cmd(argc - 1, argv + 1);
     if (!strcmp(argv[1], "layout"))
         return plan_layout(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "time"))
+        return plan_time_main(argc - 1, argv + 1);
     fprintf(stderr, "fabula plan: unknown plan '%s'\n\n", argv[1]);
     plan_usage(stderr);
     return FB_EXIT_USAGE;

@@ -6,7 +6,14 @@
  * over the sample so far), so two lengths give b / a = c. A measured number
  * varies from run to run, and the plan must be the same on every rank and
  * every rerun, so the result is printed for the user to put in
- * data.attention_cost, never used behind their back. */
+ * data.attention_cost, never used behind their back.
+ *
+ * With --write-machine the same two passes also give the model's sustained
+ * FLOP/s of the linear layers and of attention (two lengths, two unknowns),
+ * and cli_plan_machine.c adds the sgemm rate, AdamW's memory bandwidth
+ * and, under mpiexec, the MPI latency and bandwidth: a machine file for
+ * `fabula plan time` (docs/plan.md). Every rank measures at once, at the
+ * threads train would give it, so a rank sees what training leaves it. */
 #include "cli/cli_plan_calibrate.h"
 
 #include <math.h>
@@ -16,11 +23,16 @@
 #include <time.h>
 
 #include "cli/cli_args.h"
+#include "cli/cli_plan_machine.h"
 #include "config/config.h"
 #include "model/model.h"
 #include "ops.h"
+#include "parallel/comm.h"
+#include "parallel/world.h"
 #include "rng.h"
+#include "train/step_monitor.h"
 #include "train/train_config.h"
+#include "train/trainer.h"
 #include "util/error.h"
 
 static void calibrate_usage(FILE *f)
@@ -40,9 +52,16 @@ static void calibrate_usage(FILE *f)
             "  --tokens N    tokens per measured pass (default: the long length x 2)\n"
             "  --repeats N   timed passes per length (default 5; one untimed first)\n"
             "  --set K=V     override a config key\n"
+            "  --write-machine FILE  also measure this machine and write a machine file for\n"
+            "                `fabula plan time` (docs/plan.md): the model's sustained FLOP/s\n"
+            "                (linear layers and attention, from the two passes), the sgemm\n"
+            "                FLOP/s through the ops table, AdamW's memory bandwidth and, run\n"
+            "                under mpiexec -n N (N >= 2), the MPI latency and bandwidth;\n"
+            "                every rank measures at once, at train's thread count\n"
+            "  --name NAME   the machine file's name (default cpu-this)\n"
             "  -h, --help    this help\n"
             "\n"
-            "exit codes: 0 ok, 1 internal, 2 usage or config\n");
+            "exit codes: 0 ok, 1 internal, 2 usage or config, 4 I/O\n");
 }
 
 static double now(void)
@@ -97,17 +116,58 @@ static double time_pass(model_t *m, const model_config_t *mc, int T, int len, in
     return med;
 }
 
+/* The command line and the date, for the machine file's "calibrated". */
+static char *command_line(int argc, char **argv)
+{
+    size_t n = 64;
+    for (int i = 0; i < argc; i++)
+        n += strlen(argv[i]) + 1;
+    char *s = fb_malloc(n), *p = s;
+    p += sprintf(p, "fabula plan"); /* argv[0] is "calibrate" */
+    for (int i = 0; i < argc; i++)
+        p += sprintf(p, " %s", argv[i]);
+    time_t t = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(p, (size_t)(s + n - p), " on %Y-%m-%d %H:%M UTC", &tm);
+    return s;
+}
+
+static void cpu_model(char *out, size_t n)
+{
+    snprintf(out, n, "an unnamed CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v += 1 + strspn(v + 1, " \t");
+                v[strcspn(v, "\n")] = 0;
+                snprintf(out, n, "%s", v);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
 int plan_calibrate(int argc, char **argv)
 {
-    enum { OPT_SHORT = 1, OPT_LONG, OPT_TOKENS, OPT_REPEATS, OPT_SET };
+    enum { OPT_SHORT = 1, OPT_LONG, OPT_TOKENS, OPT_REPEATS, OPT_SET, OPT_MACHINE, OPT_NAME };
     static const cli_option_t options[] = {
         {"short", 0, 1, OPT_SHORT},   {"long", 0, 1, OPT_LONG}, {"tokens", 0, 1, OPT_TOKENS},
-        {"repeats", 0, 1, OPT_REPEATS}, {"set", 0, 1, OPT_SET}, {0, 0, 0, 0},
+        {"repeats", 0, 1, OPT_REPEATS}, {"set", 0, 1, OPT_SET}, {"write-machine", 0, 1, OPT_MACHINE},
+        {"name", 0, 1, OPT_NAME},     {0, 0, 0, 0},
     };
     int shortlen = 64, longlen = 0, tokens = 0, repeats = 5, nsets = 0, opt;
+    const char *machine = NULL, *name = "cpu-this";
+    char *command = command_line(argc, argv);
     const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
     cli_args_t args;
-    cli_args_init(&args, "plan calibrate", calibrate_usage, options, 0, &argc, &argv);
+    cli_args_init(&args, "plan calibrate", calibrate_usage, options, 1, &argc, &argv);
     while ((opt = cli_args_next(&args)) != 0) {
         switch (opt) {
         case OPT_SHORT: shortlen = (int)cli_args_int(&args, 2, 1 << 20); break;
@@ -115,10 +175,14 @@ int plan_calibrate(int argc, char **argv)
         case OPT_TOKENS: tokens = (int)cli_args_int(&args, 2, 1 << 24); break;
         case OPT_REPEATS: repeats = (int)cli_args_int(&args, 1, 1000); break;
         case OPT_SET: sets[nsets++] = args.value; break;
+        case OPT_MACHINE: machine = args.value; break;
+        case OPT_NAME: name = args.value; break;
         }
     }
+    if (!*name || strlen(name) >= 128)
+        cli_args_fail(&args, 0, "--name expects 1 to 127 characters");
     config_t cfg;
-    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 1);
+    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 0);
     train_config_resolve(&cfg, 0);
     if (!longlen)
         longlen = cfg.data.seq_len;
@@ -131,8 +195,13 @@ int plan_calibrate(int argc, char **argv)
     if (longlen > cfg.model.max_position_embeddings)
         cli_args_fail(&args, 0, "--long (%d) exceeds model.max_position_embeddings (%d)", longlen,
                       cfg.model.max_position_embeddings);
+    const char *config_name = args.npositional ? args.positional[args.npositional - 1] : "the default config";
+    char *config_copy = fb_strdup(config_name);
     free(sets);
     cli_args_free(&args);
+    parallel_init(&argc, &argv);
+    const int rank = parallel_rank();
+    const int threads = train_choose_threads();
 
     const model_config_t *mc = &cfg.model;
     /* Dropless: capacity would drop a different share at each length. */
@@ -140,25 +209,75 @@ int plan_calibrate(int argc, char **argv)
     dropless.capacity_factor = 0.0;
     model_t *m = model_create(&dropless, ops_cpu(), tokens);
     model_init_weights(m, cfg.run.seed);
-    const double ts = time_pass(m, &dropless, tokens, shortlen, repeats);
-    const double tl = time_pass(m, &dropless, tokens, longlen, repeats);
+    comm_barrier(comm_world());
+    const double ts = calib_max_over_ranks(time_pass(m, &dropless, tokens, shortlen, repeats));
+    comm_barrier(comm_world());
+    const double tl = calib_max_over_ranks(time_pass(m, &dropless, tokens, longlen, repeats));
     model_free(m);
 
     const double b = (tl - ts) / ((double)tokens * (double)(longlen - shortlen));
     const double a = ts / (double)tokens - b * (double)shortlen;
-    printf("calibrate: %d tokens as samples of %d: %.4f s, of %d: %.4f s (forward + backward, median of %d)\n",
-           tokens, shortlen, ts, longlen, tl, repeats);
-    if (!(b > 0) || !(a > 0)) {
+    if (rank == 0)
+        printf("calibrate: %d tokens as samples of %d: %.4f s, of %d: %.4f s (forward + backward, median of %d%s)\n",
+               tokens, shortlen, ts, longlen, tl, repeats, parallel_size() > 1 ? ", slowest rank" : "");
+    const int measurable = b > 0 && a > 0;
+    if (rank == 0 && !measurable)
         printf("calibrate: no attention term measurable at these lengths (a %.3g, b %.3g s per token); use a longer "
                "--long or more --tokens\n", a, b);
-        config_free(&cfg);
-        return FB_EXIT_OK;
+    if (rank == 0 && measurable) {
+        const double c = b / a;
+        const double flops_c = model_attention_cost(mc);
+        printf("calibrate: per token a + b*len with a = %.4g s, b = %.4g s\n", a, b);
+        printf("data.attention_cost measured %.6g (FLOP-based \"auto\": %.6g, %.2fx)\n", c, flops_c,
+               flops_c > 0 ? c / flops_c : NAN);
     }
-    const double c = b / a;
-    const double flops_c = model_attention_cost(mc);
-    printf("calibrate: per token a + b*len with a = %.4g s, b = %.4g s\n", a, b);
-    printf("data.attention_cost measured %.6g (FLOP-based \"auto\": %.6g, %.2fx)\n", c, flops_c,
-           flops_c > 0 ? c / flops_c : NAN);
+    if (machine) {
+        /* the two passes' FLOPs: the same linear part, the attention part
+         * from each one's sum of len^2 */
+        calib_machine_t cm = {.name = name, .command = command, .config = config_copy, .ranks = parallel_size(),
+                              .local = parallel_local_size(), .threads = threads, .tokens = tokens,
+                              .shortlen = shortlen, .longlen = longlen, .repeats = repeats};
+        const double sq_s = (double)(tokens / shortlen) * shortlen * shortlen +
+                            (double)(tokens % shortlen) * (tokens % shortlen);
+        const double sq_l = (double)(tokens / longlen) * longlen * longlen +
+                            (double)(tokens % longlen) * (tokens % longlen);
+        const double f_lin = model_flops_packed(mc, tokens, 0.0);
+        const double fa_s = model_flops_packed(mc, tokens, sq_s) - f_lin;
+        const double fa_l = model_flops_packed(mc, tokens, sq_l) - f_lin;
+        const double inv_att = measurable ? (tl - ts) / (fa_l - fa_s) : 0.0;
+        const double t_lin = ts - fa_s * inv_att;
+        cm.attention_flops = inv_att > 0 ? 1.0 / inv_att : 0.0;
+        cm.dense_flops = t_lin > 0 ? f_lin / t_lin : (f_lin + fa_s) / ts;
+        comm_barrier(comm_world());
+        /* the slowest rank's rate: the max of its negation */
+        cm.gemm_flops = -calib_max_over_ranks(-peak_flops_cpu(0.5));
+        cm.adamw_bandwidth = calib_adamw_bandwidth();
+        char why[256] = "", cpu[256], mpi[256];
+        cm.have_links = calib_links(&cm.latency, &cm.bandwidth, why, sizeof why) == 0;
+        cm.links_why = why;
+        cpu_model(cpu, sizeof cpu);
+        cm.cpu = cpu;
+        snprintf(mpi, sizeof mpi, "%s", parallel_library_version());
+        cm.mpi = mpi;
+        char *nodes = parallel_node_list();
+        cm.nodes = nodes;
+        if (rank == 0) {
+            calib_write_machine(machine, &cm);
+            printf("calibrate: machine %s: %.4g GFLOP/s linear, %.4g GFLOP/s attention, sgemm %.4g GFLOP/s, AdamW "
+                   "%.4g GB/s, ", name, cm.dense_flops / 1e9, cm.attention_flops / 1e9, cm.gemm_flops / 1e9,
+                   cm.adamw_bandwidth / 1e9);
+            if (cm.have_links)
+                printf("MPI latency %.3g us, bandwidth %.4g GB/s over %d ranks", cm.latency * 1e6,
+                       cm.bandwidth / 1e9, cm.ranks);
+            else
+                printf("links not measured (%s)", why);
+            printf(" -> %s\n", machine);
+        }
+        free(nodes);
+    }
+    free(config_copy);
+    free(command);
     config_free(&cfg);
+    parallel_finalize();
     return FB_EXIT_OK;
 }

@@ -9,6 +9,7 @@
 #define FABULA_PLAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config/config.h"
 
@@ -69,6 +70,10 @@ typedef struct plan_machine {
     double host_memory;         /* bytes per node */
     double host_link_bandwidth; /* bytes/s device <-> host per device (offload); 0 = same memory */
     plan_link_t intra, inter;   /* inside a node, between nodes */
+    double memory_bandwidth;    /* bytes/s one rank streams through the AdamW update (0: not modelled) */
+    double gemm_flops;          /* the plain GEMM's FLOP/s, for reference (calibrate: the ops table's sgemm) */
+    double step_overhead_s;     /* fixed seconds per step outside the model (loader, logging) */
+    double microbatch_overhead_s; /* fixed seconds per micro-batch (loss, packing, kernel launches) */
 } plan_machine_t;
 
 /* What a step's data looks like to the time model: per micro-batch tokens
@@ -78,7 +83,30 @@ typedef struct plan_workload {
     double tokens_per_microbatch;
     double sum_len_sq_per_microbatch;
     double imbalance;
+    double microbatches_per_rank; /* 0: the layout's grad_accum */
 } plan_workload_t;
+
+/* The collectives of one step, by role, as plan_time counts them. */
+typedef enum {
+    PLAN_COMM_DP_GRAD = 0,      /* ZeRO 0: all-reduce; 1-3: reduce-scatter of the gradient (dense, over dp) */
+    PLAN_COMM_EDP_GRAD,         /* the same of the expert gradient, over dp / ep */
+    PLAN_COMM_DP_PARAM,         /* ZeRO 1/2: all-gather of the updated parameters */
+    PLAN_COMM_ZERO3_GATHER,     /* ZeRO 3: every block's parameters all-gathered, forward and backward */
+    PLAN_COMM_EP_ALLTOALL,      /* expert dispatch and return, forward and backward */
+    PLAN_COMM_TP,               /* tensor-parallel all-reduce (or reduce-scatter + all-gather with sp) */
+    PLAN_COMM_PP,               /* pipeline activations and their gradients, point to point */
+    PLAN_COMM_NORM,             /* the gradient norm's all-reduce (one double) */
+    PLAN_COMM_N
+} plan_comm_role_t;
+
+typedef struct plan_comm {
+    double calls;               /* collective calls per step (pieces: buckets, chunks) */
+    double bytes;               /* bytes per rank per step (each call's full buffer, summed) */
+    double seconds;             /* alpha-beta time of those calls */
+    double exposed_s;           /* the part not hidden under compute */
+    int group;                  /* ranks in the group */
+    int inter;                  /* 1 when the group spans nodes (the inter link) */
+} plan_comm_t;
 
 typedef struct plan_time {
     double compute_s;           /* forward + backward + optimizer of one rank's step */
@@ -89,7 +117,39 @@ typedef struct plan_time {
     double step_s;
     double tokens_per_s;        /* global */
     double bubble_fraction;     /* (p - 1) / (v m + p - 1) for 1F1B */
+    double forward_s, backward_s, optimizer_s, recompute_s, overhead_s; /* parts of compute_s */
+    double flops;               /* model FLOPs of one rank's step */
+    double tokens;              /* global tokens per step */
+    plan_comm_t comm[PLAN_COMM_N];
 } plan_time_t;
+
+/* plan_collectives.c: the alpha-beta time of one collective over n ranks
+ * on a link; `bytes` is the full buffer (all-reduce: the buffer;
+ * reduce-scatter: its input; all-gather: its output; all-to-all: what one
+ * rank sends in all; point to point: the message). docs/plan.md, "Time". */
+typedef enum {
+    PLAN_COLL_ALLREDUCE_RING = 0,
+    PLAN_COLL_ALLREDUCE_TREE,
+    PLAN_COLL_ALLREDUCE,        /* the faster of ring and tree, as MPI and NCCL choose by size */
+    PLAN_COLL_REDUCE_SCATTER,
+    PLAN_COLL_ALLGATHER,
+    PLAN_COLL_ALLTOALL,
+    PLAN_COLL_P2P
+} plan_coll_t;
+double plan_coll_time(plan_coll_t c, int n, double bytes, const plan_link_t *link);
+const char *plan_comm_role_name(plan_comm_role_t r);
+/* The link a group of n ranks at rank stride `stride` uses: intra when the
+ * group fits in one node (stride x n <= devices_per_node), else inter. */
+const plan_link_t *plan_group_link(const plan_machine_t *m, int stride, int n, int *inter);
+
+/* plan_workload.c: the workload of a step from sample lengths: the step
+ * plan (sampler, packer, balancer) run for `steps` steps on dp ranks as
+ * train runs it (the config's micro-batch capacity and accumulation). */
+void plan_workload_from_lengths(const config_t *cfg, const int64_t *lens, int64_t n, int dp, long steps,
+                                plan_workload_t *w);
+/* Every sample `len` tokens long: a step's `samples` samples spread evenly
+ * over dp ranks x `microbatches` micro-batches each, no imbalance. */
+void plan_workload_uniform(double len, double samples, int dp, int microbatches, plan_workload_t *w);
 
 /* plan_layout.c */
 /* The layout the config and a world of `world` ranks give (tp = pp = 1 today
@@ -109,6 +169,8 @@ void plan_memory(const config_t *cfg, const plan_layout_t *lay, plan_memory_t *o
 
 /* plan_machine.c: a machine file in and out (docs/plan.md, "Machine files"). */
 int plan_machine_load(const char *path, plan_machine_t *m, char *err, size_t errlen);
+/* The same from JSON text (`what` names it in messages). */
+int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, char *err, size_t errlen);
 
 /* plan_time.c: one step's time of the layout on the machine. */
 void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine_t *mach, const plan_workload_t *w,

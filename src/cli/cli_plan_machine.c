@@ -1,0 +1,190 @@
+/* What `fabula plan calibrate --write-machine` measures besides the
+ * attention cost, on every rank of the job at once (so a rank sees the
+ * cores, memory bandwidth and links the others leave it, as in training),
+ * and the machine file it writes (docs/plan.md, "Machine files"). */
+#include "cli/cli_plan_machine.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "monitor/timer.h"
+#include "ops.h"
+#include "parallel/comm.h"
+#include "parallel/world.h"
+#include "util/error.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double calib_max_over_ranks(double x)
+{
+    comm_allreduce(comm_world(), &x, 1, COMM_F64, COMM_MAX);
+    return x;
+}
+
+double calib_adamw_bandwidth(void)
+{
+    /* well above the caches, so the update streams from memory as a real
+     * optimizer step over millions of parameters does */
+    const size_t n = (size_t)1 << 22;
+    const ops_t *o = ops_cpu();
+    float *p = fb_calloc(n, sizeof *p), *g = fb_calloc(n, sizeof *g), *m = fb_calloc(n, sizeof *m),
+          *v = fb_calloc(n, sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        g[i] = (float)((i * 2654435761u) % 1000u) * 1e-6f;
+    double t[7];
+    comm_barrier(comm_world());
+    for (int r = -1; r < 7; r++) {
+        const double t0 = timer_now();
+        o->adamw(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, r + 2);
+        if (r >= 0)
+            t[r] = timer_now() - t0;
+    }
+    free(p);
+    free(g);
+    free(m);
+    free(v);
+    const double sec = calib_max_over_ranks(median(t, 7));
+    return CALIB_ADAMW_BYTES * (double)n / sec;
+}
+
+int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
+{
+    comm_t *w = comm_world();
+    const int n = comm_size(w);
+    if (n < 2) {
+        snprintf(why, whylen, "one rank: no link to measure (run calibrate under mpiexec -n 2 or more)");
+        return -1;
+    }
+    /* latency: a one-float all-reduce, the tree's 2 ceil(log2 n) hops */
+    enum { SMALL = 200, LARGE = 5 };
+    float x = 1.0f;
+    double ts[SMALL];
+    for (int r = -20; r < SMALL; r++) {
+        comm_barrier(w);
+        const double t0 = timer_now();
+        comm_allreduce(w, &x, 1, COMM_F32, COMM_SUM);
+        if (r >= 0)
+            ts[r] = timer_now() - t0;
+    }
+    const double t_small = calib_max_over_ranks(median(ts, SMALL));
+    const double hops = 2.0 * ceil(log2((double)n));
+    *latency = t_small / hops;
+    /* bandwidth: a 16 MiB all-reduce, the ring's 2 (n-1)/n B over the link
+     * after its 2 (n-1) latencies (plan_coll_time inverted) */
+    const size_t count = (size_t)1 << 22;
+    float *buf = fb_calloc(count, sizeof *buf);
+    double tl[LARGE];
+    for (int r = -1; r < LARGE; r++) {
+        comm_barrier(w);
+        const double t0 = timer_now();
+        comm_allreduce(w, buf, count, COMM_F32, COMM_SUM);
+        if (r >= 0)
+            tl[r] = timer_now() - t0;
+    }
+    free(buf);
+    const double t_large = calib_max_over_ranks(median(tl, LARGE));
+    const double bytes = (double)count * sizeof(float);
+    const double rest = t_large - 2.0 * (n - 1) * *latency;
+    if (!(rest > 0)) {
+        snprintf(why, whylen, "the 16 MiB all-reduce (%.3g s) took no longer than its latencies", t_large);
+        return -1;
+    }
+    *bandwidth = 2.0 * (n - 1) / n * bytes / rest;
+    return 0;
+}
+
+static json_t *figure(double value, const char *source, int assumption)
+{
+    json_t *f = json_object();
+    json_object_set_new(f, "value", json_real(value));
+    json_object_set_new(f, "source", json_string(source));
+    if (assumption)
+        json_object_set_new(f, "assumption", json_true());
+    return f;
+}
+
+static double node_memory(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size : 0.0;
+}
+
+void calib_write_machine(const char *path, const calib_machine_t *c)
+{
+    char src[1024];
+    json_t *o = json_object();
+    json_object_set_new(o, "format", json_string("fabula-machine-1"));
+    json_object_set_new(o, "name", json_string(c->name));
+    snprintf(src, sizeof src, "%d rank%s of %d thread%s each on %s (%s)", c->ranks, c->ranks == 1 ? "" : "s",
+             c->threads, c->threads == 1 ? "" : "s", c->cpu, c->nodes);
+    json_object_set_new(o, "description", json_string(src));
+    json_object_set_new(o, "calibrated", json_string(c->command));
+    snprintf(src, sizeof src, "measured: ranks per node of the calibrating job (%s)", c->nodes);
+    json_object_set_new(o, "devices_per_node", figure(c->local, src, 0));
+    snprintf(src, sizeof src,
+             "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d, slowest "
+             "rank), the linear part of model_flops_packed over its time (docs/plan.md, \"Machine files\")",
+             c->config, c->tokens, c->shortlen, c->longlen, c->repeats);
+    json_object_set_new(o, "flops", figure(c->dense_flops, src, 0));
+    if (c->attention_flops > 0) {
+        snprintf(src, sizeof src, "measured: the same two passes, the attention part (12 L d per attended position) "
+                                  "over the extra time of the long samples");
+        json_object_set_new(o, "attention_flops", figure(c->attention_flops, src, 0));
+    }
+    snprintf(src, sizeof src, "measured: best of repeated 384x384x384 sgemm through the CPU ops table's matmul at %d "
+                              "thread%s on every rank at once (peak_flops_cpu)", c->threads, c->threads == 1 ? "" : "s");
+    json_object_set_new(o, "gemm_flops", figure(c->gemm_flops, src, 0));
+    snprintf(src, sizeof src, "measured: the ops table's AdamW over 4M fp32 parameters on every rank at once, %g bytes "
+                              "a parameter, median of 7", CALIB_ADAMW_BYTES);
+    json_object_set_new(o, "memory_bandwidth", figure(c->adamw_bandwidth, src, 0));
+    const double mem = node_memory();
+    json_object_set_new(o, "device_memory",
+                        figure(mem / (c->local > 0 ? c->local : 1),
+                               "measured: the node's physical memory (sysconf) over the ranks per node: the CPU "
+                               "backend's device is host memory", 0));
+    json_object_set_new(o, "host_memory", figure(mem, "measured: the node's physical memory (sysconf)", 0));
+    json_object_set_new(o, "host_link_bandwidth",
+                        figure(0, "the CPU backend: device and host are the same memory (offload is a memcpy, "
+                                  "counted in memory_bandwidth)", 0));
+    json_t *intra = json_object(), *inter = json_object();
+    if (c->have_links) {
+        snprintf(src, sizeof src, "measured: median one-float MPI all-reduce over %d ranks (%s) / 2 ceil(log2 %d), "
+                                  "slowest rank", c->ranks, c->mpi, c->ranks);
+        json_object_set_new(intra, "latency_s", figure(c->latency, src, 0));
+        snprintf(src, sizeof src, "measured: median 16 MiB MPI all-reduce over %d ranks (%s), ring model "
+                                  "2 (n-1)/n B / (t - 2 (n-1) alpha), slowest rank", c->ranks, c->mpi);
+        json_object_set_new(intra, "bandwidth", figure(c->bandwidth, src, 0));
+    } else {
+        snprintf(src, sizeof src, "not measured (%s); assumed half of memory_bandwidth: a shared-memory MPI copy "
+                                  "reads and writes every byte", c->links_why);
+        json_object_set_new(intra, "latency_s", figure(2e-6, "not measured (calibrated on one rank); assumed 2 us, "
+                                                              "a shared-memory MPI message", 1));
+        json_object_set_new(intra, "bandwidth", figure(c->adamw_bandwidth / 2, src, 1));
+    }
+    json_object_set_new(inter, "latency_s",
+                        figure(json_real_value(json_object_get(json_object_get(intra, "latency_s"), "value")),
+                               "not measured: the calibrating job ran on one node; the intra figure repeated", 1));
+    json_object_set_new(inter, "bandwidth",
+                        figure(json_real_value(json_object_get(json_object_get(intra, "bandwidth"), "value")),
+                               "not measured: the calibrating job ran on one node; the intra figure repeated", 1));
+    json_object_set_new(o, "intra", intra);
+    json_object_set_new(o, "inter", inter);
+    if (json_dump_file(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0)
+        fb_fatal(FB_EXIT_IO, "fabula plan calibrate: cannot write machine file %s: %s", path, strerror(errno));
+    json_decref(o);
+}

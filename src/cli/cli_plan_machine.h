@@ -1,0 +1,32 @@
+/* The machine measurements of `fabula plan calibrate --write-machine`
+ * (cli_plan_machine.c). Collective over the world: every rank calls each. */
+#ifndef FABULA_CLI_CLI_PLAN_MACHINE_H
+#define FABULA_CLI_CLI_PLAN_MACHINE_H
+
+#include <stddef.h>
+
+/* Bytes one parameter moves through AdamW (p, g, m, v read; p, m, v
+ * written, fp32): plan_time.c counts the same. */
+#define CALIB_ADAMW_BYTES 28.0
+
+typedef struct calib_machine {
+    const char *name, *command, *config, *cpu, *nodes, *mpi, *links_why;
+    int ranks, local, threads, tokens, shortlen, longlen, repeats;
+    double dense_flops, attention_flops, gemm_flops, adamw_bandwidth;
+    int have_links;
+    double latency, bandwidth;
+} calib_machine_t;
+
+/* The largest x over the ranks. */
+double calib_max_over_ranks(double x);
+/* Bytes/s of the ops table's AdamW (CALIB_ADAMW_BYTES a parameter), the
+ * slowest rank's. */
+double calib_adamw_bandwidth(void);
+/* MPI latency and bandwidth over the world (plan_coll_time's all-reduce
+ * inverted); -1 and why when there is one rank or the figures make no
+ * sense. */
+int calib_links(double *latency, double *bandwidth, char *why, size_t whylen);
+/* Rank 0: writes the machine file. */
+void calib_write_machine(const char *path, const calib_machine_t *c);
+
+#endif

@@ -1,0 +1,213 @@
+/* `fabula plan time`: one step's predicted time of a layout on a machine
+ * file (src/plan/plan_time.c, docs/plan.md "Time"), broken down into
+ * compute, each collective, the exposed communication, the pipeline bubble
+ * and the imbalance the step plan leaves, from the sample lengths of a
+ * corpus (the step plan run on them) or one given length. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_args.h"
+#include "cli/cli_plan.h"
+#include "config/config.h"
+#include "plan/plan.h"
+#include "train/train_config.h"
+#include "util/error.h"
+
+static void time_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fabula plan time [CONFIG.json ...] --world N --machine FILE\n"
+            "                        [--jsonl FILE [--split windows|chapters] | --corpus-lengths FILE | --mean-len L]\n"
+            "                        [--steps S] [--set K=V] [--json]\n"
+            "\n"
+            "Predicts one training step's time of the config's model on N data-parallel\n"
+            "ranks (ZeRO stage, ep, overlap_comm, buckets and offload from the config)\n"
+            "on the machine file (docs/plan.md, \"Machine files\"): compute from the\n"
+            "model FLOPs of the packed micro-batches at the machine's sustained FLOP/s,\n"
+            "every collective of the step at its alpha-beta time (intra- or inter-node\n"
+            "link by the group's span), the part overlap_comm hides, the pipeline\n"
+            "bubble and the wait for the slowest rank (docs/plan.md, \"Time\").\n"
+            "\n"
+            "  --world N              data-parallel ranks\n"
+            "  --machine FILE         machine file (inputs/machines/*.json)\n"
+            "  --jsonl FILE           sample lengths from novels (byte tokenizer), the step\n"
+            "                         plan run on them for --steps steps\n"
+            "  --split windows|chapters  with --jsonl (default windows, the training samples)\n"
+            "  --corpus-lengths FILE  sample lengths, one integer a line\n"
+            "  --mean-len L           every sample L tokens (default data.seq_len)\n"
+            "  --steps S              steps of the step-plan simulation (default 20)\n"
+            "  --set KEY=VALUE        config override, as for train\n"
+            "  --json                 one JSON object instead of the table\n"
+            "\n"
+            "exit codes: 0 ok, 2 usage, config or machine file, 3 input data, 4 I/O\n");
+}
+
+/* The layout train forms on `world` ranks today: all data-parallel, ep,
+ * ZeRO and offload from the config. */
+static void layout_of_world(const config_t *cfg, int world, plan_layout_t *lay)
+{
+    memset(lay, 0, sizeof *lay);
+    lay->world = world;
+    lay->dp = world;
+    lay->tp = lay->pp = 1;
+    lay->ep = cfg->parallel.expert_parallel_size > 0 ? cfg->parallel.expert_parallel_size : 1;
+    lay->zero = cfg->zero.stage;
+    lay->offload_optimizer = cfg->zero.offload_optimizer;
+    lay->offload_param = cfg->zero.offload_param;
+    lay->virtual_stages = 1;
+    lay->micro_batch_tokens = cfg->loader.max_tokens_per_batch;
+    lay->grad_accum = cfg->grad_accum;
+    lay->act_bytes = cfg->run.backend == RUN_BACKEND_CUDA ? 2 : 4;
+}
+
+static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const plan_workload_t *w,
+                       const plan_time_t *t)
+{
+    json_t *o = json_object(), *comm = json_object();
+    json_object_set_new(o, "machine", json_string(m->name));
+    json_object_set_new(o, "world", json_integer(lay->world));
+    json_object_set_new(o, "dp", json_integer(lay->dp));
+    json_object_set_new(o, "tp", json_integer(lay->tp));
+    json_object_set_new(o, "pp", json_integer(lay->pp));
+    json_object_set_new(o, "ep", json_integer(lay->ep));
+    json_object_set_new(o, "zero", json_integer(lay->zero));
+    json_object_set_new(o, "microbatches_per_rank", json_real(w->microbatches_per_rank));
+    json_object_set_new(o, "tokens_per_microbatch", json_real(w->tokens_per_microbatch));
+    json_object_set_new(o, "sum_len_sq_per_microbatch", json_real(w->sum_len_sq_per_microbatch));
+    json_object_set_new(o, "imbalance", json_real(w->imbalance));
+    const struct { const char *k; double v; } f[] = {
+        {"forward_s", t->forward_s},     {"backward_s", t->backward_s}, {"recompute_s", t->recompute_s},
+        {"optimizer_s", t->optimizer_s}, {"overhead_s", t->overhead_s}, {"compute_s", t->compute_s},
+        {"comm_s", t->comm_s},           {"comm_exposed_s", t->comm_exposed_s}, {"bubble_s", t->bubble_s},
+        {"bubble_fraction", t->bubble_fraction}, {"imbalance_s", t->imbalance_s}, {"step_s", t->step_s},
+        {"tokens", t->tokens},           {"tokens_per_s", t->tokens_per_s}, {"flops", t->flops},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        json_object_set_new(o, f[i].k, json_real(f[i].v));
+    for (int r = 0; r < PLAN_COMM_N; r++) {
+        const plan_comm_t *c = &t->comm[r];
+        json_t *x = json_object();
+        json_object_set_new(x, "calls", json_real(c->calls));
+        json_object_set_new(x, "bytes", json_real(c->bytes));
+        json_object_set_new(x, "seconds", json_real(c->seconds));
+        json_object_set_new(x, "exposed_s", json_real(c->exposed_s));
+        json_object_set_new(x, "group", json_integer(c->group));
+        json_object_set_new(x, "link", json_string(c->inter ? "inter" : "intra"));
+        json_object_set_new(comm, plan_comm_role_name((plan_comm_role_t)r), x);
+    }
+    json_object_set_new(o, "comm", comm);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    if (!s)
+        fb_fatal(FB_EXIT_INTERNAL, "fabula plan time: out of memory for the JSON output");
+    printf("%s\n", s);
+    free(s);
+    json_decref(o);
+}
+
+static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const plan_workload_t *w,
+                        const plan_time_t *t, const char *source)
+{
+    printf("machine: %s (%d ranks a node, %.4g TFLOP/s sustained, attention %.4g TFLOP/s)\n", m->name,
+           m->devices_per_node, m->flops / 1e12, (m->attention_flops > 0 ? m->attention_flops : m->flops) / 1e12);
+    printf("layout: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d\n", lay->world, lay->dp, lay->tp, lay->pp,
+           lay->ep, lay->zero);
+    printf("workload (%s): %.4g micro-batches per rank of %.1f tokens (mean), sum len^2 %.4g, imbalance %.3f%%\n",
+           source, w->microbatches_per_rank, w->tokens_per_microbatch, w->sum_len_sq_per_microbatch,
+           100 * w->imbalance);
+    printf("compute: %.6f s (forward %.6f, backward %.6f, recompute %.6f, optimizer %.6f, overhead %.6f; "
+           "%.4g GFLOP)\n", t->compute_s, t->forward_s, t->backward_s, t->recompute_s, t->optimizer_s,
+           t->overhead_s, t->flops / 1e9);
+    printf("%-16s %10s %12s %6s %6s %12s %12s\n", "collective", "calls", "MiB", "group", "link", "seconds",
+           "exposed");
+    for (int r = 0; r < PLAN_COMM_N; r++) {
+        const plan_comm_t *c = &t->comm[r];
+        if (c->calls <= 0)
+            continue;
+        printf("%-16s %10.0f %12.3f %6d %6s %12.6f %12.6f\n", plan_comm_role_name((plan_comm_role_t)r), c->calls,
+               c->bytes / 1048576.0, c->group, c->inter ? "inter" : "intra", c->seconds, c->exposed_s);
+    }
+    printf("comm: %.6f s, exposed %.6f s\n", t->comm_s, t->comm_exposed_s);
+    printf("bubble: %.6f s (%.2f%%)\n", t->bubble_s, 100 * t->bubble_fraction);
+    printf("imbalance: %.6f s\n", t->imbalance_s);
+    printf("step: %.6f s, %.1f tokens/s (%.0f tokens a step)\n", t->step_s, t->tokens_per_s, t->tokens);
+}
+
+int plan_time_main(int argc, char **argv)
+{
+    enum { OPT_WORLD = 1, OPT_MACHINE, OPT_JSONL, OPT_SPLIT, OPT_LENGTHS, OPT_MEANLEN, OPT_STEPS, OPT_SET, OPT_JSON };
+    static const cli_option_t options[] = {
+        {"world", 0, 1, OPT_WORLD},         {"machine", 0, 1, OPT_MACHINE}, {"jsonl", 0, 1, OPT_JSONL},
+        {"split", 0, 1, OPT_SPLIT},         {"corpus-lengths", 0, 1, OPT_LENGTHS},
+        {"mean-len", 0, 1, OPT_MEANLEN},    {"steps", 0, 1, OPT_STEPS}, {"set", 0, 1, OPT_SET},
+        {"json", 0, 0, OPT_JSON},           {0, 0, 0, 0},
+    };
+    const char *machine = NULL, *jsonl = NULL, *lengths = NULL, *split = "windows";
+    int world = 0, json = 0, nsets = 0, opt;
+    long steps = 20;
+    double mean_len = 0;
+    const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
+    cli_args_t args;
+    cli_args_init(&args, "plan time", time_usage, options, 0, &argc, &argv);
+    while ((opt = cli_args_next(&args)) != 0) {
+        switch (opt) {
+        case OPT_WORLD: world = (int)cli_args_int(&args, 1, 1 << 24); break;
+        case OPT_MACHINE: machine = args.value; break;
+        case OPT_JSONL: jsonl = args.value; break;
+        case OPT_SPLIT: split = args.value; break;
+        case OPT_LENGTHS: lengths = args.value; break;
+        case OPT_MEANLEN: mean_len = cli_args_real(&args, 1.0, INFINITY, 0); break;
+        case OPT_STEPS: steps = (long)cli_args_int(&args, 1, 1000000); break;
+        case OPT_SET: sets[nsets++] = args.value; break;
+        case OPT_JSON: json = 1; break;
+        }
+    }
+    if (!world)
+        cli_args_fail(&args, 1, "--world N is required");
+    if (!machine)
+        cli_args_fail(&args, 1, "--machine FILE is required");
+    if ((jsonl != NULL) + (lengths != NULL) + (mean_len > 0) > 1)
+        cli_args_fail(&args, 1, "give at most one of --jsonl, --corpus-lengths and --mean-len");
+    if (strcmp(split, "windows") != 0 && strcmp(split, "chapters") != 0)
+        cli_args_fail(&args, 0, "--split '%s': expected windows or chapters", split);
+
+    plan_machine_t m;
+    char err[768];
+    if (plan_machine_load(machine, &m, err, sizeof err))
+        fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s", err);
+    config_t cfg;
+    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
+                world, 0);
+    train_config_resolve(&cfg, 0);
+    free(sets);
+    cli_args_free(&args);
+    plan_layout_t lay;
+    layout_of_world(&cfg, world, &lay);
+    if (lay.dp % lay.ep != 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan time: parallel.expert_parallel_size (%d) does not divide --world (%d)",
+                 lay.ep, world);
+
+    plan_workload_t w;
+    char source[600];
+    if (jsonl || lengths) {
+        int64_t *lens, cut;
+        int64_t n = cli_plan_lengths(jsonl, lengths, split, cfg.data.seq_len, &lens, &cut);
+        plan_workload_from_lengths(&cfg, lens, n, lay.dp, steps, &w);
+        snprintf(source, sizeof source, "step plan over %s, %ld steps", jsonl ? jsonl : lengths, steps);
+        free(lens);
+    } else {
+        const double len = mean_len > 0 ? mean_len : cfg.data.seq_len;
+        plan_workload_uniform(len, cfg.train_batch_size, lay.dp, cfg.grad_accum, &w);
+        snprintf(source, sizeof source, "every sample %g tokens", len);
+    }
+    plan_time_t t;
+    plan_time(&cfg, &lay, &m, &w, &t);
+    if (json)
+        print_json(&lay, &m, &w, &t);
+    else
+        print_table(&lay, &m, &w, &t, source);
+    config_free(&cfg);
+    return FB_EXIT_OK;
+}

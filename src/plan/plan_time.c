@@ -1,0 +1,217 @@
+/* The step-time model (docs/plan.md, "Time"): compute from the model's
+ * FLOPs of the packed micro-batches at the machine's sustained rates, the
+ * step's collectives as train issues them (docs/zero.md, "collectives per
+ * step"; docs/expert-parallel.md) each at its alpha-beta time, the part of
+ * them overlap_comm hides, the 1F1B bubble and the wait for the slowest
+ * data-parallel rank. One rank's view: every rank of a data-parallel group
+ * does the same work up to the imbalance. */
+#include <math.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "model/params.h"
+#include "plan/plan.h"
+#include "util/error.h"
+
+/* Bytes one parameter moves through AdamW: p, g, m, v read, p, m, v
+ * written, fp32 (the calibrated memory_bandwidth counts the same). */
+#define ADAMW_BYTES_PER_PARAM 28.0
+#define GRAD_BYTES 4.0 /* fabula reduces fp32 gradients and gathers fp32 parameters */
+
+static double ceil_div(double a, double b) { return b > 0 ? ceil(a / b) : 1.0; }
+
+/* Calls of a ZeRO 2/3 per-block collective: a block above the bucket goes
+ * in several pieces. */
+static double block_calls(const param_table_t *t, int group, double bucket)
+{
+    double calls = 0;
+    for (int b = 0; b < t->nblocks; b++) {
+        size_t lo, hi;
+        param_table_block_range(t, b, group, &lo, &hi);
+        if (hi > lo)
+            calls += bucket > 0 ? ceil_div((double)(hi - lo), bucket) : 1.0;
+    }
+    return calls;
+}
+
+static void add(plan_comm_t *c, plan_coll_t kind, int n, double calls, double bytes_each, const plan_link_t *l)
+{
+    if (n <= 1 || calls <= 0 || bytes_each <= 0)
+        return;
+    c->calls += calls;
+    c->bytes += calls * bytes_each;
+    c->seconds += calls * plan_coll_time(kind, n, bytes_each, l);
+}
+
+void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine_t *mach, const plan_workload_t *w,
+               plan_time_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const model_config_t *mc = &cfg->model;
+    const int dp = lay->dp, tp = lay->tp > 0 ? lay->tp : 1, pp = lay->pp > 0 ? lay->pp : 1;
+    const int ep = lay->ep > 0 ? lay->ep : 1, edp = dp / ep > 0 ? dp / ep : 1;
+    const int v = lay->virtual_stages > 0 ? lay->virtual_stages : 1;
+    const double nmicro = w->microbatches_per_rank > 0 ? w->microbatches_per_rank : (lay->grad_accum > 0 ? lay->grad_accum : 1);
+    const double T = w->tokens_per_microbatch, S2 = w->sum_len_sq_per_microbatch;
+    const double shard = (double)tp * (double)pp; /* model split within a data-parallel replica */
+
+    /* ---- compute ---- */
+    const double f_all = model_flops_packed(mc, T, S2), f_lin = model_flops_packed(mc, T, 0.0);
+    const double f_att = (f_all - f_lin) / shard, f_dense = f_lin / shard;
+    const double r_att = mach->attention_flops > 0 ? mach->attention_flops : mach->flops;
+    /* forward 1/3 of the FLOPs, backward 2/3 (model_flops_per_token) */
+    const double t_dense = f_dense / mach->flops, t_att = f_att / r_att;
+    const double fwd_mb = (t_dense + t_att) / 3.0, bwd_mb = 2.0 * (t_dense + t_att) / 3.0;
+    double rec_mb = 0;
+    if (lay->recompute == PLAN_RECOMPUTE_FULL)
+        rec_mb = fwd_mb;
+    else if (lay->recompute == PLAN_RECOMPUTE_SELECTIVE)
+        rec_mb = t_att / 3.0;
+    out->forward_s = nmicro * fwd_mb;
+    out->backward_s = nmicro * bwd_mb;
+    out->recompute_s = nmicro * rec_mb;
+    out->flops = nmicro * (f_att + f_dense);
+
+    param_table_t pt;
+    param_table_build_ep(&pt, mc, ep, 0);
+    const double psi_d = (double)pt.numel[PARAM_GROUP_DENSE] / shard;
+    const double psi_e = (double)pt.numel[PARAM_GROUP_EXPERT] / shard;
+    const double owned = lay->zero >= 1 ? psi_d / dp + psi_e / edp : psi_d + psi_e;
+    if (mach->memory_bandwidth > 0)
+        out->optimizer_s = owned * ADAMW_BYTES_PER_PARAM / mach->memory_bandwidth;
+    if (lay->offload_optimizer && mach->host_link_bandwidth > 0)
+        out->optimizer_s += 2.0 * owned * GRAD_BYTES / mach->host_link_bandwidth; /* gradient down, parameters up */
+    out->overhead_s = mach->step_overhead_s + nmicro * mach->microbatch_overhead_s;
+
+    /* ---- communication, by role ---- */
+    plan_comm_t *c = out->comm;
+    int inter;
+    const plan_link_t *l_dp = plan_group_link(mach, tp, dp, &inter);
+    c[PLAN_COMM_DP_GRAD].group = dp, c[PLAN_COMM_DP_GRAD].inter = inter;
+    c[PLAN_COMM_DP_PARAM].group = dp, c[PLAN_COMM_DP_PARAM].inter = inter;
+    c[PLAN_COMM_ZERO3_GATHER].group = dp, c[PLAN_COMM_ZERO3_GATHER].inter = inter;
+    const plan_link_t *l_edp = plan_group_link(mach, tp * ep, edp, &inter);
+    c[PLAN_COMM_EDP_GRAD].group = edp, c[PLAN_COMM_EDP_GRAD].inter = inter;
+    const plan_link_t *l_ep = plan_group_link(mach, tp, ep, &inter);
+    c[PLAN_COMM_EP_ALLTOALL].group = ep, c[PLAN_COMM_EP_ALLTOALL].inter = inter;
+    const plan_link_t *l_tp = plan_group_link(mach, 1, tp, &inter);
+    c[PLAN_COMM_TP].group = tp, c[PLAN_COMM_TP].inter = inter;
+    const plan_link_t *l_pp = plan_group_link(mach, tp * dp, pp, &inter);
+    c[PLAN_COMM_PP].group = pp, c[PLAN_COMM_PP].inter = inter;
+    const int world = dp * tp * pp;
+    const plan_link_t *l_w = plan_group_link(mach, 1, world, &inter);
+    c[PLAN_COMM_NORM].group = world, c[PLAN_COMM_NORM].inter = inter;
+
+    const double rb = cfg->zero.reduce_bucket_size, ab = cfg->zero.allgather_bucket_size;
+    const int groups_n[2] = {dp, edp};
+    const plan_link_t *groups_l[2] = {l_dp, l_edp};
+    const plan_comm_role_t roles[2] = {PLAN_COMM_DP_GRAD, PLAN_COMM_EDP_GRAD};
+    const double psi[2] = {psi_d, psi_e};
+    for (int g = 0; g < 2; g++) {
+        plan_comm_t *r = &c[roles[g]];
+        if (psi[g] <= 0)
+            continue;
+        if (lay->zero <= 1) {
+            /* once per step, consecutive blocks merged up to the bucket */
+            const double calls = rb > 0 ? fmax(1.0, ceil_div(psi[g], rb)) : 1.0;
+            add(r, lay->zero == 0 ? PLAN_COLL_ALLREDUCE : PLAN_COLL_REDUCE_SCATTER, groups_n[g], calls,
+                psi[g] * GRAD_BYTES / calls, groups_l[g]);
+        } else {
+            /* every micro-batch, every block, split at the bucket */
+            const double calls = block_calls(&pt, g, rb);
+            add(r, PLAN_COLL_REDUCE_SCATTER, groups_n[g], nmicro * calls, psi[g] * GRAD_BYTES / calls, groups_l[g]);
+        }
+        if (lay->zero == 1 || lay->zero == 2) {
+            const double calls = ab > 0 ? fmax(1.0, ceil_div(psi[g], ab)) : 1.0;
+            add(&c[PLAN_COMM_DP_PARAM], PLAN_COLL_ALLGATHER, groups_n[g], calls, psi[g] * GRAD_BYTES / calls,
+                groups_l[g]);
+        } else if (lay->zero == 3) {
+            /* forward and backward gather every block of the micro-batch */
+            const double calls = (double)pt.nblocks;
+            add(&c[PLAN_COMM_ZERO3_GATHER], PLAN_COLL_ALLGATHER, groups_n[g], 2.0 * nmicro * calls,
+                psi[g] * GRAD_BYTES / calls, groups_l[g]);
+        }
+    }
+    add(&c[PLAN_COMM_NORM], PLAN_COLL_ALLREDUCE, world, 1.0, 8.0, l_w);
+
+    /* expert parallelism: per MoE layer and micro-batch one all-to-all of
+     * counts, then dispatch and return forward, and their mirrors
+     * backward, each in moe_a2a_chunks pieces */
+    int moe_layers = 0;
+    for (int i = 0; i < mc->num_hidden_layers; i++)
+        moe_layers += model_layer_is_moe(mc, i);
+    const double moe_local = (double)moe_layers / pp;
+    const int chunks = cfg->parallel.moe_a2a_chunks > 0 ? cfg->parallel.moe_a2a_chunks : 1;
+    const double rows = T / tp * mc->num_experts_per_tok, row_bytes = (double)mc->hidden_size * lay->act_bytes;
+    if (ep > 1 && moe_local > 0) {
+        add(&c[PLAN_COMM_EP_ALLTOALL], PLAN_COLL_ALLTOALL, ep, nmicro * moe_local, 8.0 * ep, l_ep);
+        add(&c[PLAN_COMM_EP_ALLTOALL], PLAN_COLL_ALLTOALL, ep, nmicro * moe_local * 4.0 * chunks,
+            rows * row_bytes / chunks, l_ep);
+    }
+    /* tensor parallelism: Megatron's two all-reduces of the layer's
+     * activations forward and two backward (sequence parallelism swaps
+     * each for a reduce-scatter and an all-gather: the same bytes) */
+    const double layers_local = (double)mc->num_hidden_layers / pp;
+    const double act = T * (double)mc->hidden_size * lay->act_bytes;
+    if (tp > 1) {
+        if (lay->sequence_parallel) {
+            add(&c[PLAN_COMM_TP], PLAN_COLL_REDUCE_SCATTER, tp, nmicro * layers_local * 4.0, act, l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLGATHER, tp, nmicro * layers_local * 4.0, act, l_tp);
+        } else {
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * layers_local * 4.0, act, l_tp);
+        }
+    }
+    /* pipeline: each micro-batch's activations forward and their gradient
+     * backward cross every stage boundary, v times with interleaving */
+    if (pp > 1)
+        add(&c[PLAN_COMM_PP], PLAN_COLL_P2P, 2, nmicro * 2.0 * v, act / (lay->sequence_parallel ? tp : 1), l_pp);
+
+    /* ---- overlap ---- */
+    const int ov = cfg->zero.overlap_comm;
+    for (int r = 0; r < PLAN_COMM_N; r++)
+        c[r].exposed_s = c[r].seconds;
+    if (ov) {
+        for (int g = 0; g < 2; g++) {
+            plan_comm_t *r = &c[roles[g]];
+            if (r->calls <= 0)
+                continue;
+            /* stage 0/1: under the last micro-batch's backward; 2/3: under
+             * each micro-batch's backward; the last bucket is never hidden */
+            const double window = lay->zero <= 1 ? bwd_mb : nmicro * bwd_mb;
+            const double last = r->seconds / r->calls * (lay->zero <= 1 ? 1.0 : nmicro);
+            r->exposed_s = fmax(r->seconds - window, fmin(last, r->seconds));
+        }
+        plan_comm_t *r = &c[PLAN_COMM_ZERO3_GATHER];
+        if (r->calls > 0) {
+            /* prefetch: the next block's gather under this block's work;
+             * the first block of each pass waits */
+            const double first = r->seconds / r->calls * 2.0 * nmicro;
+            r->exposed_s = fmax(r->seconds - nmicro * (fwd_mb + bwd_mb), fmin(first, r->seconds));
+        }
+    }
+    if (chunks > 1 && c[PLAN_COMM_EP_ALLTOALL].calls > 0) {
+        /* a chunk's exchange overlaps another chunk's expert compute: all
+         * but one chunk's worth of each exchange can hide under it */
+        const double f_exp = 6.0 * 3.0 * (double)mc->hidden_size * mc->intermediate_size * rows * moe_local;
+        const double t_exp = nmicro * f_exp / mach->flops;
+        plan_comm_t *r = &c[PLAN_COMM_EP_ALLTOALL];
+        r->exposed_s = fmax(r->seconds - t_exp * (chunks - 1) / chunks, r->seconds / chunks);
+    }
+    for (int r = 0; r < PLAN_COMM_N; r++) {
+        out->comm_s += c[r].seconds;
+        out->comm_exposed_s += c[r].exposed_s;
+    }
+
+    /* ---- pipeline bubble, imbalance, the step ---- */
+    const double mb_work = fwd_mb + bwd_mb + rec_mb;
+    if (pp > 1) {
+        out->bubble_fraction = (pp - 1.0) / (v * nmicro + pp - 1.0);
+        out->bubble_s = (pp - 1.0) / v * mb_work;
+    }
+    out->compute_s = out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s + out->overhead_s;
+    out->imbalance_s = dp > 1 ? w->imbalance * nmicro * mb_work : 0.0;
+    out->step_s = out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s;
+    out->tokens = T * nmicro * dp;
+    out->tokens_per_s = out->step_s > 0 ? out->tokens / out->step_s : 0.0;
+    param_table_free(&pt);
+}
