@@ -43,13 +43,14 @@ static void calibrate_usage(FILE *f)
             "Measures data.attention_cost, the c of the sampler's cost len + c*len^2,\n"
             "for the config's model on the CPU backend: forward and backward over\n"
             "--tokens tokens packed as samples of --short tokens, then of --long\n"
-            "tokens (default data.seq_len), the median of --repeats runs each. Prints\n"
+            "tokens (default data.seq_len), the median of --repeats alternating runs each. Prints\n"
             "the measured c beside the FLOP-based \"auto\" value; put it in the config\n"
             "as data.attention_cost to plan with it.\n"
             "\n"
             "  --short N     short sample length (default 64)\n"
             "  --long N      long sample length (default data.seq_len)\n"
-            "  --tokens N    tokens per measured pass (default: the long length x 2)\n"
+            "  --tokens N    tokens per measured pass (default: the long length x 2; with\n"
+            "                --write-machine at least data.max_tokens_per_batch)\n"
             "  --repeats N   timed passes per length (default 5; one untimed first)\n"
             "  --set K=V     override a config key\n"
             "  --write-machine FILE  also measure this machine and write a machine file for\n"
@@ -77,43 +78,79 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median seconds of forward + backward over T tokens cut into samples of
- * `len` (the last one shorter when len does not divide T). */
-static double time_pass(model_t *m, const model_config_t *mc, int T, int len, int repeats)
+/* T tokens cut into samples of `len` (the last one shorter when len does
+ * not divide T). */
+typedef struct pass_input {
+    int32_t *tokens, *positions, *targets, *cu;
+    model_input_t in;
+} pass_input_t;
+
+static void pass_make(pass_input_t *p, const model_config_t *mc, int T, int len)
 {
     const int nseq = (T + len - 1) / len;
-    int32_t *tokens = fb_malloc((size_t)T * sizeof *tokens), *positions = fb_malloc((size_t)T * sizeof *positions);
-    int32_t *targets = fb_malloc((size_t)T * sizeof *targets), *cu = fb_malloc((size_t)(nseq + 1) * sizeof *cu);
+    p->tokens = fb_malloc((size_t)T * sizeof *p->tokens);
+    p->positions = fb_malloc((size_t)T * sizeof *p->positions);
+    p->targets = fb_malloc((size_t)T * sizeof *p->targets);
+    p->cu = fb_malloc((size_t)(nseq + 1) * sizeof *p->cu);
     for (int t = 0; t < T; t++)
-        tokens[t] = (int32_t)(fb_hash2(77, (uint64_t)t) % (uint64_t)mc->vocab_size);
-    cu[0] = 0;
+        p->tokens[t] = (int32_t)(fb_hash2(77, (uint64_t)t) % (uint64_t)mc->vocab_size);
+    p->cu[0] = 0;
     for (int s = 0; s < nseq; s++) {
-        cu[s + 1] = (s + 1) * len < T ? (s + 1) * len : T;
-        for (int t = cu[s]; t < cu[s + 1]; t++) {
-            positions[t] = t - cu[s];
-            targets[t] = t + 1 < cu[s + 1] ? tokens[t + 1] : -1;
+        p->cu[s + 1] = (s + 1) * len < T ? (s + 1) * len : T;
+        for (int t = p->cu[s]; t < p->cu[s + 1]; t++) {
+            p->positions[t] = t - p->cu[s];
+            p->targets[t] = t + 1 < p->cu[s + 1] ? p->tokens[t + 1] : -1;
         }
     }
-    model_input_t in = {tokens, positions, targets, cu, T, nseq, NULL, 0};
-    model_scales_t sc = {.lm_denominator = (double)T, .mb_weight = 1.0, .training = 0};
-    double *times = fb_malloc((size_t)repeats * sizeof *times);
+    p->in = (model_input_t){p->tokens, p->positions, p->targets, p->cu, T, nseq, NULL, 0};
+}
+
+static void pass_free(pass_input_t *p)
+{
+    free(p->tokens);
+    free(p->positions);
+    free(p->targets);
+    free(p->cu);
+}
+
+static double pass_time(model_t *m, const pass_input_t *p)
+{
+    model_scales_t sc = {.lm_denominator = (double)p->in.T, .mb_weight = 1.0, .training = 0};
+    model_stats_t st;
+    model_zero_grads(m);
+    const double t0 = now();
+    model_forward(m, &p->in, &sc, &st);
+    model_backward(m);
+    return now() - t0;
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* Median seconds of forward + backward over T tokens as samples of `s`
+ * and of `l` tokens, the two passes alternating so that a machine whose
+ * load drifts (other jobs on a shared node) slows both alike. */
+static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int l, int repeats, double *ts,
+                        double *tl)
+{
+    pass_input_t ps, pl;
+    pass_make(&ps, mc, T, s);
+    pass_make(&pl, mc, T, l);
+    double *a = fb_malloc((size_t)repeats * sizeof *a), *b = fb_malloc((size_t)repeats * sizeof *b);
     for (int r = -1; r < repeats; r++) {
-        model_stats_t st;
-        model_zero_grads(m);
-        const double t0 = now();
-        model_forward(m, &in, &sc, &st);
-        model_backward(m);
+        const double x = pass_time(m, &ps), y = pass_time(m, &pl);
         if (r >= 0)
-            times[r] = now() - t0;
+            a[r] = x, b[r] = y;
     }
-    qsort(times, (size_t)repeats, sizeof *times, cmp_double);
-    const double med = times[repeats / 2];
-    free(times);
-    free(tokens);
-    free(positions);
-    free(targets);
-    free(cu);
-    return med;
+    *ts = median_of(a, repeats);
+    *tl = median_of(b, repeats);
+    free(a);
+    free(b);
+    pass_free(&ps);
+    pass_free(&pl);
 }
 
 /* The command line and the date, for the machine file's "calibrated". */
@@ -162,7 +199,7 @@ int plan_calibrate(int argc, char **argv)
         {"repeats", 0, 1, OPT_REPEATS}, {"set", 0, 1, OPT_SET}, {"write-machine", 0, 1, OPT_MACHINE},
         {"name", 0, 1, OPT_NAME},     {0, 0, 0, 0},
     };
-    int shortlen = 64, longlen = 0, tokens = 0, repeats = 5, nsets = 0, opt;
+    int shortlen = 64, longlen = 0, tokens = 0, tokens_given = 0, repeats = 5, nsets = 0, opt;
     const char *machine = NULL, *name = "cpu-this";
     char *command = command_line(argc, argv);
     const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
@@ -172,7 +209,7 @@ int plan_calibrate(int argc, char **argv)
         switch (opt) {
         case OPT_SHORT: shortlen = (int)cli_args_int(&args, 2, 1 << 20); break;
         case OPT_LONG: longlen = (int)cli_args_int(&args, 2, 1 << 20); break;
-        case OPT_TOKENS: tokens = (int)cli_args_int(&args, 2, 1 << 24); break;
+        case OPT_TOKENS: tokens = (int)cli_args_int(&args, 2, 1 << 24), tokens_given = 1; break;
         case OPT_REPEATS: repeats = (int)cli_args_int(&args, 1, 1000); break;
         case OPT_SET: sets[nsets++] = args.value; break;
         case OPT_MACHINE: machine = args.value; break;
@@ -188,6 +225,10 @@ int plan_calibrate(int argc, char **argv)
         longlen = cfg.data.seq_len;
     if (!tokens)
         tokens = 2 * longlen;
+    /* a machine's rates at the micro-batch training runs: per-call costs
+     * weigh more in a smaller one */
+    if (machine && !tokens_given && cfg.loader.max_tokens_per_batch > tokens)
+        tokens = cfg.loader.max_tokens_per_batch;
     if (!(shortlen < longlen))
         cli_args_fail(&args, 0, "--short (%d) must be below --long (%d)", shortlen, longlen);
     if (tokens < longlen)
@@ -209,10 +250,11 @@ int plan_calibrate(int argc, char **argv)
     dropless.capacity_factor = 0.0;
     model_t *m = model_create(&dropless, ops_cpu(), tokens);
     model_init_weights(m, cfg.run.seed);
+    double ts, tl;
     comm_barrier(comm_world());
-    const double ts = calib_max_over_ranks(time_pass(m, &dropless, tokens, shortlen, repeats));
-    comm_barrier(comm_world());
-    const double tl = calib_max_over_ranks(time_pass(m, &dropless, tokens, longlen, repeats));
+    time_passes(m, &dropless, tokens, shortlen, longlen, repeats, &ts, &tl);
+    ts = calib_max_over_ranks(ts);
+    tl = calib_max_over_ranks(tl);
     model_free(m);
 
     const double b = (tl - ts) / ((double)tokens * (double)(longlen - shortlen));
@@ -244,10 +286,20 @@ int plan_calibrate(int argc, char **argv)
         const double f_lin = model_flops_packed(mc, tokens, 0.0);
         const double fa_s = model_flops_packed(mc, tokens, sq_s) - f_lin;
         const double fa_l = model_flops_packed(mc, tokens, sq_l) - f_lin;
-        const double inv_att = measurable ? (tl - ts) / (fa_l - fa_s) : 0.0;
-        const double t_lin = ts - fa_s * inv_att;
+        /* the rates from the model as configured (capacity included: what
+         * train runs), not the dropless one the attention cost needs */
+        double ms, ml;
+        model_t *mm = model_create(mc, ops_cpu(), tokens);
+        model_init_weights(mm, cfg.run.seed);
+        comm_barrier(comm_world());
+        time_passes(mm, mc, tokens, shortlen, longlen, repeats, &ms, &ml);
+        model_free(mm);
+        ms = calib_max_over_ranks(ms);
+        ml = calib_max_over_ranks(ml);
+        const double inv_att = ml > ms ? (ml - ms) / (fa_l - fa_s) : 0.0;
+        const double t_lin = ms - fa_s * inv_att;
         cm.attention_flops = inv_att > 0 ? 1.0 / inv_att : 0.0;
-        cm.dense_flops = t_lin > 0 ? f_lin / t_lin : (f_lin + fa_s) / ts;
+        cm.dense_flops = t_lin > 0 ? f_lin / t_lin : (f_lin + fa_s) / ms;
         comm_barrier(comm_world());
         /* the slowest rank's rate: the max of its negation */
         cm.gemm_flops = -calib_max_over_ranks(-peak_flops_cpu(0.5));
@@ -263,6 +315,7 @@ int plan_calibrate(int argc, char **argv)
         cm.nodes = nodes;
         if (rank == 0) {
             calib_write_machine(machine, &cm);
+            printf("calibrate: the model as configured: %.4f s and %.4f s\n", ms, ml);
             printf("calibrate: machine %s: %.4g GFLOP/s linear, %.4g GFLOP/s attention, sgemm %.4g GFLOP/s, AdamW "
                    "%.4g GB/s, ", name, cm.dense_flops / 1e9, cm.attention_flops / 1e9, cm.gemm_flops / 1e9,
                    cm.adamw_bandwidth / 1e9);
