@@ -274,9 +274,9 @@ void plan_search_explain(const plan_candidate_t *a, const char *an, const plan_c
             top = i;
     char why[160] = "";
     if (top == 0 && b->lay.recompute > a->lay.recompute)
-        snprintf(why, sizeof why, ": %s recomputes more, so memory makes the difference", bn);
+        snprintf(why, sizeof why, ": %s recomputes more, memory bought with time", bn);
     else if (b->lay.offload_optimizer + b->lay.offload_param > a->lay.offload_optimizer + a->lay.offload_param)
-        snprintf(why, sizeof why, ": %s offloads more to the host, so memory makes the difference", bn);
+        snprintf(why, sizeof why, "; %s offloads more to the host, memory bought with time", bn);
     snprintf(buf, n,
              "%s beats %s by %.2f%% tokens/s (%s): its step is %.4g s shorter, most of it %s (%.4g s less%s); "
              "%s spends compute %+.4g s, exposed communication %+.4g s, bubble %+.4g s, imbalance %+.4g s more.",
