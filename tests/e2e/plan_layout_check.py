@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Checks of `fabula plan layout` by means other than its own code
+(tests/e2e/plan_layout.sh).
+
+  plan_layout_check.py search OUT.json MACHINE.json CONFIG.json WORLD GBT HEADROOM
+      The search's answer against a brute force: every layout of the grid
+      docs/plan.md "Layout search" describes is enumerated here, given to
+      `fabula plan memory --layout` (a refusal there: not a layout), and
+      kept when its bytes fit the machine by the rule stated there. The set
+      kept must be the set the search printed (OUT has --top large enough
+      for all), each printed memory figure must be plan memory's, the list
+      must be sorted by tokens/s, and tokens/s must be the global batch over
+      the step time.
+  plan_layout_check.py deepspeed CONFIG.json WORLD
+      fabula's per-rank model states at ZeRO-2/3, with and without offload,
+      against DeepSpeed's byte counts where the definitions agree
+      (plan_deepspeed_ref.py): fp32 master weights, fp32 gradients and
+      Adam's moments sharded over the world, and the 16-bit weight copy.
+"""
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import plan_deepspeed_ref as ref
+
+FABULA = os.environ["FABULA"]
+FAILS = []
+
+
+def check(what, ok):
+    print(("ok: " if ok else "FAIL: ") + what)
+    if not ok:
+        FAILS.append(what)
+
+
+def memory(config, spec=None, world=None, sets=()):
+    cmd = [FABULA, "plan", "memory", "--json", config]
+    cmd += ["--layout", spec] if spec else ["--world", str(world)]
+    for s in sets:
+        cmd += ["--set", s]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    return json.loads(p.stdout) if p.returncode == 0 else None
+
+
+def value(fig):
+    return fig["value"] if isinstance(fig, dict) else fig
+
+
+def search(out, machine, config, world, gbt, headroom):
+    res = json.load(open(out))
+    mach = json.load(open(machine))
+    cfg = json.load(open(config))
+    dev_mem = value(mach["device_memory"])
+    host_mem = value(mach["host_memory"])
+    dpn = int(value(mach["devices_per_node"]))
+    link = value(mach.get("host_link_bandwidth", 0))
+    m = cfg["model"]
+    layers, L = m["num_hidden_layers"], cfg["data"]["seq_len"]
+    zero = cfg.get("zero_optimization", {}).get("stage", 0)
+
+    def fits(mm):
+        dev = mm["device_total"] + (0 if link > 0 else mm["host_total"])
+        if dev > dev_mem * (1 - headroom):
+            return False
+        return link <= 0 or mm["host_total"] <= host_mem / dpn
+
+    want = {}
+    for tp in [t for t in range(1, dpn + 1) if dpn % t == 0 and world % t == 0]:
+        for pp in [p for p in range(1, layers + 1) if layers % p == 0 and (world // tp) % p == 0]:
+            dp = world // (tp * pp)
+            for vpp, sp, rec, k in itertools.product((1, 2, 4), (0, 1), ("none", "selective", "full"), (1, 2, 4, 8)):
+                T = k * L
+                if (vpp > 1 and (pp == 1 or layers % (pp * vpp))) or (sp and tp == 1) or gbt % (dp * T):
+                    continue
+                accum = gbt // (dp * T)
+                if vpp > 1 and accum % pp:
+                    continue
+                spec = f"dp={dp},tp={tp},pp={pp},ep=1,zero={zero}" + (",sp" if sp else "") + \
+                    f",recompute={rec},vpp={vpp},tokens={T},accum={accum}"
+                mm = memory(config, spec)
+                if mm is not None and fits(mm):
+                    want[spec] = mm
+    got = {l["layout"]: l for l in res["layouts"]}
+    check(f"the search prints every layout the brute force keeps ({len(want)}) and no other ({len(got)})",
+          set(got) == set(want) and len(got) < 100)
+    for spec in sorted(set(got) - set(want))[:5]:
+        print("  printed, not kept by the brute force:", spec)
+    for spec in sorted(set(want) - set(got))[:5]:
+        print("  kept by the brute force, not printed:", spec)
+    same = all(got[s]["memory"]["device_total"] == want[s]["device_total"] and
+               got[s]["memory"]["host_total"] == want[s]["host_total"] for s in set(got) & set(want))
+    check("each printed layout's device and host bytes are plan memory's", same)
+    tps = [l["time"]["tokens_per_s"] for l in res["layouts"]]
+    check("ranked by tokens/s, best first", all(a >= b for a, b in zip(tps, tps[1:])))
+    check("tokens/s = global batch / step time",
+          all(abs(l["time"]["tokens_per_s"] * l["time"]["step_s"] - gbt) <= 1e-9 * gbt for l in res["layouts"]))
+    check("stats: feasible = layouts printed", res["stats"]["feasible"] == len(res["layouts"]))
+
+
+def deepspeed(config, world):
+    cfg = json.load(open(config))
+    total, largest = ref.model_shapes(cfg["model"])
+    terms = ref.sharded_terms(total, world)
+    # a shard is rounded up to whole elements per parameter group: a few elements per rank at most
+    tol = 64 * 4 + 1e-6 * terms["fp32_params"]
+
+    def near(a, b):
+        return abs(a - b) <= tol
+
+    for stage, oo, op in ((2, 0, 0), (2, 1, 0), (3, 0, 0), (3, 1, 0), (3, 1, 1)):
+        sets = [f"zero_optimization.stage={stage}",
+                f"zero_optimization.offload_optimizer.device={'cpu' if oo else 'none'}",
+                f"zero_optimization.offload_param.device={'cpu' if op else 'none'}"]
+        mm = memory(config, world=world, sets=sets)
+        name = f"ZeRO-{stage}{' offload optimizer' if oo else ''}{' and params' if op else ''}, {world} ranks"
+        if mm is None:
+            check(f"{name}: plan memory runs", False)
+            continue
+        check(f"{name}: Adam's moments are DeepSpeed's 8 bytes/param over the world",
+              near(mm["optimizer"] + mm["host_optimizer"], terms["moments"]))
+        check(f"{name}: fp32 gradients are DeepSpeed's 4 bytes/param over the world",
+              near(mm["grads"], terms["fp32_grads"]))
+        check(f"{name}: the 16-bit weight copy is DeepSpeed's 2 bytes/param, whole", mm["weight_copy"] == 2 * total)
+        params = mm["params"] + mm["host_params"]
+        if stage == 3:
+            check(f"{name}: fp32 weights are DeepSpeed's 4 bytes/param over the world",
+                  near(params, terms["fp32_params"]))
+            # DeepSpeed's ZeRO-3 GPU figure less its gathered layer is 18 (no offload) or 2 bytes/param over
+            # the world; fabula keeps 16 (no 16-bit gradient) or 8 (fp32 weights and gradients stay)
+            cpu, gpu = ref.zero3(total, largest, 1, world, oo, op)
+            ds_sharded = gpu - 4 * largest
+            fab = mm["params"] + mm["grads"] + mm["optimizer"]
+            if not oo:
+                check(f"{name}: DeepSpeed's sharded GPU bytes = fabula's + its 2-byte gradient shard",
+                      near(ds_sharded, fab + 2 * total / world))
+        else:
+            check(f"{name}: fp32 weights replicated (DeepSpeed shards them: 4 bytes/param over the world)",
+                  params == 4 * total)
+            cpu, gpu = ref.zero2(total, 1, world, oo)
+            if not oo:
+                # DeepSpeed: 2 (16-bit weights, whole) + 18 over the world. fabula: the same 2, 4 whole,
+                # 12 over the world (no 16-bit gradient, fp32 weights not sharded)
+                fab = mm["params"] + mm["grads"] + mm["optimizer"] + mm["weight_copy"]
+                check(f"{name}: DeepSpeed's GPU bytes = fabula's - 4 bytes/param whole + 6 over the world",
+                      near(gpu, fab - 4 * total + 6 * total / world))
+
+
+def main():
+    if sys.argv[1] == "search":
+        search(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7]))
+    elif sys.argv[1] == "deepspeed":
+        deepspeed(sys.argv[2], int(sys.argv[3]))
+    else:
+        sys.exit(f"unknown check {sys.argv[1]}")
+    print(f"{len(FAILS)} failed")
+    sys.exit(1 if FAILS else 0)
+
+
+if __name__ == "__main__":
+    main()
