@@ -12,8 +12,9 @@
 const int plan_search_micro_samples[] = {1, 2, 4, 8};
 const int plan_search_n_micro_samples = (int)(sizeof plan_search_micro_samples / sizeof plan_search_micro_samples[0]);
 
-/* interleaved 1F1B chunks per stage tried with pp > 1 */
-static const int vpp_choices[] = {1, 2, 4};
+/* interleaved 1F1B chunks per stage tried with pp > 1: the divisors of a
+ * stage's layers up to this */
+#define MAX_VPP 8
 
 void plan_search_workload(const config_t *cfg, int tokens, plan_workload_t *w)
 {
@@ -182,9 +183,8 @@ int plan_search(const config_t *cfg, const plan_machine_t *mach, const plan_sear
             for (int ep = 1; ep <= dp && ep <= experts; ep++) {
                 if (dp % ep || experts % ep)
                     continue;
-                for (size_t v = 0; v < sizeof vpp_choices / sizeof vpp_choices[0]; v++) {
-                    int vpp = vpp_choices[v];
-                    if (vpp > 1 && (pp == 1 || layers % (pp * vpp)))
+                for (int vpp = 1; vpp <= MAX_VPP; vpp++) {
+                    if (vpp > 1 && (pp == 1 || (layers / pp) % vpp))
                         continue;
                     plan_layout_t lay = w.base;
                     lay.world = N;
@@ -278,7 +278,7 @@ void plan_search_explain(const plan_candidate_t *a, const char *an, const plan_c
     else if (b->lay.offload_optimizer + b->lay.offload_param > a->lay.offload_optimizer + a->lay.offload_param)
         snprintf(why, sizeof why, "; %s offloads more to the host, memory bought with time", bn);
     snprintf(buf, n,
-             "%s beats %s by %.2f%% tokens/s (%s): its step is %.4g s shorter, most of it %s (%.4g s less%s); "
+             "%s beats %s by %.2f%% tokens/s (%s): its step is %.4g s shorter, the largest difference %s (%.4g s less%s); "
              "%s spends compute %+.4g s, exposed communication %+.4g s, bubble %+.4g s, imbalance %+.4g s more.",
              an, bn, 100 * (a->time.tokens_per_s / b->time.tokens_per_s - 1), fields, tb - ta, names[top], d[top],
              why, bn, d[0], d[1], d[2], d[3]);

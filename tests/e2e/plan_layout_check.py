@@ -70,9 +70,9 @@ def search(out, machine, config, world, gbt, headroom):
     for tp in [t for t in range(1, dpn + 1) if dpn % t == 0 and world % t == 0]:
         for pp in [p for p in range(1, layers + 1) if layers % p == 0 and (world // tp) % p == 0]:
             dp = world // (tp * pp)
-            for vpp, sp, rec, k in itertools.product((1, 2, 4), (0, 1), ("none", "selective", "full"), (1, 2, 4, 8)):
+            for vpp, sp, rec, k in itertools.product(range(1, 9), (0, 1), ("none", "selective", "full"), (1, 2, 4, 8)):
                 T = k * L
-                if (vpp > 1 and (pp == 1 or layers % (pp * vpp))) or (sp and tp == 1) or gbt % (dp * T):
+                if (vpp > 1 and (pp == 1 or (layers // pp) % vpp)) or (sp and tp == 1) or gbt % (dp * T):
                     continue
                 accum = gbt // (dp * T)
                 if vpp > 1 and accum % pp:
