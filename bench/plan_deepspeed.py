@@ -15,6 +15,7 @@ DeepSpeed does not import, the restatement alone is used and the table says
 so. Runs from the top of a checkout; prints a Markdown table.
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -41,9 +42,11 @@ SETTINGS = [
 
 def deepspeed_functions():
     try:
-        import deepspeed
-        from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs as z2
-        from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs as z3
+        # its accelerator notice goes to stdout: keep the table clean
+        with contextlib.redirect_stdout(sys.stderr):
+            import deepspeed
+            from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs as z2
+            from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs as z3
     except Exception as e:  # any import failure: no DeepSpeed here
         print(f"(DeepSpeed does not import: {e}; the restated formulas only)", file=sys.stderr)
         return None

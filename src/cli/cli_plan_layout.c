@@ -89,12 +89,17 @@ static void print_candidate_json(const plan_candidate_t *c)
            "\"activations\": %zu, \"activations_peak\": %zu, \"moe_buffers\": %zu, \"device_total\": %zu, "
            "\"host_total\": %zu},\n  \"time\": {\"compute_s\": %.17g, \"comm_s\": %.17g, \"comm_exposed_s\": %.17g, "
            "\"bubble_s\": %.17g, \"imbalance_s\": %.17g, \"step_s\": %.17g, \"tokens_per_s\": %.17g, "
-           "\"bubble_fraction\": %.17g}}",
+           "\"bubble_fraction\": %.17g}",
            l->dp, l->tp, l->pp, l->ep, l->zero, l->offload_optimizer, l->offload_param, l->sequence_parallel,
            (int)l->recompute, l->virtual_stages, l->micro_batch_tokens, l->grad_accum, c->headroom, mm->params,
            mm->grads, mm->optimizer, mm->host_params, mm->host_optimizer, mm->workspace, mm->activations,
            mm->activations_peak, mm->moe_buffers, mm->device_total, mm->host_total, t->compute_s, t->comm_s,
            t->comm_exposed_s, t->bubble_s, t->imbalance_s, t->step_s, t->tokens_per_s, t->bubble_fraction);
+    printf(",\n  \"comm\": {");
+    for (int r = 0; r < PLAN_COMM_N; r++)
+        printf("%s\"%s\": {\"seconds\": %.17g, \"exposed_s\": %.17g}", r ? ", " : "",
+               plan_comm_role_name((plan_comm_role_t)r), t->comm[r].seconds, t->comm[r].exposed_s);
+    printf("}}");
 }
 
 static void print_json(const plan_search_opts_t *o, const plan_machine_t *m, const plan_search_stats_t *st,

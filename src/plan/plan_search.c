@@ -273,9 +273,20 @@ void plan_search_explain(const plan_candidate_t *a, const char *an, const plan_c
         if (d[i] > d[top])
             top = i;
     char why[160] = "";
+    if (top == 1) {
+        /* the collective whose exposed time differs most */
+        int r = 0;
+        for (int k = 1; k < PLAN_COMM_N; k++)
+            if (b->time.comm[k].exposed_s - a->time.comm[k].exposed_s >
+                b->time.comm[r].exposed_s - a->time.comm[r].exposed_s)
+                r = k;
+        snprintf(why, sizeof why, ", mostly %s: %.4g s against %.4g s", plan_comm_role_name((plan_comm_role_t)r),
+                 b->time.comm[r].exposed_s, a->time.comm[r].exposed_s);
+    }
     if (top == 0 && b->lay.recompute > a->lay.recompute)
         snprintf(why, sizeof why, ": %s recomputes more, memory bought with time", bn);
-    else if (b->lay.offload_optimizer + b->lay.offload_param > a->lay.offload_optimizer + a->lay.offload_param)
+    else if (top != 1 &&
+             b->lay.offload_optimizer + b->lay.offload_param > a->lay.offload_optimizer + a->lay.offload_param)
         snprintf(why, sizeof why, "; %s offloads more to the host, memory bought with time", bn);
     snprintf(buf, n,
              "%s beats %s by %.2f%% tokens/s (%s): its step is %.4g s shorter, the largest difference %s (%.4g s less%s); "
