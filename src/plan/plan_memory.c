@@ -157,8 +157,9 @@ static void fill_states(const config_t *cfg, const plan_layout_t *lay, const zer
     o->optimizer = z.optimizer - z.host_optimizer;
     o->host_optimizer = z.host_optimizer;
     o->host_staging = z.host_staging;
-    o->workspace = z.workspace;
+    o->workspace = z.workspace + z.buckets;
     o->workspace_zero = z.workspace;
+    o->comm_buckets = z.buckets;
     o->weight_copy = lay->act_bytes != 4 ? (shape[0].numel + shape[1].numel) * (size_t)lay->act_bytes : 0;
 }
 
