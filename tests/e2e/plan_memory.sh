@@ -26,11 +26,11 @@ plan() {
         >"$SCRATCH/plan.json" 2>"$SCRATCH/plan.err"
 }
 
-# run NAME NP ARGS...: 2 steps on NP ranks into $SCRATCH/NAME, status in $RC
+# run NAME NP ARGS...: 1 step on NP ranks into $SCRATCH/NAME, status in $RC
 run() {
     name=$1; np=$2; shift 2
     t0=$(date +%s)
-    (cd "$FB_SRCDIR" && timeout 120 $MPIEXEC -n "$np" "$FABULA" train --steps 2 --run-dir "$SCRATCH/$name" \
+    (cd "$FB_SRCDIR" && timeout 120 $MPIEXEC -n "$np" "$FABULA" train --steps 1 --run-dir "$SCRATCH/$name" \
         --set checkpoint.save_interval=-1 $COMMON --set train_batch_size=$((2 * np)) "$@") >"$SCRATCH/$name.out" 2>&1
     RC=$?
     echo "$name: $(($(date +%s) - t0)) s"
