@@ -51,7 +51,7 @@ int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay,
 {
     plan_layout_from_config(cfg, 1, lay);
     lay->ep = 1;
-    int have_ep = 0, have_dp = 0, world = 0;
+    int have_ep = 0, have_dp = 0, have_offload = 0, world = 0;
     char *copy = strdup(spec), *save = NULL;
     if (!copy) {
         snprintf(err, errlen, "out of memory");
@@ -89,6 +89,7 @@ int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay,
                 rc = -1;
             }
         } else if (!strcmp(tok, "offload")) {
+            have_offload = 1;
             if (val && !strcmp(val, "none"))
                 lay->offload_optimizer = lay->offload_param = 0;
             else if (val && !strcmp(val, "optimizer"))
@@ -128,6 +129,10 @@ int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay,
         }
     }
     free(copy);
+    /* the config's offload_param applies at stage 3 only, whichever stage
+     * the spec picked */
+    if (rc == 0 && !have_offload)
+        lay->offload_param = cfg->zero.offload_param && lay->zero == 3;
     if (rc == 0 && !have_ep && cfg->parallel.expert_parallel_size > 1)
         lay->ep = cfg->parallel.expert_parallel_size;
     if (rc == 0 && (long long)lay->dp * lay->tp * lay->pp > INT_MAX / 2) {

@@ -1,17 +1,18 @@
 #!/bin/sh
 # fabula plan memory (docs/plan.md, "Memory"): for every layout the suite
 # trains (1, 2, 4 ranks x ZeRO 0-3, optimizer and parameter offload, expert
-# parallelism 2 on the MoE model) train's start-up "memory bytes:" line
-# equals `plan memory --world N` field by field, and the peak RSS of the run
-# (the step records' ranks.rss_max_bytes) is within 10% of the plan's total
-# plus the process baseline: what a rank holds beyond its model (the MPI
-# library, the loader's corpus, code, stacks), measured here as the peak RSS
-# of the same run with a 32-wide model minus the plan's total for it (about
-# 35 MiB on Linux/MPICH). Models of 8M parameters (ZeRO-3 over several
-# ranks: 2M, its gathers are slow on oversubscribed cores) keep the states
-# and workspaces well above that baseline. Bad layouts: one check per
-# division plan_layout_check refuses (exit 2, the message naming it), and
-# train refuses tensor/pipeline/sequence parallelism by key.
+# parallelism 2 on the MoE model, 16-bit activations of run.backend cpu16)
+# train's start-up "memory bytes:" line equals `plan memory --world N` field
+# by field, and the peak RSS of the run (the step records'
+# ranks.rss_max_bytes) is within 10% of the plan's total plus the process
+# baseline: what a rank holds beyond its model (the MPI library, the loader's
+# corpus, code, stacks), measured here as the peak RSS of the same run with a
+# 32-wide model minus the plan's total for it (about 35 MiB on Linux/MPICH).
+# Models of 8M parameters (ZeRO-3 over several ranks: 2M, its gathers are slow
+# on oversubscribed cores) keep the states and workspaces well above that
+# baseline. Bad layouts: one check per division plan_layout_check refuses
+# (exit 2, the message naming it), and train refuses tensor/pipeline/sequence
+# parallelism by key.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 PY=${PYTHON:-python3}
 COMMON="--set data.seq_len=64 --set train_micro_batch_size_per_gpu=2 --set data.max_tokens_per_batch=128"
@@ -92,6 +93,8 @@ same np4-z3-off 4 $MID --set zero_optimization.stage=3 --set zero_optimization.o
     --set zero_optimization.offload_param.device=cpu
 same np2-ep2-z0 2 $BIG --set parallel.expert_parallel_size=2 --set zero_optimization.stage=0
 same np4-ep2-z1 4 $BIG --set parallel.expert_parallel_size=2 --set zero_optimization.stage=1
+# 16-bit activations and the weights' 16-bit compute copy (the CUDA backend's storage, on the CPU)
+same np2-z1-cpu16 2 $BIG --set run.backend=cpu16 --set zero_optimization.stage=1
 
 # bad layouts: exit 2 and the failing division named
 bad() {
