@@ -134,14 +134,15 @@ int plan_memory_cmd(int argc, char **argv)
                lay.offload_param ? "true" : "false", lay.sequence_parallel ? "true" : "false",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
                lay.act_bytes, m.stage, m.predicted ? "true" : "false", m.params, m.grads, m.optimizer,
-               m.host_params, m.host_optimizer, m.host_staging, m.workspace_zero, m.comm_buckets, m.weight_copy, m.activations,
-               m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.device_total, m.host_total, params,
-               m.grads, optimizer, m.workspace_zero, acts);
+               m.host_params, m.host_optimizer, m.host_staging, m.workspace_zero, m.comm_buckets, m.weight_copy,
+               m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.device_total,
+               m.host_total, params, m.grads, optimizer, m.workspace_zero, acts);
     } else {
         printf("fabula plan memory: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d%s%s%s, recompute %s, vpp %d; "
                "micro-batches of %d tokens, %d accumulated, activations %d bytes an element\n",
-               lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero, lay.offload_optimizer ? ", optimizer offloaded" : "",
-               lay.offload_param ? ", parameters offloaded" : "", lay.sequence_parallel ? ", sequence parallel" : "",
+               lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero,
+               lay.offload_optimizer ? ", optimizer offloaded" : "", lay.offload_param ? ", parameters offloaded" : "",
+               lay.sequence_parallel ? ", sequence parallel" : "",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
                lay.act_bytes);
         printf("per rank%s:\n", lay.pp > 1 ? " (the fullest pipeline stage)" : "");

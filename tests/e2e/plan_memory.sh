@@ -87,6 +87,8 @@ done
 same np1-z3 1 $BIG --set zero_optimization.stage=3
 same np2-z3 2 $MID --set zero_optimization.stage=3
 same np4-z3 4 $MID --set zero_optimization.stage=3
+same np2-z1-overlap 2 $BIG --set zero_optimization.stage=1 --set zero_optimization.overlap_comm=true \
+    --set zero_optimization.reduce_bucket_size=200000
 same np2-z2-off 2 $BIG --set zero_optimization.stage=2 --set zero_optimization.offload_optimizer.device=cpu
 same np2-z3-offp 2 $MID --set zero_optimization.stage=3 --set zero_optimization.offload_param.device=cpu
 same np4-z3-off 4 $MID --set zero_optimization.stage=3 --set zero_optimization.offload_optimizer.device=cpu \
