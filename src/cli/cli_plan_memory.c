@@ -127,6 +127,7 @@ int plan_memory_cmd(int argc, char **argv)
                "\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"host_params\":%zu,\"host_optimizer\":%zu,"
                "\"host_staging\":%zu,\"workspace\":%zu,\"comm_buckets\":%zu,\"weight_copy\":%zu,\"activations\":%zu,"
                "\"inflight_microbatches\":%zu,\"activations_peak\":%zu,\"moe_buffers\":%zu,"
+               "\"moe_buffers_capacity\":%zu,"
                "\"device_total\":%zu,\"host_total\":%zu,"
                "\"train_line\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
                "\"activations\":%zu}}\n",
@@ -135,7 +136,8 @@ int plan_memory_cmd(int argc, char **argv)
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
                lay.act_bytes, m.stage, m.predicted ? "true" : "false", m.params, m.grads, m.optimizer,
                m.host_params, m.host_optimizer, m.host_staging, m.workspace_zero, m.comm_buckets, m.weight_copy,
-               m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.device_total,
+               m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
+               m.device_total,
                m.host_total, params, m.grads, optimizer, m.workspace_zero, acts);
     } else {
         printf("fabula plan memory: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d%s%s%s, recompute %s, vpp %d; "
@@ -159,7 +161,8 @@ int plan_memory_cmd(int argc, char **argv)
         row("activations, one micro-batch", m.activations, 0);
         printf("  %-34s %12zu\n", "micro-batches in flight", m.inflight_microbatches);
         row("activations held at peak", m.activations_peak, 0);
-        row("expert-parallel buffers", m.moe_buffers, 0);
+        row("expert-parallel buffers at start", m.moe_buffers, 0);
+        row("  grown to the configured capacity", m.moe_buffers_capacity, 0);
         row("total", m.device_total, m.host_total);
         if (m.predicted)
             printf("note: tp/pp/sequence parallelism/recomputation figures are predictions of the Megatron-style "

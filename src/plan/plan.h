@@ -50,6 +50,8 @@ typedef struct plan_memory {
     size_t host_staging;                /* offload: host copies of the owned parameters and gradients */
     size_t workspace_zero;              /* the part of `workspace` train's "memory bytes" line reports */
     size_t comm_buckets;                /* transient reduction buffers at most in flight (in `workspace`) */
+    size_t moe_buffers_capacity;        /* `moe_buffers` grown to the most rows the capacity lets a rank receive
+                                         * (what device_total counts) */
     int stage;                          /* the pipeline stage these bytes are of (the fullest one) */
     int predicted;                      /* 1: tp/pp/sp/recompute figures of the Megatron-style rules (issue 17) */
 } plan_memory_t;
