@@ -27,9 +27,10 @@ static void memory_usage(FILE *f)
             "\n"
             "  --world N          N ranks laid out as train would: dp = N, tp = pp = 1,\n"
             "                     the config's ZeRO stage, offload and expert parallelism\n"
-            "  --layout SPEC      dp=D,tp=T,pp=P[,ep=E][,zero=Z][,offload=none|optimizer|\n"
+            "  --layout SPEC      [world=W,]dp=D,tp=T,pp=P[,ep=E][,zero=Z][,offload=none|optimizer|\n"
             "                     param|both][,sp][,recompute=none|selective|full][,vpp=V]\n"
             "                     [,tokens=TOKENS][,accum=G]; unset parts from the config\n"
+            "                     (world=W alone: dp = W / (tp pp))\n"
             "  --set KEY=VALUE    config override, as for train\n"
             "  --json             one JSON object instead of the table\n"
             "\n"
@@ -41,6 +42,11 @@ static void memory_usage(FILE *f)
 static int spec_world(const char *spec)
 {
     long long w = 1;
+    const char *at = strstr(spec, "world=");
+    if (at && (at == spec || at[-1] == ',')) {
+        long v = strtol(at + 6, NULL, 10);
+        return v > 0 && v < (1 << 30) ? (int)v : 1;
+    }
     const char *keys[] = {"dp=", "tp=", "pp="};
     for (int i = 0; i < 3; i++) {
         for (const char *p = spec; (p = strstr(p, keys[i])) != NULL; p++) {
@@ -119,8 +125,9 @@ int plan_memory_cmd(int argc, char **argv)
                "\"offload_param\":%s,\"sequence_parallel\":%s,\"recompute\":\"%s\",\"vpp\":%d,"
                "\"micro_batch_tokens\":%d,\"grad_accum\":%d,\"act_bytes\":%d,\"stage\":%d,\"predicted\":%s,"
                "\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"host_params\":%zu,\"host_optimizer\":%zu,"
-               "\"host_staging\":%zu,\"workspace\":%zu,\"weight_copy\":%zu,\"activations\":%zu,"
+               "\"host_staging\":%zu,\"workspace\":%zu,\"comm_buckets\":%zu,\"weight_copy\":%zu,\"activations\":%zu,"
                "\"inflight_microbatches\":%zu,\"activations_peak\":%zu,\"moe_buffers\":%zu,"
+               "\"moe_buffers_capacity\":%zu,"
                "\"device_total\":%zu,\"host_total\":%zu,"
                "\"train_line\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
                "\"activations\":%zu}}\n",
@@ -128,14 +135,16 @@ int plan_memory_cmd(int argc, char **argv)
                lay.offload_param ? "true" : "false", lay.sequence_parallel ? "true" : "false",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
                lay.act_bytes, m.stage, m.predicted ? "true" : "false", m.params, m.grads, m.optimizer,
-               m.host_params, m.host_optimizer, m.host_staging, m.workspace, m.weight_copy, m.activations,
-               m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.device_total, m.host_total, params,
-               m.grads, optimizer, m.workspace_zero, acts);
+               m.host_params, m.host_optimizer, m.host_staging, m.workspace_zero, m.comm_buckets, m.weight_copy,
+               m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
+               m.device_total,
+               m.host_total, params, m.grads, optimizer, m.workspace_zero, acts);
     } else {
         printf("fabula plan memory: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d%s%s%s, recompute %s, vpp %d; "
                "micro-batches of %d tokens, %d accumulated, activations %d bytes an element\n",
-               lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero, lay.offload_optimizer ? ", optimizer offloaded" : "",
-               lay.offload_param ? ", parameters offloaded" : "", lay.sequence_parallel ? ", sequence parallel" : "",
+               lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero,
+               lay.offload_optimizer ? ", optimizer offloaded" : "", lay.offload_param ? ", parameters offloaded" : "",
+               lay.sequence_parallel ? ", sequence parallel" : "",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
                lay.act_bytes);
         printf("per rank%s:\n", lay.pp > 1 ? " (the fullest pipeline stage)" : "");
@@ -146,12 +155,14 @@ int plan_memory_cmd(int argc, char **argv)
         row("gradients (fp32)", m.grads, 0);
         row("optimizer state (Adam m, v)", m.optimizer, m.host_optimizer);
         row("offload staging", 0, m.host_staging);
-        row("ZeRO workspaces", m.workspace, 0);
+        row("ZeRO workspaces", m.workspace_zero, 0);
+        row("reduction buckets in flight", m.comm_buckets, 0);
         row("16-bit weight copy", m.weight_copy, 0);
         row("activations, one micro-batch", m.activations, 0);
         printf("  %-34s %12zu\n", "micro-batches in flight", m.inflight_microbatches);
         row("activations held at peak", m.activations_peak, 0);
-        row("expert-parallel buffers", m.moe_buffers, 0);
+        row("expert-parallel buffers at start", m.moe_buffers, 0);
+        row("  grown to the configured capacity", m.moe_buffers_capacity, 0);
         row("total", m.device_total, m.host_total);
         if (m.predicted)
             printf("note: tp/pp/sequence parallelism/recomputation figures are predictions of the Megatron-style "

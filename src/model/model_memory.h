@@ -17,6 +17,10 @@ size_t model_arena_bytes(const model_config_t *mc, size_t act_bytes, int max_tok
  * (capacity max_tokens * num_experts_per_tok rows per MoE layer); 0 when
  * ep_size is 1. */
 size_t model_ep_buffer_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size);
+/* The same buffers grown to the most rows a rank can receive at
+ * model.capacity_factor (dropless: all ep_size ranks' rows): the peak a
+ * step can reach. */
+size_t model_ep_buffer_bytes_at_capacity(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size);
 /* Their sum: what model_activation_bytes reports right after creation. */
 size_t model_activation_bytes_for(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size);
 

@@ -51,7 +51,7 @@ int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay,
 {
     plan_layout_from_config(cfg, 1, lay);
     lay->ep = 1;
-    int have_ep = 0;
+    int have_ep = 0, have_dp = 0, have_offload = 0, world = 0;
     char *copy = strdup(spec), *save = NULL;
     if (!copy) {
         snprintf(err, errlen, "out of memory");
@@ -65,7 +65,9 @@ int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay,
             *eq = 0;
         int *field = NULL, lo = 1;
         if (!strcmp(tok, "dp"))
-            field = &lay->dp;
+            field = &lay->dp, have_dp = 1;
+        else if (!strcmp(tok, "world"))
+            field = &world;
         else if (!strcmp(tok, "tp"))
             field = &lay->tp;
         else if (!strcmp(tok, "pp"))
@@ -87,6 +89,7 @@ int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay,
                 rc = -1;
             }
         } else if (!strcmp(tok, "offload")) {
+            have_offload = 1;
             if (val && !strcmp(val, "none"))
                 lay->offload_optimizer = lay->offload_param = 0;
             else if (val && !strcmp(val, "optimizer"))
@@ -119,21 +122,29 @@ int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay,
             }
         } else {
             snprintf(err, errlen,
-                     "layout '%s': unknown part '%s' (expected dp, tp, pp, ep, zero, offload, sp, recompute, vpp, "
-                     "tokens, accum)",
+                     "layout '%s': unknown part '%s' (expected world, dp, tp, pp, ep, zero, offload, sp, recompute, "
+                     "vpp, tokens, accum)",
                      spec, tok);
             rc = -1;
         }
     }
     free(copy);
+    /* the config's offload_param applies at stage 3 only, whichever stage
+     * the spec picked */
+    if (rc == 0 && !have_offload)
+        lay->offload_param = cfg->zero.offload_param && lay->zero == 3;
     if (rc == 0 && !have_ep && cfg->parallel.expert_parallel_size > 1)
         lay->ep = cfg->parallel.expert_parallel_size;
     if (rc == 0 && (long long)lay->dp * lay->tp * lay->pp > INT_MAX / 2) {
         snprintf(err, errlen, "layout '%s': dp x tp x pp is too large", spec);
         rc = -1;
     }
+    /* world given: dp is what the others leave (or, given too, must agree:
+     * plan_layout_check says when it does not) */
+    if (rc == 0 && world && !have_dp)
+        lay->dp = world / (lay->tp * lay->pp) > 0 ? world / (lay->tp * lay->pp) : 1;
     if (rc == 0)
-        lay->world = lay->dp * lay->tp * lay->pp;
+        lay->world = world ? world : lay->dp * lay->tp * lay->pp;
     return rc;
 }
 

@@ -135,7 +135,7 @@ static double backward_scratch(const model_config_t *mc, const plan_layout_t *la
 
 static size_t exact_total(plan_memory_t *o)
 {
-    return o->params + o->grads + o->optimizer + o->workspace + o->activations_peak + o->moe_buffers +
+    return o->params + o->grads + o->optimizer + o->workspace + o->activations_peak + o->moe_buffers_capacity +
            o->weight_copy;
 }
 
@@ -157,8 +157,9 @@ static void fill_states(const config_t *cfg, const plan_layout_t *lay, const zer
     o->optimizer = z.optimizer - z.host_optimizer;
     o->host_optimizer = z.host_optimizer;
     o->host_staging = z.host_staging;
-    o->workspace = z.workspace;
+    o->workspace = z.workspace + z.buckets;
     o->workspace_zero = z.workspace;
+    o->comm_buckets = z.buckets;
     o->weight_copy = lay->act_bytes != 4 ? (shape[0].numel + shape[1].numel) * (size_t)lay->act_bytes : 0;
 }
 
@@ -181,6 +182,8 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     if (plain) {
         o->activations = model_arena_bytes(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
         o->moe_buffers = model_ep_buffer_bytes(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
+        o->moe_buffers_capacity =
+            model_ep_buffer_bytes_at_capacity(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
         o->inflight_microbatches = 1;
         o->activations_peak = o->activations;
     } else {
@@ -214,6 +217,9 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
         o->activations_peak = (size_t)(stored * factor + working + backward_scratch(mc, lay));
         o->moe_buffers = model_ep_buffer_bytes(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep) /
                          (size_t)lay->pp;
+        o->moe_buffers_capacity =
+            model_ep_buffer_bytes_at_capacity(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep) /
+            (size_t)lay->pp;
     }
     o->device_total = exact_total(o);
     o->host_total = o->host_params + o->host_optimizer + o->host_staging;

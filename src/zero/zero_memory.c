@@ -63,6 +63,38 @@ zero_memory_t zero_memory_of(const config_t *cfg, const zero_group_shape_t shape
         }
         if (stage == 3 && s->max_block)
             m.workspace += ZERO_PARAM_SLOTS * s->max_block * f;
+        /* Reductions in flight (launch_reduce), transient but part of the
+         * peak: stage 0 allreduces in place; stages 1-3 reduce-scatter into
+         * a bounce buffer of this rank's part of the bucket: one bucket at a
+         * time without overlap_comm, every launched one (at worst the shard)
+         * with it at stage 1, one a gradient workspace at stages 2/3 (this
+         * rank's part of a block), never more than the shard. Over several
+         * ranks the MPI library adds scratch per reduction: MPICH's
+         * allreduce (recursive halving) half the bucket, its reduce-scatter
+         * one rank's part (measured, docs/plan.md "Memory"). */
+        const size_t bucket = (size_t)cfg->zero.reduce_bucket_size;
+        const size_t n = s->numel < bucket ? s->numel : bucket;
+        size_t part = (n + (size_t)size[gi] - 1) / (size_t)size[gi];
+        size_t inflight = 0;
+        if (stage == 0) {
+            if (size[gi] > 1)
+                m.buckets += (n + 1) / 2 * f;
+        } else {
+            if (stage == 1) {
+                inflight = cfg->zero.overlap_comm ? (own + part - 1) / (part ? part : 1) : 1;
+            } else {
+                const size_t nb = s->max_block < bucket ? s->max_block : bucket;
+                const size_t slot_buckets = nb ? (s->max_block + nb - 1) / nb : 0;
+                inflight = (ZERO_GRAD_SLOTS + (tied && s->block0 ? 1 : 0)) * slot_buckets;
+                part = (nb + (size_t)size[gi] - 1) / (size_t)size[gi];
+            }
+            size_t bounce = inflight * part;
+            if (bounce > own)
+                bounce = own;
+            m.buckets += bounce * f;
+            if (size[gi] > 1)
+                m.buckets += bounce * f;
+        }
     }
     return m;
 }

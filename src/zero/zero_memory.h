@@ -18,6 +18,8 @@ typedef struct zero_memory {
     size_t host_optimizer;              /* part of `optimizer` kept in host memory (offload) */
     size_t host_params;                 /* part of `params` kept in host memory (stage 3 offload_param) */
     size_t host_staging;                /* offload: host copies of the owned parameters and gradients */
+    size_t buckets;                     /* transient, at most in flight: reduction bounce buffers and the MPI
+                                         * library's scratch for an allreduce bucket (not in `workspace`) */
 } zero_memory_t;
 
 /* One reduction group's shape: its elements, its largest block range (the
