@@ -218,8 +218,12 @@ int plan_calibrate(int argc, char **argv)
     }
     if (!*name || strlen(name) >= 128)
         cli_args_fail(&args, 0, "--name expects 1 to 127 characters");
+    /* MPI first: a config error is then printed once, by rank 0 */
+    parallel_init(&argc, &argv);
+    const int rank = parallel_rank();
     config_t cfg;
-    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 0);
+    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1,
+                rank == 0);
     train_config_resolve(&cfg, 0);
     if (!longlen)
         longlen = cfg.data.seq_len;
@@ -230,18 +234,18 @@ int plan_calibrate(int argc, char **argv)
     if (machine && !tokens_given && cfg.loader.max_tokens_per_batch > tokens)
         tokens = cfg.loader.max_tokens_per_batch;
     if (!(shortlen < longlen))
-        cli_args_fail(&args, 0, "--short (%d) must be below --long (%d)", shortlen, longlen);
+        fb_fatal_all(FB_EXIT_USAGE, "fabula plan calibrate: --short (%d) must be below --long (%d)", shortlen,
+                     longlen);
     if (tokens < longlen)
-        cli_args_fail(&args, 0, "--tokens (%d) must be at least --long (%d)", tokens, longlen);
+        fb_fatal_all(FB_EXIT_USAGE, "fabula plan calibrate: --tokens (%d) must be at least --long (%d)", tokens,
+                     longlen);
     if (longlen > cfg.model.max_position_embeddings)
-        cli_args_fail(&args, 0, "--long (%d) exceeds model.max_position_embeddings (%d)", longlen,
-                      cfg.model.max_position_embeddings);
+        fb_fatal_all(FB_EXIT_USAGE, "fabula plan calibrate: --long (%d) exceeds model.max_position_embeddings (%d)",
+                     longlen, cfg.model.max_position_embeddings);
     const char *config_name = args.npositional ? args.positional[args.npositional - 1] : "the default config";
     char *config_copy = fb_strdup(config_name);
     free(sets);
     cli_args_free(&args);
-    parallel_init(&argc, &argv);
-    const int rank = parallel_rank();
     const int threads = train_choose_threads();
 
     const model_config_t *mc = &cfg.model;

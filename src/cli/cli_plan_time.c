@@ -179,7 +179,7 @@ int plan_time_main(int argc, char **argv)
         fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s", err);
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
-                world, 0);
+                world, 1);
     train_config_resolve(&cfg, 0);
     free(sets);
     cli_args_free(&args);

@@ -1,0 +1,59 @@
+#!/bin/sh
+# The step-time model against measurement (docs/plan.md, "Validation"):
+# for each rank count, `fabula plan calibrate --write-machine` on that many
+# ranks, then for each layout (ZeRO 0-3, ep 1 and 2) a real training run
+# of bench/configs/plan_small.json and `fabula plan time` of the same
+# layout on the calibrated machine file, over the same corpus and steps.
+# Prints one table row per layout: the measured median step time (after 3
+# warm-up steps), the prediction and the error. Timings on a shared machine
+# vary: the load average is printed with every row.
+#
+# usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--config FILE]   (from the repository top)
+# env:   FABULA (default ./fabula), MPIEXEC (default mpiexec.mpich)
+set -eu
+FABULA=${FABULA:-./fabula}
+MPIEXEC=${MPIEXEC:-mpiexec.mpich}
+STEPS=10
+RANKS="1 2 4"
+CFG=bench/configs/plan_small.json
+while [ $# -gt 0 ]; do
+    case $1 in
+    --steps) STEPS=$2; shift 2 ;;
+    --ranks) RANKS=$2; shift 2 ;;
+    --config) CFG=$2; shift 2 ;;
+    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--config FILE]" >&2; exit 2 ;;
+    esac
+done
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+median_step_time() { # metrics.jsonl -> median step_time (s) after 3 warm-up steps
+    sed -n 's/.*"step_time": *\([0-9.e+-]*\).*/\1/p' "$1" | tail -n +4 | sort -g |
+        awk '{v[NR] = $1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+echo "fabula plan time vs measured: $CFG, $STEPS steps, $(nproc) cores," \
+     "$(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -n 1), $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "| ranks | ZeRO | ep | measured s/step | predicted s/step | error | load avg |"
+echo "|---|---|---|---|---|---|---|"
+for np in $RANKS; do
+    $MPIEXEC -n "$np" "$FABULA" plan calibrate "$CFG" --repeats 7 --write-machine "$OUT/m$np.json" \
+        >"$OUT/cal$np.log" 2>&1 || { cat "$OUT/cal$np.log"; exit 1; }
+    for ep in 1 2; do
+        [ "$ep" -gt "$np" ] && continue
+        for zero in 0 1 2 3; do
+            [ "$np" -eq 1 ] && [ "$zero" -gt 0 ] && continue
+            name="np${np}_z${zero}_ep${ep}"
+            set -- --set zero_optimization.stage="$zero" --set parallel.expert_parallel_size="$ep"
+            $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/$name" "$@" \
+                >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
+            meas=$(median_step_time "$OUT/$name/metrics.jsonl")
+            "$FABULA" plan time "$CFG" --world "$np" --machine "$OUT/m$np.json" --jsonl "$(sed -n \
+                's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --json "$@" \
+                >"$OUT/$name.json" 2>"$OUT/$name.err" || { cat "$OUT/$name.err"; exit 1; }
+            pred=$(sed -n 's/.*"step_s": *\([0-9.e+-]*\).*/\1/p' "$OUT/$name.json")
+            printf '| %d | %d | %d | %.4f | %.4f | %+.1f%% | %s |\n' "$np" "$zero" "$ep" "$meas" "$pred" \
+                "$(awk -v p="$pred" -v m="$meas" 'BEGIN{print 100 * (p - m) / m}')" "$(cut -d' ' -f1 /proc/loadavg)"
+        done
+    done
+done
