@@ -1,14 +1,17 @@
 #!/bin/sh
 # The step-time model against measurement (docs/plan.md, "Validation"):
-# for each rank count, `fabula plan calibrate --write-machine` on that many
-# ranks, then for each layout (ZeRO 0-3, ep 1 and 2) a real training run
-# of bench/configs/plan_small.json and `fabula plan time` of the same
-# layout on the calibrated machine file, over the same corpus and steps.
+# for each rank count and layout (ZeRO 0-3, ep 1 and 2),
+# `fabula plan calibrate --write-machine` on that many ranks right before a
+# real training run of bench/configs/plan_small.json (so both see the same
+# load on a shared machine; --calibrate-once: one calibration per rank
+# count), then `fabula plan time` of the same layout on the calibrated
+# machine file, over the same corpus and steps.
 # Prints one table row per layout: the measured median step time (after 3
 # warm-up steps), the prediction and the error. Timings on a shared machine
 # vary: the load average is printed with every row.
 #
-# usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--config FILE]   (from the repository top)
+# usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--config FILE] [--calibrate-once]
+#        (from the repository top)
 # env:   FABULA (default ./fabula), MPIEXEC (default mpiexec.mpich)
 set -eu
 FABULA=${FABULA:-./fabula}
@@ -16,12 +19,14 @@ MPIEXEC=${MPIEXEC:-mpiexec.mpich}
 STEPS=10
 RANKS="1 2 4"
 CFG=bench/configs/plan_small.json
+ONCE=0
 while [ $# -gt 0 ]; do
     case $1 in
     --steps) STEPS=$2; shift 2 ;;
     --ranks) RANKS=$2; shift 2 ;;
     --config) CFG=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--config FILE]" >&2; exit 2 ;;
+    --calibrate-once) ONCE=1; shift ;;
+    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--config FILE] [--calibrate-once]" >&2; exit 2 ;;
     esac
 done
 OUT=$(mktemp -d)
@@ -36,14 +41,18 @@ echo "fabula plan time vs measured: $CFG, $STEPS steps, $(nproc) cores," \
      "$(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -n 1), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "| ranks | ZeRO | ep | measured s/step | predicted s/step | error | load avg |"
 echo "|---|---|---|---|---|---|---|"
+calibrate() { # NP
+    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CFG" --repeats 5 --write-machine "$OUT/m$1.json" \
+        >"$OUT/cal$1.log" 2>&1 || { cat "$OUT/cal$1.log"; exit 1; }
+}
 for np in $RANKS; do
-    $MPIEXEC -n "$np" "$FABULA" plan calibrate "$CFG" --repeats 7 --write-machine "$OUT/m$np.json" \
-        >"$OUT/cal$np.log" 2>&1 || { cat "$OUT/cal$np.log"; exit 1; }
+    [ "$ONCE" -eq 1 ] && calibrate "$np"
     for ep in 1 2; do
         [ "$ep" -gt "$np" ] && continue
         for zero in 0 1 2 3; do
             [ "$np" -eq 1 ] && [ "$zero" -gt 0 ] && continue
             name="np${np}_z${zero}_ep${ep}"
+            [ "$ONCE" -eq 0 ] && calibrate "$np"
             set -- --set zero_optimization.stage="$zero" --set parallel.expert_parallel_size="$ep"
             $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/$name" "$@" \
                 >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
