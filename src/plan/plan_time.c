@@ -34,6 +34,27 @@ static double block_calls(const param_table_t *t, int group, double bucket)
     return calls;
 }
 
+/* Calls of a ZeRO 0/1 reduction with overlap_comm (src/zero/zero.c): the
+ * blocks, finishing last to first, grow one pending range that is launched,
+ * in bucket-sized pieces, as soon as it reaches the bucket; the rest after
+ * the backward. */
+static double merged_calls(const param_table_t *t, int group, double bucket)
+{
+    double calls = 0, pend = 0;
+    for (int b = t->nblocks - 1; b >= 0; b--) {
+        size_t lo, hi;
+        param_table_block_range(t, b, group, &lo, &hi);
+        pend += (double)(hi - lo);
+        if (bucket > 0 && pend >= bucket) {
+            calls += ceil_div(pend, bucket);
+            pend = 0;
+        }
+    }
+    if (pend > 0)
+        calls += bucket > 0 ? ceil_div(pend, bucket) : 1.0;
+    return calls > 0 ? calls : 1.0;
+}
+
 static void add(plan_comm_t *c, plan_coll_t kind, int n, double calls, double bytes_each, const plan_link_t *l)
 {
     if (n <= 1 || calls <= 0 || bytes_each <= 0)
@@ -112,8 +133,8 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         if (psi[g] <= 0)
             continue;
         if (lay->zero <= 1) {
-            /* once per step, consecutive blocks merged up to the bucket */
-            const double calls = rb > 0 ? fmax(1.0, ceil_div(psi[g], rb)) : 1.0;
+            /* once per step, in bucket-sized pieces */
+            const double calls = cfg->zero.overlap_comm ? merged_calls(&pt, g, rb) : fmax(1.0, ceil_div(psi[g], rb));
             add(r, lay->zero == 0 ? PLAN_COLL_ALLREDUCE : PLAN_COLL_REDUCE_SCATTER, groups_n[g], calls,
                 psi[g] * GRAD_BYTES / calls, groups_l[g]);
         } else {

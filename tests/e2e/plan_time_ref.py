@@ -82,7 +82,20 @@ for name, n, psi, blocks, stride in (("dp_grad", dp, psi_d, dense_blocks, 1), ("
     if n <= 1 or psi == 0:
         continue
     l = link(stride, n)
-    if zero <= 1:
+    if zero <= 1 and overlap:
+        # blocks finish last to first; the pending range goes out, in
+        # bucket pieces, once it reaches the bucket (docs/zero.md)
+        c, pend = 0, 0
+        for b in reversed(blocks):
+            pend += b
+            if pend >= rb:
+                c += math.ceil(pend / rb)
+                pend = 0
+        if pend:
+            c += math.ceil(pend / rb)
+        B = psi * 4 / c
+        role(name, c, B, allreduce(n, B, l) if zero == 0 else rs_ag(n, B, l))
+    elif zero <= 1:
         c = max(1, math.ceil(psi / rb))
         B = psi * 4 / c
         role(name, c, B, allreduce(n, B, l) if zero == 0 else rs_ag(n, B, l))
