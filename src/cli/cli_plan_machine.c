@@ -133,7 +133,8 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     snprintf(src, sizeof src, "%d rank%s of %d thread%s each on %s (%s)", c->ranks, c->ranks == 1 ? "" : "s",
              c->threads, c->threads == 1 ? "" : "s", c->cpu, c->nodes);
     json_object_set_new(o, "description", json_string(src));
-    json_object_set_new(o, "calibrated", json_string(c->command));
+    snprintf(src, sizeof src, "%s, %d rank%s (%s)", c->command, c->ranks, c->ranks == 1 ? "" : "s", c->mpi);
+    json_object_set_new(o, "calibrated", json_string(src));
     snprintf(src, sizeof src, "measured: ranks per node of the calibrating job (%s)", c->nodes);
     json_object_set_new(o, "devices_per_node", figure(c->local, src, 0));
     snprintf(src, sizeof src,

@@ -100,8 +100,15 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     const double owned = lay->zero >= 1 ? psi_d / dp + psi_e / edp : psi_d + psi_e;
     if (mach->memory_bandwidth > 0)
         out->optimizer_s = owned * ADAMW_BYTES_PER_PARAM / mach->memory_bandwidth;
-    if (lay->offload_optimizer && mach->host_link_bandwidth > 0)
-        out->optimizer_s += 2.0 * owned * GRAD_BYTES / mach->host_link_bandwidth; /* gradient down, parameters up */
+    if (mach->host_link_bandwidth > 0) {
+        /* optimizer offload: the owned gradient down, the updated shard up;
+         * parameter offload (ZeRO 3): the owned shard up for every block's
+         * gather, forward and backward */
+        if (lay->offload_optimizer)
+            out->offload_s += 2.0 * owned * GRAD_BYTES / mach->host_link_bandwidth;
+        if (lay->offload_param && lay->zero == 3)
+            out->offload_s += 2.0 * nmicro * owned * GRAD_BYTES / mach->host_link_bandwidth;
+    }
     out->overhead_s = mach->step_overhead_s + nmicro * mach->microbatch_overhead_s;
 
     /* ---- communication, by role ---- */
@@ -229,7 +236,8 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         out->bubble_fraction = (pp - 1.0) / (v * nmicro + pp - 1.0);
         out->bubble_s = (pp - 1.0) / v * mb_work;
     }
-    out->compute_s = out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s + out->overhead_s;
+    out->compute_s =
+        out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s + out->offload_s + out->overhead_s;
     out->imbalance_s = dp > 1 ? w->imbalance * nmicro * mb_work : 0.0;
     out->step_s = out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s;
     out->tokens = T * nmicro * dp;

@@ -47,6 +47,24 @@ for layout in "1 0 1 0 5e8 5e8" "2 0 1 0 5e8 5e8" "2 1 1 0 5e8 5e8" "2 2 1 0 5e8
         '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
 done
 
+# offload over a host link: optimizer (a copy down and up a step) and
+# parameters (ZeRO 3: the shard up for every gather)
+"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d['host_link_bandwidth'] = {'value': 5e8, 'source': 'test figure'}; json.dump(d, open(sys.argv[2], 'w'))" "$M" "$SCRATCH/host.json"
+for layout in "2 2 optimizer" "4 3 both"; do
+    set -- $layout
+    if [ "$3" = both ]; then sets="--set zero_optimization.offload_optimizer.device=cpu --set zero_optimization.offload_param.device=cpu"
+    else sets="--set zero_optimization.offload_optimizer.device=cpu"; fi
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$SCRATCH/host.json" --mean-len 100 --json \
+        --set zero_optimization.stage="$2" --set zero_optimization.overlap_comm=false $sets \
+        >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$SCRATCH/host.json" "$1" "$2" 1 0 5e8 5e8 100 "$3" <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 offload $3 at 0.5 GB/s: the copies and the step as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ] && grep -Eq "\"offload_s\":(0\\.0*)?[1-9]" "$SCRATCH/plan.json"'
+done
+
 # the table form names every part
 "$FABULA" plan time "$CFG" --world 4 --machine "$M" --set zero_optimization.stage=3 \
     --set parallel.expert_parallel_size=2 >"$SCRATCH/table.txt" 2>&1

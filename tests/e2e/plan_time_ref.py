@@ -5,7 +5,8 @@ shapes (the Mixtral/Llama parameter layout of docs/model.md), the batch
 rules of docs/config.md and the alpha-beta formulas, then compared with
 `fabula plan time --json`.
 
-usage: plan_time_ref.py CONFIG.json MACHINE.json WORLD ZERO EP OVERLAP RB AB MEAN_LEN < plan.json
+usage: plan_time_ref.py CONFIG.json MACHINE.json WORLD ZERO EP OVERLAP RB AB MEAN_LEN [OFFLOAD] < plan.json
+(OFFLOAD: none, optimizer or both)
 exit 0 when every figure agrees to 1e-9 relative, else 1 with the differences."""
 import json
 import math
@@ -15,6 +16,7 @@ cfg = json.load(open(sys.argv[1]))
 mach = json.load(open(sys.argv[2]))
 world, zero, ep, overlap = (int(x) for x in sys.argv[3:7])
 rb, ab, mean_len = float(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9])
+offload = sys.argv[10] if len(sys.argv) > 10 else "none"
 got = json.load(sys.stdin)
 
 m = cfg["model"]
@@ -72,6 +74,12 @@ t_mb = f_lin / fig("flops") + f_att / att_rate
 fwd, bwd = t_mb / 3, 2 * t_mb / 3
 owned = (psi_d / dp + psi_e / edp) if zero >= 1 else (psi_d + psi_e)
 opt = owned * 28 / fig("memory_bandwidth")
+host = mach["host_link_bandwidth"]["value"] if "host_link_bandwidth" in mach else 0
+off = 0.0
+if host > 0 and offload in ("optimizer", "both"):
+    off += 2 * owned * 4 / host  # gradient down, parameters up
+if host > 0 and offload == "both" and zero == 3:
+    off += 2 * ga * owned * 4 / host  # the shard up for every gather
 
 want = {}
 def role(name, calls, bytes_each, secs_each):
@@ -131,7 +139,7 @@ for name, (c, B, s) in want.items():
         e = max(s - ga * (fwd + bwd), min(s / c * 2 * ga, s))
     exposed[name] = e
 
-compute = ga * t_mb + opt
+compute = ga * t_mb + opt + off
 step = compute + sum(exposed.values())
 bad = []
 def cmp(what, a, b):
@@ -143,6 +151,7 @@ cmp("microbatches_per_rank", got["microbatches_per_rank"], ga)
 cmp("forward_s", got["forward_s"], ga * fwd)
 cmp("backward_s", got["backward_s"], ga * bwd)
 cmp("optimizer_s", got["optimizer_s"], opt)
+cmp("offload_s", got["offload_s"], off)
 for name, r in got["comm"].items():
     c, B, s = want.get(name, [0.0, 0.0, 0.0])
     cmp(name + ".calls", r["calls"], c)
