@@ -148,7 +148,8 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
         json_object_set_new(o, "attention_flops", figure(c->attention_flops, src, 0));
     }
     snprintf(src, sizeof src, "measured: best of repeated 384x384x384 sgemm through the CPU ops table's matmul at %d "
-                              "thread%s on every rank at once (peak_flops_cpu)", c->threads, c->threads == 1 ? "" : "s");
+                              "thread%s on every rank at once (peak_flops_cpu)",
+             c->threads, c->threads == 1 ? "" : "s");
     json_object_set_new(o, "gemm_flops", figure(c->gemm_flops, src, 0));
     snprintf(src, sizeof src, "measured: the ops table's AdamW over 4M fp32 parameters on every rank at once, %g bytes "
                               "a parameter, median of 7", CALIB_ADAMW_BYTES);

@@ -80,7 +80,8 @@ static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const 
     json_object_set_new(o, "imbalance", json_real(w->imbalance));
     const struct { const char *k; double v; } f[] = {
         {"forward_s", t->forward_s},     {"backward_s", t->backward_s}, {"recompute_s", t->recompute_s},
-        {"optimizer_s", t->optimizer_s}, {"offload_s", t->offload_s}, {"overhead_s", t->overhead_s}, {"compute_s", t->compute_s},
+        {"optimizer_s", t->optimizer_s}, {"offload_s", t->offload_s}, {"overhead_s", t->overhead_s},
+        {"compute_s", t->compute_s},
         {"comm_s", t->comm_s},           {"comm_exposed_s", t->comm_exposed_s}, {"bubble_s", t->bubble_s},
         {"bubble_fraction", t->bubble_fraction}, {"imbalance_s", t->imbalance_s}, {"step_s", t->step_s},
         {"tokens", t->tokens},           {"tokens_per_s", t->tokens_per_s}, {"flops", t->flops},

@@ -72,7 +72,8 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     const int dp = lay->dp, tp = lay->tp > 0 ? lay->tp : 1, pp = lay->pp > 0 ? lay->pp : 1;
     const int ep = lay->ep > 0 ? lay->ep : 1, edp = dp / ep > 0 ? dp / ep : 1;
     const int v = lay->virtual_stages > 0 ? lay->virtual_stages : 1;
-    const double nmicro = w->microbatches_per_rank > 0 ? w->microbatches_per_rank : (lay->grad_accum > 0 ? lay->grad_accum : 1);
+    const double nmicro = w->microbatches_per_rank > 0 ? w->microbatches_per_rank
+                          : (lay->grad_accum > 0 ? lay->grad_accum : 1);
     const double T = w->tokens_per_microbatch, S2 = w->sum_len_sq_per_microbatch;
     const double shard = (double)tp * (double)pp; /* model split within a data-parallel replica */
 
