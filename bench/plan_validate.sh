@@ -6,11 +6,19 @@
 # load on a shared machine; --calibrate-once: one calibration per rank
 # count), then `fabula plan time` of the same layout on the calibrated
 # machine file, over the same corpus and steps.
+#
+# --clock cpu (for a machine shared with other jobs): one thread a rank,
+# calibrate times its passes in process CPU seconds, and a layout's
+# measured step is the CPU seconds per rank of a step: the CPU time of a
+# run of --steps steps less that of a run of 3 (start-up cancels), over
+# the steps between and the ranks. On an idle machine with a core a rank
+# that is the wall time; on a loaded one it leaves out the time other jobs
+# held the cores.
 # Prints one table row per layout: the measured median step time (after 3
 # warm-up steps), the prediction and the error. Timings on a shared machine
 # vary: the load average is printed with every row.
 #
-# usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--config FILE] [--calibrate-once]
+# usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--config FILE] [--calibrate-once] [--clock wall|cpu]
 #        (from the repository top)
 # env:   FABULA (default ./fabula), MPIEXEC (default mpiexec.mpich)
 set -eu
@@ -20,15 +28,24 @@ STEPS=10
 RANKS="1 2 4"
 CFG=bench/configs/plan_small.json
 ONCE=0
+CLOCK=wall
+PY=${PYTHON:-python3}
 while [ $# -gt 0 ]; do
     case $1 in
     --steps) STEPS=$2; shift 2 ;;
     --ranks) RANKS=$2; shift 2 ;;
     --config) CFG=$2; shift 2 ;;
     --calibrate-once) ONCE=1; shift ;;
-    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--config FILE] [--calibrate-once]" >&2; exit 2 ;;
+    --clock) CLOCK=$2; shift 2 ;;
+    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--config FILE] [--calibrate-once] [--clock wall|cpu]" >&2
+       exit 2 ;;
     esac
 done
+case $CLOCK in
+wall) ;;
+cpu) OMP_NUM_THREADS=1; OMP_WAIT_POLICY=passive; export OMP_NUM_THREADS OMP_WAIT_POLICY ;;
+*) echo "$0: --clock expects wall or cpu" >&2; exit 2 ;;
+esac
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -37,12 +54,19 @@ median_step_time() { # metrics.jsonl -> median step_time (s) after 3 warm-up ste
         awk '{v[NR] = $1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
-echo "fabula plan time vs measured: $CFG, $STEPS steps, $(nproc) cores," \
+echo "fabula plan time vs measured ($CLOCK clock): $CFG, $STEPS steps, $(nproc) cores," \
      "$(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -n 1), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "| ranks | ZeRO | ep | measured s/step | predicted s/step | error | load avg |"
 echo "|---|---|---|---|---|---|---|"
+cpu_seconds() { # COMMAND... -> user + system seconds of it and every process it waited for
+    "$PY" -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(u.ru_utime + u.ru_stime) if r.returncode == 0 else sys.exit(r.returncode)' "$@"
+}
+
 calibrate() { # NP
-    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CFG" --repeats 5 --write-machine "$OUT/m$1.json" \
+    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CFG" --repeats 5 --clock "$CLOCK" --write-machine "$OUT/m$1.json" \
         >"$OUT/cal$1.log" 2>&1 || { cat "$OUT/cal$1.log"; exit 1; }
 }
 for np in $RANKS; do
@@ -54,9 +78,15 @@ for np in $RANKS; do
             name="np${np}_z${zero}_ep${ep}"
             [ "$ONCE" -eq 0 ] && calibrate "$np"
             set -- --set zero_optimization.stage="$zero" --set parallel.expert_parallel_size="$ep"
-            $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/$name" "$@" \
-                >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
-            meas=$(median_step_time "$OUT/$name/metrics.jsonl")
+            if [ "$CLOCK" = cpu ]; then
+                c1=$(cpu_seconds $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps 3 --run-dir "$OUT/${name}_3" "$@")
+                c2=$(cpu_seconds $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/${name}_n" "$@")
+                meas=$(awk -v a="$c1" -v b="$c2" -v s="$STEPS" -v n="$np" 'BEGIN{print (b - a) / (s - 3) / n}')
+            else
+                $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/$name" "$@" \
+                    >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
+                meas=$(median_step_time "$OUT/$name/metrics.jsonl")
+            fi
             "$FABULA" plan time "$CFG" --world "$np" --machine "$OUT/m$np.json" --jsonl "$(sed -n \
                 's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --json "$@" \
                 >"$OUT/$name.json" 2>"$OUT/$name.err" || { cat "$OUT/$name.err"; exit 1; }

@@ -139,8 +139,8 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     json_object_set_new(o, "devices_per_node", figure(c->local, src, 0));
     snprintf(src, sizeof src,
              "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d, slowest "
-             "rank), the linear part of model_flops_packed over its time (docs/plan.md, \"Machine files\")",
-             c->config, c->tokens, c->shortlen, c->longlen, c->repeats);
+             "rank%s), the linear part of model_flops_packed over its time (docs/plan.md, \"Machine files\")",
+             c->config, c->tokens, c->shortlen, c->longlen, c->repeats, c->cpu_clock ? ", process CPU seconds" : "");
     json_object_set_new(o, "flops", figure(c->dense_flops, src, 0));
     if (c->attention_flops > 0) {
         snprintf(src, sizeof src, "measured: the same two passes, the attention part (12 L d per attended position) "
