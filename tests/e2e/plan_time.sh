@@ -103,6 +103,22 @@ sys.exit(not ok)' \"$SCRATCH/cal.json\""
 rc=$?
 check "plan time loads the calibrated file" '[ $rc -eq 0 ] && grep -q "^machine: calibrated-here" "$SCRATCH/out.txt"'
 
+# --clock cpu on one rank: the passes in CPU seconds, said in the file;
+# links not measured and marked as assumptions
+(cd "$SCRATCH" && OMP_NUM_THREADS=1 "$FABULA" plan calibrate "$CFG" --short 16 --long 64 --tokens 128 --repeats 1 \
+    --clock cpu --write-machine "$SCRATCH/cal1.json") >"$SCRATCH/cal1.txt" 2>&1
+rc=$?
+check "calibrate --clock cpu on one rank: exit 0, CPU seconds and unmeasured links said in the file" \
+    "[ $rc -eq 0 ] && \"$PY\" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = \"process CPU seconds\" in d[\"flops\"][\"source\"] and d[\"intra\"][\"bandwidth\"].get(\"assumption\") is True
+ok = ok and d[\"intra\"][\"bandwidth\"][\"source\"].startswith(\"not measured\") and d[\"devices_per_node\"][\"value\"] == 1
+sys.exit(not ok)' \"$SCRATCH/cal1.json\""
+"$FABULA" plan calibrate "$CFG" --clock sundial --write-machine "$SCRATCH/x.json" >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "calibrate --clock sundial: exit 2 naming --clock" '[ $rc -eq 2 ] && grep -q -- "--clock" "$SCRATCH/out.txt"'
+
 # bad machine files: exit 2, the message names the key
 bad_machine() { # DESCRIPTION KEY PYTHON-EDIT
     "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); $3; json.dump(d, open(sys.argv[2], 'w'))" \
