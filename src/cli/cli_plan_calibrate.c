@@ -60,15 +60,25 @@ static void calibrate_usage(FILE *f)
             "                under mpiexec -n N (N >= 2), the MPI latency and bandwidth;\n"
             "                every rank measures at once, at train's thread count\n"
             "  --name NAME   the machine file's name (default cpu-this)\n"
+            "  --clock wall|cpu  time the model passes by the wall clock (default) or by\n"
+            "                the process's CPU time (a machine shared with other jobs;\n"
+            "                meant for one thread a rank)\n"
             "  -h, --help    this help\n"
             "\n"
             "exit codes: 0 ok, 1 internal, 2 usage or config, 4 I/O\n");
 }
 
+/* --clock cpu: the process's CPU seconds instead of the wall clock, so
+ * that on a machine shared with other jobs a pass costs the work it did,
+ * not the time others held the cores (bench/plan_validate.sh --clock cpu
+ * measures training the same way; with one thread a rank they agree with
+ * the wall clock of an idle machine). */
+static clockid_t pass_clock = CLOCK_MONOTONIC;
+
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(pass_clock, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -193,11 +203,11 @@ static void cpu_model(char *out, size_t n)
 
 int plan_calibrate(int argc, char **argv)
 {
-    enum { OPT_SHORT = 1, OPT_LONG, OPT_TOKENS, OPT_REPEATS, OPT_SET, OPT_MACHINE, OPT_NAME };
+    enum { OPT_SHORT = 1, OPT_LONG, OPT_TOKENS, OPT_REPEATS, OPT_SET, OPT_MACHINE, OPT_NAME, OPT_CLOCK };
     static const cli_option_t options[] = {
         {"short", 0, 1, OPT_SHORT},   {"long", 0, 1, OPT_LONG}, {"tokens", 0, 1, OPT_TOKENS},
         {"repeats", 0, 1, OPT_REPEATS}, {"set", 0, 1, OPT_SET}, {"write-machine", 0, 1, OPT_MACHINE},
-        {"name", 0, 1, OPT_NAME},     {0, 0, 0, 0},
+        {"name", 0, 1, OPT_NAME},     {"clock", 0, 1, OPT_CLOCK}, {0, 0, 0, 0},
     };
     int shortlen = 64, longlen = 0, tokens = 0, tokens_given = 0, repeats = 5, nsets = 0, opt;
     const char *machine = NULL, *name = "cpu-this";
@@ -214,12 +224,21 @@ int plan_calibrate(int argc, char **argv)
         case OPT_SET: sets[nsets++] = args.value; break;
         case OPT_MACHINE: machine = args.value; break;
         case OPT_NAME: name = args.value; break;
+        case OPT_CLOCK:
+            if (strcmp(args.value, "wall") != 0 && strcmp(args.value, "cpu") != 0)
+                cli_args_fail(&args, 0, "--clock '%s': expected wall or cpu", args.value);
+            pass_clock = strcmp(args.value, "cpu") ? CLOCK_MONOTONIC : CLOCK_PROCESS_CPUTIME_ID;
+            break;
         }
     }
     if (!*name || strlen(name) >= 128)
         cli_args_fail(&args, 0, "--name expects 1 to 127 characters");
+    /* MPI first: a config error is then printed once, by rank 0 */
+    parallel_init(&argc, &argv);
+    const int rank = parallel_rank();
     config_t cfg;
-    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 0);
+    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1,
+                rank == 0);
     train_config_resolve(&cfg, 0);
     if (!longlen)
         longlen = cfg.data.seq_len;
@@ -230,18 +249,18 @@ int plan_calibrate(int argc, char **argv)
     if (machine && !tokens_given && cfg.loader.max_tokens_per_batch > tokens)
         tokens = cfg.loader.max_tokens_per_batch;
     if (!(shortlen < longlen))
-        cli_args_fail(&args, 0, "--short (%d) must be below --long (%d)", shortlen, longlen);
+        fb_fatal_all(FB_EXIT_USAGE, "fabula plan calibrate: --short (%d) must be below --long (%d)", shortlen,
+                     longlen);
     if (tokens < longlen)
-        cli_args_fail(&args, 0, "--tokens (%d) must be at least --long (%d)", tokens, longlen);
+        fb_fatal_all(FB_EXIT_USAGE, "fabula plan calibrate: --tokens (%d) must be at least --long (%d)", tokens,
+                     longlen);
     if (longlen > cfg.model.max_position_embeddings)
-        cli_args_fail(&args, 0, "--long (%d) exceeds model.max_position_embeddings (%d)", longlen,
-                      cfg.model.max_position_embeddings);
+        fb_fatal_all(FB_EXIT_USAGE, "fabula plan calibrate: --long (%d) exceeds model.max_position_embeddings (%d)",
+                     longlen, cfg.model.max_position_embeddings);
     const char *config_name = args.npositional ? args.positional[args.npositional - 1] : "the default config";
     char *config_copy = fb_strdup(config_name);
     free(sets);
     cli_args_free(&args);
-    parallel_init(&argc, &argv);
-    const int rank = parallel_rank();
     const int threads = train_choose_threads();
 
     const model_config_t *mc = &cfg.model;
@@ -276,7 +295,7 @@ int plan_calibrate(int argc, char **argv)
     if (machine) {
         /* the two passes' FLOPs: the same linear part, the attention part
          * from each one's sum of len^2 */
-        calib_machine_t cm = {.name = name, .command = command, .config = config_copy, .ranks = parallel_size(),
+        calib_machine_t cm = {.cpu_clock = pass_clock == CLOCK_PROCESS_CPUTIME_ID, .name = name, .command = command, .config = config_copy, .ranks = parallel_size(),
                               .local = parallel_local_size(), .threads = threads, .tokens = tokens,
                               .shortlen = shortlen, .longlen = longlen, .repeats = repeats};
         const double sq_s = (double)(tokens / shortlen) * shortlen * shortlen +

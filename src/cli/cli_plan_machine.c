@@ -133,13 +133,14 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     snprintf(src, sizeof src, "%d rank%s of %d thread%s each on %s (%s)", c->ranks, c->ranks == 1 ? "" : "s",
              c->threads, c->threads == 1 ? "" : "s", c->cpu, c->nodes);
     json_object_set_new(o, "description", json_string(src));
-    json_object_set_new(o, "calibrated", json_string(c->command));
+    snprintf(src, sizeof src, "%s, %d rank%s (%s)", c->command, c->ranks, c->ranks == 1 ? "" : "s", c->mpi);
+    json_object_set_new(o, "calibrated", json_string(src));
     snprintf(src, sizeof src, "measured: ranks per node of the calibrating job (%s)", c->nodes);
     json_object_set_new(o, "devices_per_node", figure(c->local, src, 0));
     snprintf(src, sizeof src,
              "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d, slowest "
-             "rank), the linear part of model_flops_packed over its time (docs/plan.md, \"Machine files\")",
-             c->config, c->tokens, c->shortlen, c->longlen, c->repeats);
+             "rank%s), the linear part of model_flops_packed over its time (docs/plan.md, \"Machine files\")",
+             c->config, c->tokens, c->shortlen, c->longlen, c->repeats, c->cpu_clock ? ", process CPU seconds" : "");
     json_object_set_new(o, "flops", figure(c->dense_flops, src, 0));
     if (c->attention_flops > 0) {
         snprintf(src, sizeof src, "measured: the same two passes, the attention part (12 L d per attended position) "
@@ -147,7 +148,8 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
         json_object_set_new(o, "attention_flops", figure(c->attention_flops, src, 0));
     }
     snprintf(src, sizeof src, "measured: best of repeated 384x384x384 sgemm through the CPU ops table's matmul at %d "
-                              "thread%s on every rank at once (peak_flops_cpu)", c->threads, c->threads == 1 ? "" : "s");
+                              "thread%s on every rank at once (peak_flops_cpu)",
+             c->threads, c->threads == 1 ? "" : "s");
     json_object_set_new(o, "gemm_flops", figure(c->gemm_flops, src, 0));
     snprintf(src, sizeof src, "measured: the ops table's AdamW over 4M fp32 parameters on every rank at once, %g bytes "
                               "a parameter, median of 7", CALIB_ADAMW_BYTES);

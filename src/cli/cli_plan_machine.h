@@ -14,6 +14,7 @@ typedef struct calib_machine {
     int ranks, local, threads, tokens, shortlen, longlen, repeats;
     double dense_flops, attention_flops, gemm_flops, adamw_bandwidth;
     int have_links;
+    int cpu_clock;              /* the passes timed in process CPU seconds (--clock cpu) */
     double latency, bandwidth;
 } calib_machine_t;
 

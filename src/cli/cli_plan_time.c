@@ -80,7 +80,8 @@ static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const 
     json_object_set_new(o, "imbalance", json_real(w->imbalance));
     const struct { const char *k; double v; } f[] = {
         {"forward_s", t->forward_s},     {"backward_s", t->backward_s}, {"recompute_s", t->recompute_s},
-        {"optimizer_s", t->optimizer_s}, {"overhead_s", t->overhead_s}, {"compute_s", t->compute_s},
+        {"optimizer_s", t->optimizer_s}, {"offload_s", t->offload_s}, {"overhead_s", t->overhead_s},
+        {"compute_s", t->compute_s},
         {"comm_s", t->comm_s},           {"comm_exposed_s", t->comm_exposed_s}, {"bubble_s", t->bubble_s},
         {"bubble_fraction", t->bubble_fraction}, {"imbalance_s", t->imbalance_s}, {"step_s", t->step_s},
         {"tokens", t->tokens},           {"tokens_per_s", t->tokens_per_s}, {"flops", t->flops},
@@ -117,9 +118,9 @@ static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const
     printf("workload (%s): %.4g micro-batches per rank of %.1f tokens (mean), sum len^2 %.4g, imbalance %.3f%%\n",
            source, w->microbatches_per_rank, w->tokens_per_microbatch, w->sum_len_sq_per_microbatch,
            100 * w->imbalance);
-    printf("compute: %.6f s (forward %.6f, backward %.6f, recompute %.6f, optimizer %.6f, overhead %.6f; "
-           "%.4g GFLOP)\n", t->compute_s, t->forward_s, t->backward_s, t->recompute_s, t->optimizer_s,
-           t->overhead_s, t->flops / 1e9);
+    printf("compute: %.6f s (forward %.6f, backward %.6f, recompute %.6f, optimizer %.6f, offload %.6f, "
+           "overhead %.6f; %.4g GFLOP)\n", t->compute_s, t->forward_s, t->backward_s, t->recompute_s,
+           t->optimizer_s, t->offload_s, t->overhead_s, t->flops / 1e9);
     printf("%-16s %10s %12s %6s %6s %12s %12s\n", "collective", "calls", "MiB", "group", "link", "seconds",
            "exposed");
     for (int r = 0; r < PLAN_COMM_N; r++) {
@@ -179,7 +180,7 @@ int plan_time_main(int argc, char **argv)
         fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s", err);
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
-                world, 0);
+                world, 1);
     train_config_resolve(&cfg, 0);
     free(sets);
     cli_args_free(&args);

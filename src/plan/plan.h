@@ -121,6 +121,7 @@ typedef struct plan_time {
     double tokens_per_s;        /* global */
     double bubble_fraction;     /* (p - 1) / (v m + p - 1) for 1F1B */
     double forward_s, backward_s, optimizer_s, recompute_s, overhead_s; /* parts of compute_s */
+    double offload_s;           /* host <-> device copies of offloaded states (part of compute_s) */
     double flops;               /* model FLOPs of one rank's step */
     double tokens;              /* global tokens per step */
     plan_comm_t comm[PLAN_COMM_N];

@@ -34,6 +34,27 @@ static double block_calls(const param_table_t *t, int group, double bucket)
     return calls;
 }
 
+/* Calls of a ZeRO 0/1 reduction with overlap_comm (src/zero/zero.c): the
+ * blocks, finishing last to first, grow one pending range that is launched,
+ * in bucket-sized pieces, as soon as it reaches the bucket; the rest after
+ * the backward. */
+static double merged_calls(const param_table_t *t, int group, double bucket)
+{
+    double calls = 0, pend = 0;
+    for (int b = t->nblocks - 1; b >= 0; b--) {
+        size_t lo, hi;
+        param_table_block_range(t, b, group, &lo, &hi);
+        pend += (double)(hi - lo);
+        if (bucket > 0 && pend >= bucket) {
+            calls += ceil_div(pend, bucket);
+            pend = 0;
+        }
+    }
+    if (pend > 0)
+        calls += bucket > 0 ? ceil_div(pend, bucket) : 1.0;
+    return calls > 0 ? calls : 1.0;
+}
+
 static void add(plan_comm_t *c, plan_coll_t kind, int n, double calls, double bytes_each, const plan_link_t *l)
 {
     if (n <= 1 || calls <= 0 || bytes_each <= 0)
@@ -51,7 +72,8 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     const int dp = lay->dp, tp = lay->tp > 0 ? lay->tp : 1, pp = lay->pp > 0 ? lay->pp : 1;
     const int ep = lay->ep > 0 ? lay->ep : 1, edp = dp / ep > 0 ? dp / ep : 1;
     const int v = lay->virtual_stages > 0 ? lay->virtual_stages : 1;
-    const double nmicro = w->microbatches_per_rank > 0 ? w->microbatches_per_rank : (lay->grad_accum > 0 ? lay->grad_accum : 1);
+    const double nmicro = w->microbatches_per_rank > 0 ? w->microbatches_per_rank
+                          : (lay->grad_accum > 0 ? lay->grad_accum : 1);
     const double T = w->tokens_per_microbatch, S2 = w->sum_len_sq_per_microbatch;
     const double shard = (double)tp * (double)pp; /* model split within a data-parallel replica */
 
@@ -79,8 +101,15 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     const double owned = lay->zero >= 1 ? psi_d / dp + psi_e / edp : psi_d + psi_e;
     if (mach->memory_bandwidth > 0)
         out->optimizer_s = owned * ADAMW_BYTES_PER_PARAM / mach->memory_bandwidth;
-    if (lay->offload_optimizer && mach->host_link_bandwidth > 0)
-        out->optimizer_s += 2.0 * owned * GRAD_BYTES / mach->host_link_bandwidth; /* gradient down, parameters up */
+    if (mach->host_link_bandwidth > 0) {
+        /* optimizer offload: the owned gradient down, the updated shard up;
+         * parameter offload (ZeRO 3): the owned shard up for every block's
+         * gather, forward and backward */
+        if (lay->offload_optimizer)
+            out->offload_s += 2.0 * owned * GRAD_BYTES / mach->host_link_bandwidth;
+        if (lay->offload_param && lay->zero == 3)
+            out->offload_s += 2.0 * nmicro * owned * GRAD_BYTES / mach->host_link_bandwidth;
+    }
     out->overhead_s = mach->step_overhead_s + nmicro * mach->microbatch_overhead_s;
 
     /* ---- communication, by role ---- */
@@ -112,8 +141,8 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         if (psi[g] <= 0)
             continue;
         if (lay->zero <= 1) {
-            /* once per step, consecutive blocks merged up to the bucket */
-            const double calls = rb > 0 ? fmax(1.0, ceil_div(psi[g], rb)) : 1.0;
+            /* once per step, in bucket-sized pieces */
+            const double calls = cfg->zero.overlap_comm ? merged_calls(&pt, g, rb) : fmax(1.0, ceil_div(psi[g], rb));
             add(r, lay->zero == 0 ? PLAN_COLL_ALLREDUCE : PLAN_COLL_REDUCE_SCATTER, groups_n[g], calls,
                 psi[g] * GRAD_BYTES / calls, groups_l[g]);
         } else {
@@ -208,7 +237,8 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         out->bubble_fraction = (pp - 1.0) / (v * nmicro + pp - 1.0);
         out->bubble_s = (pp - 1.0) / v * mb_work;
     }
-    out->compute_s = out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s + out->overhead_s;
+    out->compute_s =
+        out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s + out->offload_s + out->overhead_s;
     out->imbalance_s = dp > 1 ? w->imbalance * nmicro * mb_work : 0.0;
     out->step_s = out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s;
     out->tokens = T * nmicro * dp;

@@ -1,0 +1,165 @@
+#!/bin/sh
+# `fabula plan time` against an independent reference (plan_time_ref.py:
+# the parameter blocks from the config's shapes, the batch rules, the
+# alpha-beta formulas of docs/plan.md) for 1, 2 and 4 ranks x ZeRO 0-3 x
+# ep 1/2, with and without overlap, on a machine file with 2 ranks a node
+# (so 4 ranks cross the inter link); `plan calibrate --write-machine` under
+# mpiexec writes a file plan time loads; bad machine files and flags exit 2
+# naming the key or flag. Nothing here is timed: the calibrated figures are
+# only checked for form.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+
+CFG="$FB_SRCDIR/bench/configs/plan_small.json"
+REF="$FB_SRCDIR/tests/e2e/plan_time_ref.py"
+PY=${PYTHON:-/usr/bin/python3}
+M="$SCRATCH/machine.json"
+cat >"$M" <<'JSON'
+{
+  "format": "fabula-machine-1",
+  "name": "test-machine",
+  "devices_per_node": {"value": 2, "source": "test figure"},
+  "flops": {"value": 1e10, "source": "test figure"},
+  "attention_flops": {"value": 4e9, "source": "test figure"},
+  "memory_bandwidth": {"value": 2.8e9, "source": "test figure", "assumption": true},
+  "device_memory": {"value": 8e9, "source": "test figure"},
+  "host_memory": {"value": 16e9, "source": "test figure"},
+  "intra": {"latency_s": {"value": 1e-5, "source": "test figure"}, "bandwidth": {"value": 1e9, "source": "test figure"}},
+  "inter": {"latency_s": {"value": 3e-5, "source": "test figure"}, "bandwidth": {"value": 2e8, "source": "test figure"}}
+}
+JSON
+
+# layout: WORLD ZERO EP OVERLAP REDUCE_BUCKET ALLGATHER_BUCKET
+for layout in "1 0 1 0 5e8 5e8" "2 0 1 0 5e8 5e8" "2 1 1 0 5e8 5e8" "2 2 1 0 5e8 5e8" "2 3 1 0 5e8 5e8" \
+              "4 0 1 0 5e8 5e8" "4 1 1 0 100000 50000" "4 2 1 0 20000 5e8" "4 3 1 0 5e8 5e8" \
+              "2 0 2 0 5e8 5e8" "4 1 2 0 5e8 5e8" "4 2 2 0 5e8 5e8" "4 3 2 0 5e8 5e8" \
+              "2 0 1 1 100000 5e8" "4 1 2 1 30000 5e8" "4 2 2 1 5e8 5e8" "4 3 1 1 5e8 5e8"; do
+    set -- $layout
+    ov=false; [ "$4" = 1 ] && ov=true
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$M" --mean-len 100 --json \
+        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
+        --set zero_optimization.overlap_comm=$ov --set zero_optimization.reduce_bucket_size="$5" \
+        --set zero_optimization.allgather_bucket_size="$6" >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$M" "$1" "$2" "$3" "$4" "$5" "$6" 100 <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 ep $3 overlap $4 buckets $5/$6: every collective and the step as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+done
+
+# offload over a host link: optimizer (a copy down and up a step) and
+# parameters (ZeRO 3: the shard up for every gather)
+"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d['host_link_bandwidth'] = {'value': 5e8, 'source': 'test figure'}; json.dump(d, open(sys.argv[2], 'w'))" "$M" "$SCRATCH/host.json"
+for layout in "2 2 optimizer" "4 3 both"; do
+    set -- $layout
+    if [ "$3" = both ]; then sets="--set zero_optimization.offload_optimizer.device=cpu --set zero_optimization.offload_param.device=cpu"
+    else sets="--set zero_optimization.offload_optimizer.device=cpu"; fi
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$SCRATCH/host.json" --mean-len 100 --json \
+        --set zero_optimization.stage="$2" --set zero_optimization.overlap_comm=false $sets \
+        >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$SCRATCH/host.json" "$1" "$2" 1 0 5e8 5e8 100 "$3" <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 offload $3 at 0.5 GB/s: the copies and the step as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ] && grep -Eq "\"offload_s\":(0\\.0*)?[1-9]" "$SCRATCH/plan.json"'
+done
+
+# the table form names every part
+"$FABULA" plan time "$CFG" --world 4 --machine "$M" --set zero_optimization.stage=3 \
+    --set parallel.expert_parallel_size=2 >"$SCRATCH/table.txt" 2>&1
+rc=$?
+check "table: exit 0 with compute, the collectives, bubble, imbalance and step" \
+    '[ $rc -eq 0 ] && grep -q "^compute: " "$SCRATCH/table.txt" && grep -q "^zero3_gather .* inter " "$SCRATCH/table.txt" &&
+     grep -q "^ep_alltoall " "$SCRATCH/table.txt" && grep -q "^bubble: " "$SCRATCH/table.txt" &&
+     grep -q "^imbalance: " "$SCRATCH/table.txt" && grep -q "^step: .* tokens/s" "$SCRATCH/table.txt"'
+
+# the corpus's lengths through the step plan: a 2-rank plan has an imbalance
+(cd "$FB_SRCDIR" && "$FABULA" plan time "$CFG" --world 2 --machine "$M" --jsonl inputs/sample.jsonl --steps 4 \
+    --json) >"$SCRATCH/corpus.json" 2>"$SCRATCH/err.txt"
+rc=$?
+check "--jsonl: exit 0, 2 micro-batches a rank of at most 512 tokens, the imbalance term the step plan's imbalance x compute" \
+    "[ $rc -eq 0 ] && \"$PY\" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d[\"microbatches_per_rank\"] == 2 and 0 < d[\"tokens_per_microbatch\"] <= 512 and d[\"imbalance_s\"] == d[\"imbalance\"] * (d[\"forward_s\"] + d[\"backward_s\"])))' \"$SCRATCH/corpus.json\""
+
+# calibrate --write-machine under mpiexec: a loadable file with a source
+# for every figure and the measured links
+(cd "$SCRATCH" && timeout 300 $MPIEXEC -n 2 "$FABULA" plan calibrate "$CFG" --short 16 --long 64 --tokens 128 \
+    --repeats 1 --write-machine "$SCRATCH/cal.json" --name calibrated-here) >"$SCRATCH/cal.txt" 2>&1
+rc=$?
+cat "$SCRATCH/cal.txt"
+check "calibrate --write-machine on 2 ranks: exit 0, the attention-cost output kept, links measured" \
+    '[ $rc -eq 0 ] && grep -q "forward + backward" "$SCRATCH/cal.txt" && grep -q "MPI latency .* over 2 ranks" "$SCRATCH/cal.txt"'
+check "calibrated file: every figure has a source, the links are measured, 2 ranks a node" \
+    "\"$PY\" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+figs = [v for k, v in d.items() if isinstance(v, dict) and \"value\" in v]
+figs += [d[l][k] for l in (\"intra\", \"inter\") for k in (\"latency_s\", \"bandwidth\")]
+ok = all(f[\"source\"] for f in figs) and d[\"intra\"][\"bandwidth\"][\"source\"].startswith(\"measured\")
+ok = ok and d[\"devices_per_node\"][\"value\"] == 2 and d[\"flops\"][\"value\"] > 0 and d[\"name\"] == \"calibrated-here\"
+ok = ok and \"plan calibrate\" in d[\"calibrated\"]
+sys.exit(not ok)' \"$SCRATCH/cal.json\""
+"$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/cal.json" >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "plan time loads the calibrated file" '[ $rc -eq 0 ] && grep -q "^machine: calibrated-here" "$SCRATCH/out.txt"'
+
+# --clock cpu on one rank: the passes in CPU seconds, said in the file;
+# links not measured and marked as assumptions
+(cd "$SCRATCH" && OMP_NUM_THREADS=1 "$FABULA" plan calibrate "$CFG" --short 16 --long 64 --tokens 128 --repeats 1 \
+    --clock cpu --write-machine "$SCRATCH/cal1.json") >"$SCRATCH/cal1.txt" 2>&1
+rc=$?
+check "calibrate --clock cpu on one rank: exit 0, CPU seconds and unmeasured links said in the file" \
+    "[ $rc -eq 0 ] && \"$PY\" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = \"process CPU seconds\" in d[\"flops\"][\"source\"] and d[\"intra\"][\"bandwidth\"].get(\"assumption\") is True
+ok = ok and d[\"intra\"][\"bandwidth\"][\"source\"].startswith(\"not measured\") and d[\"devices_per_node\"][\"value\"] == 1
+sys.exit(not ok)' \"$SCRATCH/cal1.json\""
+"$FABULA" plan calibrate "$CFG" --clock sundial --write-machine "$SCRATCH/x.json" >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "calibrate --clock sundial: exit 2 naming --clock" '[ $rc -eq 2 ] && grep -q -- "--clock" "$SCRATCH/out.txt"'
+
+# bad machine files: exit 2, the message names the key
+bad_machine() { # DESCRIPTION KEY PYTHON-EDIT
+    "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); $3; json.dump(d, open(sys.argv[2], 'w'))" \
+        "$M" "$SCRATCH/bad.json"
+    "$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/bad.json" >"$SCRATCH/out.txt" 2>&1
+    rc=$?
+    check "$1: exit 2 naming '$2'" "[ $rc -eq 2 ] && grep -q \"'$2\" \"$SCRATCH/out.txt\""
+}
+bad_machine "a figure without a source" "flops.source" "del d['flops']['source']"
+bad_machine "an unknown key" "flopz" "d['flopz'] = d['flops']"
+bad_machine "an unknown key in a figure" "intra.bandwidth.unit" "d['intra']['bandwidth']['unit'] = 'GB/s'"
+bad_machine "a bandwidth of 0" "intra.bandwidth.value" "d['intra']['bandwidth']['value'] = 0"
+bad_machine "a negative latency" "inter.latency_s.value" "d['inter']['latency_s']['value'] = -1"
+bad_machine "a missing link" "inter" "del d['inter']"
+bad_machine "a bare number for a figure" "flops" "d['flops'] = 1e10"
+bad_machine "a fractional ranks per node" "devices_per_node.value" "d['devices_per_node']['value'] = 1.5"
+bad_machine "another format" "format" "d['format'] = 'fabula-machine-2'"
+printf '{"format": "fabula-machine-1",' >"$SCRATCH/trunc.json"
+"$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/trunc.json" >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "truncated JSON: exit 2 naming the file" '[ $rc -eq 2 ] && grep -q "trunc.json" "$SCRATCH/out.txt"'
+"$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/none.json" >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "missing machine file: exit 2 naming it" '[ $rc -eq 2 ] && grep -q "none.json" "$SCRATCH/out.txt"'
+
+# bad flags
+bad_flags() { # DESCRIPTION PATTERN ARGS...
+    d=$1; p=$2; shift 2
+    "$FABULA" plan time "$CFG" "$@" >"$SCRATCH/out.txt" 2>&1
+    rc=$?
+    check "$d: exit 2 naming $p" "[ $rc -eq 2 ] && grep -q -- \"$p\" \"$SCRATCH/out.txt\""
+}
+bad_flags "no --machine" "--machine" --world 2
+bad_flags "no --world" "--world" --machine "$M"
+bad_flags "--world 0" "--world" --world 0 --machine "$M"
+bad_flags "--mean-len with --corpus-lengths" "at most one" --world 2 --machine "$M" --mean-len 64 --corpus-lengths x
+bad_flags "ep not dividing the world" "expert_parallel_size" --world 3 --machine "$M" --set parallel.expert_parallel_size=2
+bad_flags "an unknown flag" "--bogus" --world 2 --machine "$M" --bogus
+"$FABULA" plan time --help >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "--help: exit 0, the usage" '[ $rc -eq 0 ] && grep -q "usage: fabula plan time" "$SCRATCH/out.txt"'
+
+echo "$CHECKS checks, $FAILS failed"
+[ "$FAILS" -eq 0 ]
