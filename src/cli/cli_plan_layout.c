@@ -149,7 +149,8 @@ static void print_table(const plan_search_opts_t *o, const plan_machine_t *m, co
            o->world, m->name, m->devices_per_node, o->global_batch_tokens, 100 * o->headroom,
            m->device_memory / (1024.0 * 1024 * 1024));
     printf("searched %lld layouts: %lld refused by the model's divisions, %lld do not divide the batch, %lld over "
-           "device memory (%lld larger micro-batches skipped), %lld over host memory, %lld fit\n",
+           "device memory (and %lld skipped: larger micro-batches or less recomputation of those), %lld over host "
+           "memory, %lld fit\n",
            st->evaluated, st->invalid, st->batch, st->device, st->pruned, st->host, st->feasible);
     printf("%4s %12s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s %6s | %s\n", "rank", "tokens/s", "step s", "compute",
            "comm exp", "bubble", "imbal", "states", "activ", "device", "host", "free", "layout");

@@ -75,56 +75,79 @@ typedef struct walk {
     plan_search_stats_t *st;
 } walk_t;
 
-/* Every micro-batch size of one layout, smallest first, until one is over
- * device memory. */
-static void walk_micro(walk_t *w, plan_layout_t lay)
+#define NRECOMPUTE 3
+
+/* One layout with recomputation `lay.recompute`: 0 kept or dropped for
+ * host memory or its divisions, 1 over device memory. */
+static int walk_one(walk_t *w, const plan_layout_t *lay)
 {
     char err[256];
+    if (plan_layout_check(w->cfg, lay, err, sizeof err) != 0) {
+        w->st->invalid++;
+        return 0;
+    }
+    plan_candidate_t c = {.lay = *lay};
+    plan_memory(w->cfg, lay, &c.mem);
+    int fit = plan_search_fits(&c.mem, w->mach, w->o->headroom, &c.headroom);
+    if (fit == 1) {
+        w->st->device++;
+        return 1;
+    }
+    if (fit == 2) {
+        w->st->host++;
+        return 0;
+    }
+    plan_workload_t wl;
+    plan_search_workload(w->cfg, lay->micro_batch_tokens, &wl);
+    plan_time(w->cfg, lay, w->mach, &wl, &c.time);
+    w->st->feasible++;
+    if (w->o->ref && better(&c, w->o->ref))
+        w->st->ref_beaten_by++;
+    keep(w->best, &w->nbest, w->cap, &c);
+    return 0;
+}
+
+/* Every micro-batch size of one layout, smallest first, and at each the
+ * recomputations from full to none. Activations grow with the micro-batch
+ * and shrink with recomputation, so a layout over device memory ends the
+ * lesser recomputations at its size, and with full recomputation every
+ * larger size too. */
+static void walk_micro(walk_t *w, plan_layout_t lay)
+{
     const int L = w->cfg->data.seq_len;
     for (int i = 0; i < plan_search_n_micro_samples; i++) {
         long long T = (long long)plan_search_micro_samples[i] * L;
         long long per_step = T * lay.dp;
-        w->st->evaluated++;
+        w->st->evaluated += NRECOMPUTE;
         if (w->o->global_batch_tokens % per_step != 0) {
-            w->st->batch++;
+            w->st->batch += NRECOMPUTE;
             continue;
         }
         lay.micro_batch_tokens = (int)T;
         lay.grad_accum = (int)(w->o->global_batch_tokens / per_step);
         /* interleaving needs whole rounds of pp micro-batches (Megatron's rule) */
         if (lay.virtual_stages > 1 && lay.grad_accum % lay.pp != 0) {
-            w->st->batch++;
+            w->st->batch += NRECOMPUTE;
             continue;
         }
-        if (plan_layout_check(w->cfg, &lay, err, sizeof err) != 0) {
-            w->st->invalid++;
-            continue;
+        for (int r = PLAN_RECOMPUTE_FULL; r >= PLAN_RECOMPUTE_NONE; r--) {
+            lay.recompute = (plan_recompute_t)r;
+            if (walk_one(w, &lay)) {
+                /* the lesser recomputations at this size: skipped, not evaluated */
+                w->st->pruned += r;
+                w->st->evaluated -= r;
+                if (r == PLAN_RECOMPUTE_FULL) {
+                    w->st->pruned += (long long)NRECOMPUTE * (plan_search_n_micro_samples - 1 - i);
+                    return;
+                }
+                break;
+            }
         }
-        plan_candidate_t c = {.lay = lay};
-        plan_memory(w->cfg, &lay, &c.mem);
-        int fit = plan_search_fits(&c.mem, w->mach, w->o->headroom, &c.headroom);
-        /* activations grow with the micro-batch: the larger ones cannot fit either */
-        if (fit == 1) {
-            w->st->device++;
-            w->st->pruned += plan_search_n_micro_samples - 1 - i;
-            return;
-        }
-        if (fit == 2) {
-            w->st->host++;
-            continue;
-        }
-        plan_workload_t wl;
-        plan_search_workload(w->cfg, lay.micro_batch_tokens, &wl);
-        plan_time(w->cfg, &lay, w->mach, &wl, &c.time);
-        w->st->feasible++;
-        if (w->o->ref && better(&c, w->o->ref))
-            w->st->ref_beaten_by++;
-        keep(w->best, &w->nbest, w->cap, &c);
     }
 }
 
-/* ZeRO stage, offload, sequence parallelism and recomputation of one
- * dp x tp x pp x ep x vpp split. */
+/* ZeRO stage, offload and sequence parallelism of one dp x tp x pp x ep x
+ * vpp split. */
 static void walk_states(walk_t *w, plan_layout_t lay)
 {
     int z_lo = 0, z_hi = 3;
@@ -138,16 +161,14 @@ static void walk_states(walk_t *w, plan_layout_t lay)
             /* DeepSpeed's rules: optimizer offload from stage 1, parameter offload at stage 3 */
             if ((opt && z < 1) || (par && z != 3))
                 continue;
-            for (int sp = 0; sp <= (lay.tp > 1); sp++)
-                for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++) {
-                    plan_layout_t l = lay;
-                    l.zero = z;
-                    l.offload_optimizer = opt;
-                    l.offload_param = par;
-                    l.sequence_parallel = sp;
-                    l.recompute = (plan_recompute_t)r;
-                    walk_micro(w, l);
-                }
+            for (int sp = 0; sp <= (lay.tp > 1); sp++) {
+                plan_layout_t l = lay;
+                l.zero = z;
+                l.offload_optimizer = opt;
+                l.offload_param = par;
+                l.sequence_parallel = sp;
+                walk_micro(w, l);
+            }
         }
 }
 
