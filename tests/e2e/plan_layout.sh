@@ -45,6 +45,19 @@ grep -q '"stats": {"evaluated": [0-9]*, "invalid": [0-9]*, "batch": [0-9]*, "dev
 RC=$?
 check "the small machine drops some layouts for device memory" '[ $RC -eq 0 ]'
 
+# one memory for device and host (no host link, the CPU machine): offloaded bytes count against it too
+grep -v host_link_bandwidth "$SCRATCH/m.json" | sed "s/5e8/7e8/" >"$SCRATCH/one.json"
+"$FABULA" plan layout --gpus 4 --machine "$SCRATCH/one.json" --global-batch-tokens $GBT --keep-zero --top 100 \
+    --set zero_optimization.offload_optimizer.device=cpu --json "$SCRATCH/model.json" >"$SCRATCH/one_search.json" \
+    2>"$SCRATCH/one.err"
+RC=$?
+check "plan layout with offload on one memory exits 0 (exit $RC)" '[ $RC -eq 0 ]'
+FB_CHECK_SETS=zero_optimization.offload_optimizer.device=cpu $PY "$CHECKER" search "$SCRATCH/one_search.json" \
+    "$SCRATCH/one.json" "$SCRATCH/model.json" 4 $GBT 0.1 >"$SCRATCH/check_one.txt" 2>&1
+RC=$?
+sed 's/^/  /' "$SCRATCH/check_one.txt"
+check "one memory: the search agrees with the brute force, device + host against the device (exit $RC)" '[ $RC -eq 0 ]'
+
 "$FABULA" plan layout --gpus 8 --machine "$SCRATCH/m.json" --global-batch-tokens $GBT "$SCRATCH/model.json" \
     --compare dp=8,tp=1,pp=1,zero=1,tokens=256 >"$SCRATCH/table.txt" 2>&1
 RC=$?

@@ -26,6 +26,8 @@ import sys
 import plan_deepspeed_ref as ref
 
 FABULA = os.environ["FABULA"]
+# --set overrides the search was given, comma-separated
+SETS = [x for x in os.environ.get("FB_CHECK_SETS", "").split(",") if x]
 FAILS = []
 
 
@@ -59,6 +61,7 @@ def search(out, machine, config, world, gbt, headroom):
     m = cfg["model"]
     layers, L = m["num_hidden_layers"], cfg["data"]["seq_len"]
     zero = cfg.get("zero_optimization", {}).get("stage", 0)
+    offload = any(x.startswith("zero_optimization.offload_optimizer.device=cpu") for x in SETS)
 
     def fits(mm):
         dev = mm["device_total"] + (0 if link > 0 else mm["host_total"])
@@ -77,9 +80,10 @@ def search(out, machine, config, world, gbt, headroom):
                 accum = gbt // (dp * T)
                 if vpp > 1 and accum % pp:
                     continue
-                spec = f"dp={dp},tp={tp},pp={pp},ep=1,zero={zero}" + (",sp" if sp else "") + \
+                spec = f"dp={dp},tp={tp},pp={pp},ep=1,zero={zero}" + (",offload=optimizer" if offload else "") + \
+                    (",sp" if sp else "") + \
                     f",recompute={rec},vpp={vpp},tokens={T},accum={accum}"
-                mm = memory(config, spec)
+                mm = memory(config, spec, sets=SETS)
                 if mm is not None and fits(mm):
                     want[spec] = mm
     got = {l["layout"]: l for l in res["layouts"]}
