@@ -54,7 +54,7 @@ median_step_time() { # metrics.jsonl -> median step_time (s) after 3 warm-up ste
         awk '{v[NR] = $1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
-echo "fabula plan time vs measured ($CLOCK clock): $CFG, $STEPS steps, $(nproc) cores," \
+echo "fabula plan time vs measured ($CLOCK clock): $CFG, $STEPS steps, $(getconf _NPROCESSORS_ONLN) cores," \
      "$(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -n 1), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "| ranks | ZeRO | ep | measured s/step | predicted s/step | error | load avg |"
 echo "|---|---|---|---|---|---|---|"
