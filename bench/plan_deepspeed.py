@@ -68,7 +68,8 @@ def main():
     ap.add_argument("--python-only", action="store_true")
     a = ap.parse_args()
     ds = None if a.python_only else deepspeed_functions()
-    src = f"DeepSpeed {ds[0]}'s functions" if ds else "DeepSpeed's formulas as restated in tests/e2e/plan_deepspeed_ref.py"
+    src = (f"DeepSpeed {ds[0]}'s functions" if ds
+           else "DeepSpeed's formulas as restated in tests/e2e/plan_deepspeed_ref.py")
     print(f"DeepSpeed columns: {src} (zero_init=True, additional_buffer_factor=1.5)\n")
     print("| model, GPUs | setting | DeepSpeed GPU | fabula device states | fabula + 16-bit copy + ZeRO workspace "
           "| DeepSpeed CPU/node | fabula host/node |")

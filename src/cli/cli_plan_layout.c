@@ -260,8 +260,8 @@ int plan_layout(int argc, char **argv)
         if (plan_layout_parse(compare, &cfg, &lay, err, sizeof err) != 0)
             fb_fatal(FB_EXIT_USAGE, "fabula plan layout: --compare '%s': %s", compare, err);
         if (lay.world != o.world)
-            fb_fatal(FB_EXIT_USAGE, "fabula plan layout: --compare '%s' is a layout of %d ranks, not --gpus %d", compare,
-                     lay.world, o.world);
+            fb_fatal(FB_EXIT_USAGE, "fabula plan layout: --compare '%s' is a layout of %d ranks, not --gpus %d",
+                     compare, lay.world, o.world);
         /* the same global batch as every searched layout, unless the spec says otherwise */
         if (!strstr(compare, "accum=")) {
             long long per_step = (long long)lay.dp * lay.micro_batch_tokens;

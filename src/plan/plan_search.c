@@ -310,7 +310,8 @@ void plan_search_explain(const plan_candidate_t *a, const char *an, const plan_c
              b->lay.offload_optimizer + b->lay.offload_param > a->lay.offload_optimizer + a->lay.offload_param)
         snprintf(why, sizeof why, "; %s offloads more to the host, memory bought with time", bn);
     snprintf(buf, n,
-             "%s beats %s by %.2f%% tokens/s (%s): its step is %.4g s shorter, the largest difference %s (%.4g s less%s); "
+             "%s beats %s by %.2f%% tokens/s (%s): its step is %.4g s shorter, the largest difference %s "
+             "(%.4g s less%s); "
              "%s spends compute %+.4g s, exposed communication %+.4g s, bubble %+.4g s, imbalance %+.4g s more.",
              an, bn, 100 * (a->time.tokens_per_s / b->time.tokens_per_s - 1), fields, tb - ta, names[top], d[top],
              why, bn, d[0], d[1], d[2], d[3]);

@@ -34,7 +34,9 @@ typedef struct plan_search_stats {
     long long batch;            /* the global batch does not divide into dp x micro-batch tokens */
     long long device;           /* over device memory */
     long long host;             /* over host memory */
-    long long pruned;           /* skipped, not evaluated: over device memory with a smaller micro-batch or more recomputation */
+    /* skipped, not evaluated: over device memory already with a smaller
+     * micro-batch or more recomputation */
+    long long pruned;
     long long feasible;
     long long ref_beaten_by;    /* feasible layouts ranked before opts.ref */
 } plan_search_stats_t;

@@ -62,7 +62,8 @@ check "one memory: the search agrees with the brute force, device + host against
     --compare dp=8,tp=1,pp=1,zero=1,tokens=256 >"$SCRATCH/table.txt" 2>&1
 RC=$?
 check "the table exits 0 and explains #1 against #2 and the compared layout" \
-    '[ $RC -eq 0 ] && grep -q "^#1 beats #2\|^#1 and #2" "$SCRATCH/table.txt" && grep -q "^cmp (dp=8,tp=1,pp=1" "$SCRATCH/table.txt"'
+    '[ $RC -eq 0 ] && grep -q "^#1 beats #2\|^#1 and #2" "$SCRATCH/table.txt" &&
+     grep -q "^cmp (dp=8,tp=1,pp=1" "$SCRATCH/table.txt"'
 ROWS=$(grep -c '^ *[0-9][0-9]* ' "$SCRATCH/table.txt")
 check "the table prints 10 layouts by default ($ROWS)" '[ $ROWS -eq 10 ]'
 
