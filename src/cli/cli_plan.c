@@ -13,6 +13,7 @@
 #include "cli/cli_args.h"
 #include "cli/cli_plan.h"
 #include "cli/cli_plan_calibrate.h"
+#include "cli/cli_plan_memory.h"
 #include "config/config.h"
 #include "corpus/chapter_lengths.h"
 #include "corpus/novels.h"
@@ -31,6 +32,7 @@ static void plan_usage(FILE *f)
                "  sampler   simulate the data-parallel sampler and packer (--help for options)\n"
                "  calibrate measure data.attention_cost, and with --write-machine this machine's\n"
                "            FLOP/s and MPI links, on this machine (--help for options)\n"
+               "  memory    per-rank bytes of a layout: states, workspaces, activations (--help for options)\n"
                "  time      predict one training step's time on a machine file (--help for options)\n");
 }
 
@@ -330,6 +332,8 @@ int cli_plan(int argc, char **argv)
         return plan_sampler(argc - 1, argv + 1);
     if (!strcmp(argv[1], "calibrate"))
         return plan_calibrate(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "memory"))
+        return plan_memory_cmd(argc - 1, argv + 1);
     if (!strcmp(argv[1], "time"))
         return plan_time_main(argc - 1, argv + 1);
     fprintf(stderr, "fabula plan: unknown plan '%s'\n\n", argv[1]);

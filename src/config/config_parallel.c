@@ -25,4 +25,16 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
     if (chunks < 1 || chunks > 64)
         cj_invalid(c, "parallel.moe_a2a_chunks", "an integer from 1 to 64");
     cfg->parallel.moe_a2a_chunks = chunks;
+    /* Tensor, pipeline and sequence parallelism are planned (`fabula plan
+     * memory --layout`) but not trained yet (issue 17): a config asking for
+     * them is refused by name rather than run as plain data parallelism. */
+    if (cj_int(c, "parallel.tensor_parallel_size", 1) != 1)
+        cj_invalid(c, "parallel.tensor_parallel_size", "1 (tensor parallelism is not implemented yet; `fabula plan "
+                                                       "memory --layout dp=..,tp=..` predicts its memory)");
+    if (cj_int(c, "parallel.pipeline_parallel_size", 1) != 1)
+        cj_invalid(c, "parallel.pipeline_parallel_size", "1 (pipeline parallelism is not implemented yet; `fabula "
+                                                         "plan memory --layout dp=..,pp=..` predicts its memory)");
+    if (cj_bool(c, "parallel.sequence_parallel", 0))
+        cj_invalid(c, "parallel.sequence_parallel", "false (sequence parallelism needs tensor parallelism, not "
+                                                    "implemented yet; `fabula plan memory --layout ..,sp` predicts it)");
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model/model_impl.h"
+#include "model/model_memory.h"
 #include "rng.h"
 #include "util/error.h"
 
@@ -274,6 +275,35 @@ void model_grads_release(model_t *m, int block)
         m->hooks.grads_release(m->hooks.ctx, block);
 }
 
+/* The sizing pass alone, on a model that holds only what carve_buffers
+ * reads: the shapes, the ep size and an op table's element size. */
+size_t model_arena_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
+{
+    ops_t o;
+    memset(&o, 0, sizeof o);
+    o.act_bytes = act_bytes;
+    model_t *m = fb_calloc(1, sizeof *m);
+    m->mc = *mc;
+    m->ops = &o;
+    m->max_tokens = max_tokens;
+    m->hd = mc->hidden_size / mc->num_attention_heads;
+    m->qdim = m->hd * mc->num_attention_heads;
+    m->kvdim = m->hd * mc->num_key_value_heads;
+    m->ep_size = ep_size;
+    m->acts = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->acts);
+    carve_buffers(m);
+    const size_t bytes = m->arena_used;
+    free(m->acts);
+    free(m);
+    return bytes;
+}
+
+size_t model_activation_bytes_for(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
+{
+    return model_arena_bytes(mc, act_bytes, max_tokens, ep_size) +
+           model_ep_buffer_bytes(mc, act_bytes, max_tokens, ep_size);
+}
+
 model_t *model_create(const model_config_t *mc, const ops_t *ops, int max_tokens)
 {
     return model_create_flags(mc, ops, max_tokens, 0);
@@ -339,6 +369,8 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
     m->z_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(double));
     if (m->ep_size > 1)
         moe_ep_create(m);
+    /* what `fabula plan memory` predicts for this model must be what it holds */
+    FB_ASSERT(m->alloc_bytes == model_activation_bytes_for(mc, ops->act_bytes, max_tokens, m->ep_size));
     return m;
 }
 

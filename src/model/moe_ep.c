@@ -29,6 +29,7 @@
 
 #include "model/expert_ffn.h"
 #include "model/model_impl.h"
+#include "model/model_memory.h"
 #include "util/error.h"
 
 typedef struct ep_layer {
@@ -147,6 +148,52 @@ static void scratch_reserve(model_t *m, struct moe_ep *x, size_t rows)
         x->du = m->du;
         x->dact = m->dact;
     }
+}
+
+/* Bytes of the ep buffers when each MoE layer's buffers hold `layer_rows`
+ * rows and the shared scratch `scratch_rows` (tk = T*K: the backward's
+ * [rows, I] buffers are the model's up to tk rows, the scratch's own
+ * beyond): per layer the received rows [rows, D], three [rows, I]
+ * activations, the dropout mask a byte an element and two int32 row maps;
+ * the scratch two [rows, D] buffers. */
+static size_t ep_bytes(const model_config_t *mc, size_t ab, size_t layer_rows, size_t scratch_rows, size_t tk)
+{
+    const size_t D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
+    size_t bytes = 0;
+    for (int l = 0; l < mc->num_hidden_layers; l++)
+        if (model_layer_is_moe(mc, l))
+            bytes += layer_rows * D * ab + 3 * layer_rows * I * ab + layer_rows * I + 2 * layer_rows * sizeof(int32_t);
+    bytes += 2 * scratch_rows * D * ab;
+    if (scratch_rows > tk)
+        bytes += 3 * scratch_rows * I * ab;
+    return bytes;
+}
+
+/* What moe_ep_create allocates: layer_alloc(T*K) per MoE layer, then
+ * scratch_reserve(T*K); model_create checks the sum. */
+size_t model_ep_buffer_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
+{
+    if (ep_size <= 1 || mc->num_local_experts <= 1)
+        return 0;
+    const size_t tk = (size_t)max_tokens * (size_t)mc->num_experts_per_tok;
+    return ep_bytes(mc, act_bytes, tk, tk, tk);
+}
+
+/* The most rows one rank can receive in a layer: each of the E experts
+ * keeps at most moe_capacity() rows of each source's micro-batch, and a
+ * rank's El experts hear from P sources, so P * El * capacity = E *
+ * capacity; dropless (no capacity), every source's T*K rows. Beyond T*K
+ * the exchange grows the buffers to grown(rows) (exchange_layout). */
+size_t model_ep_buffer_bytes_at_capacity(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
+{
+    if (ep_size <= 1 || mc->num_local_experts <= 1)
+        return 0;
+    const size_t tk = (size_t)max_tokens * (size_t)mc->num_experts_per_tok;
+    const int cap = moe_capacity(mc->capacity_factor, max_tokens, mc->num_experts_per_tok, mc->num_local_experts);
+    const size_t rows = cap > 0 ? (size_t)mc->num_local_experts * (size_t)cap : (size_t)ep_size * tk;
+    if (rows <= tk)
+        return ep_bytes(mc, act_bytes, tk, tk, tk);
+    return ep_bytes(mc, act_bytes, grown(rows), grown(rows), tk);
 }
 
 void moe_ep_create(model_t *m)

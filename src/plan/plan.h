@@ -46,6 +46,15 @@ typedef struct plan_memory {
     size_t activations_peak;            /* activations x in-flight, plus what recomputation keeps */
     size_t moe_buffers;                 /* expert-parallel dispatch/compute buffers at the configured capacity */
     size_t device_total, host_total;
+    /* added by plan_memory.c */
+    size_t weight_copy;                 /* 16-bit compute copy of the weights (cuda, cpu16) */
+    size_t host_staging;                /* offload: host copies of the owned parameters and gradients */
+    size_t workspace_zero;              /* the part of `workspace` train's "memory bytes" line reports */
+    size_t comm_buckets;                /* transient reduction buffers at most in flight (in `workspace`) */
+    size_t moe_buffers_capacity;        /* `moe_buffers` grown to the most rows the capacity lets a rank receive
+                                         * (what device_total counts) */
+    int stage;                          /* the pipeline stage these bytes are of (the fullest one) */
+    int predicted;                      /* 1: tp/pp/sp/recompute figures of the Megatron-style rules (issue 17) */
 } plan_memory_t;
 
 /* A machine file (inputs/machines/NAME.json, docs/plan.md): what one node has
@@ -153,7 +162,9 @@ void plan_workload_uniform(double len, double samples, int dp, int microbatches,
 void plan_layout_from_config(const config_t *cfg, int world, plan_layout_t *lay);
 /* Parses "dp=8,tp=8,pp=16,ep=1,zero=1[,offload=optimizer|param|both][,sp]
  * [,recompute=none|selective|full][,vpp=V][,tokens=T][,accum=G]" over the
- * config's defaults; 0 ok, -1 with a message in err. */
+ * config's defaults; 0 ok, -1 with a message in err. "world=W" may stand
+ * for dp (dp = W / (tp pp)) or accompany it (plan_layout_check then checks
+ * W = dp tp pp). */
 int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay, char *err, size_t errlen);
 /* 0 when the layout divides the world, heads, kv heads, intermediate size,
  * vocab, layers and experts; else -1 and err names the first failure. */

@@ -254,8 +254,9 @@ static void print_setup(const trainer_t *tr)
            mem.params / 1048576.0, mem.grads / 1048576.0, mem.optimizer / 1048576.0,
            mem.host_optimizer ? " (host)" : "", mem.workspace / 1048576.0,
            model_activation_bytes(tr->model) / 1048576.0);
-    printf("fabula: memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu parameters=%zu\n", mem.params,
-           mem.grads, mem.optimizer, mem.workspace, param_table_total(t));
+    printf("fabula: memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu parameters=%zu activations=%zu\n",
+           mem.params, mem.grads, mem.optimizer, mem.workspace, param_table_total(t),
+           model_activation_bytes(tr->model));
     const ops_t *ops = model_ops(tr->model);
     if (tr->be.cuda)
         printf("fabula: device: GPU %d of this node per rank %d%s; compute dtype %s, fp32 master weights, "

@@ -23,15 +23,10 @@
 #include "parallel/comm.h"
 #include "parallel/groups.h"
 #include "zero/loss_scale.h"
+#include "zero/zero_memory.h"
 
 typedef struct zero zero_t;
 
-/* Bytes this rank holds, by kind (docs/zero.md has the formulas). */
-typedef struct zero_memory {
-    size_t params, grads, optimizer;    /* persistent state */
-    size_t workspace;                   /* gather/reduce buffers, bucket-sized */
-    size_t host_optimizer;              /* part of `optimizer` kept in host memory (offload) */
-} zero_memory_t;
 
 /* Creates the model (with the buffers the stage keeps), and initialises the
  * parameters from `seed`. */

@@ -170,18 +170,19 @@ zero_step_report_t zero_step(zero_t *z, double lr, double loss)
 
 zero_memory_t zero_memory(const zero_t *z)
 {
-    zero_memory_t m;
-    memset(&m, 0, sizeof m);
+    zero_group_shape_t shape[PARAM_NGROUPS];
+    int size[PARAM_NGROUPS], rank[PARAM_NGROUPS];
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
-        const zgroup_t *g = &z->g[gi];
-        const size_t own = g->hi - g->lo;
-        m.params += (z->stage == 3 ? own : g->numel) * sizeof(float);
-        m.grads += (z->stage >= 2 ? own : g->numel) * sizeof(float);
-        m.optimizer += 2 * own * sizeof(float);
-        if (z->offload_opt)
-            m.host_optimizer += 2 * own * sizeof(float);
+        zero_group_shape_of(z->t, gi, &shape[gi]);
+        size[gi] = z->g[gi].size;
+        rank[gi] = z->g[gi].rank;
     }
-    m.workspace = z->workspace_bytes;
+    zero_memory_t m = zero_memory_of(z->cfg, shape, size, rank);
+    /* the arithmetic `fabula plan memory` uses must be what was allocated */
+    size_t own = 0;
+    for (int gi = 0; gi < PARAM_NGROUPS; gi++)
+        own += z->g[gi].hi - z->g[gi].lo;
+    FB_ASSERT(m.workspace == z->workspace_bytes && m.optimizer == 2 * own * sizeof(float));
     return m;
 }
 

@@ -1,0 +1,175 @@
+/* fabula plan memory: per-rank bytes of a layout, without a model or MPI
+ * (src/plan/plan_memory.c, docs/plan.md "Memory"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_args.h"
+#include "cli/cli_plan_memory.h"
+#include "config/config.h"
+#include "plan/plan.h"
+#include "train/train_config.h"
+#include "util/error.h"
+
+static void memory_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fabula plan memory (--layout SPEC | --world N) [options] [CONFIG.json ...]\n"
+            "\n"
+            "Per-rank bytes of parameters, gradients and optimizer state (device and\n"
+            "host apart, by ZeRO stage and offload), ZeRO workspaces, activations of a\n"
+            "micro-batch and of the micro-batches a pipeline holds, and the\n"
+            "expert-parallel dispatch buffers, for the config's model and precision.\n"
+            "For the layouts `fabula train` runs (tp = pp = 1) the figures are the ones\n"
+            "train prints at start (\"memory bytes:\"); tensor and pipeline parallelism,\n"
+            "sequence parallelism and recomputation are predictions by Megatron's rules\n"
+            "(docs/plan.md).\n"
+            "\n"
+            "  --world N          N ranks laid out as train would: dp = N, tp = pp = 1,\n"
+            "                     the config's ZeRO stage, offload and expert parallelism\n"
+            "  --layout SPEC      [world=W,]dp=D,tp=T,pp=P[,ep=E][,zero=Z][,offload=none|optimizer|\n"
+            "                     param|both][,sp][,recompute=none|selective|full][,vpp=V]\n"
+            "                     [,tokens=TOKENS][,accum=G]; unset parts from the config\n"
+            "                     (world=W alone: dp = W / (tp pp))\n"
+            "  --set KEY=VALUE    config override, as for train\n"
+            "  --json             one JSON object instead of the table\n"
+            "\n"
+            "exit codes: 0 ok, 2 usage, config or a layout that does not divide the model\n");
+}
+
+/* dp x tp x pp of a spec, to validate the config for that world before the
+ * spec itself is parsed over it (plan_layout_parse reports bad parts). */
+static int spec_world(const char *spec)
+{
+    long long w = 1;
+    const char *at = strstr(spec, "world=");
+    if (at && (at == spec || at[-1] == ',')) {
+        long v = strtol(at + 6, NULL, 10);
+        return v > 0 && v < (1 << 30) ? (int)v : 1;
+    }
+    const char *keys[] = {"dp=", "tp=", "pp="};
+    for (int i = 0; i < 3; i++) {
+        for (const char *p = spec; (p = strstr(p, keys[i])) != NULL; p++) {
+            if (p != spec && p[-1] != ',')
+                continue;
+            long v = strtol(p + 3, NULL, 10);
+            if (v > 0 && v < (1 << 24))
+                w *= v;
+            break;
+        }
+    }
+    return w > 0 && w < (1 << 30) ? (int)w : 1;
+}
+
+static double mib(size_t b) { return b / 1048576.0; }
+
+static void row(const char *what, size_t dev, size_t host)
+{
+    printf("  %-34s %12.2f %12.2f   %zu / %zu\n", what, mib(dev), mib(host), dev, host);
+}
+
+static const char *recompute_name(plan_recompute_t r)
+{
+    return r == PLAN_RECOMPUTE_FULL ? "full" : r == PLAN_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+int plan_memory_cmd(int argc, char **argv)
+{
+    enum { OPT_LAYOUT = 1, OPT_WORLD, OPT_SET, OPT_JSON };
+    static const cli_option_t options[] = {
+        {"layout", 0, 1, OPT_LAYOUT}, {"world", 0, 1, OPT_WORLD}, {"set", 0, 1, OPT_SET},
+        {"json", 0, 0, OPT_JSON},     {0, 0, 0, 0},
+    };
+    const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
+    const char *spec = NULL;
+    int nsets = 0, opt, world = 0, json = 0;
+    cli_args_t args;
+    cli_args_init(&args, "plan memory", memory_usage, options, 0, &argc, &argv);
+    while ((opt = cli_args_next(&args)) != 0) {
+        switch (opt) {
+        case OPT_LAYOUT: spec = args.value; break;
+        case OPT_WORLD: world = (int)cli_args_int(&args, 1, 1 << 24); break;
+        case OPT_SET: sets[nsets++] = args.value; break;
+        case OPT_JSON: json = 1; break;
+        }
+    }
+    if (!spec == !world)
+        cli_args_fail(&args, 1, "give exactly one of --layout SPEC and --world N");
+
+    config_t cfg;
+    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
+                spec ? spec_world(spec) : world, 1);
+    train_config_resolve(&cfg, 0);
+    free(sets);
+    plan_layout_t lay;
+    char err[512];
+    if (spec) {
+        if (plan_layout_parse(spec, &cfg, &lay, err, sizeof err) != 0)
+            fb_fatal(FB_EXIT_USAGE, "fabula plan memory: %s", err);
+    } else {
+        plan_layout_from_config(&cfg, world, &lay);
+    }
+    if (plan_layout_check(&cfg, &lay, err, sizeof err) != 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan memory: layout dp=%d,tp=%d,pp=%d,ep=%d,zero=%d: %s", lay.dp, lay.tp,
+                 lay.pp, lay.ep, lay.zero, err);
+    cli_args_free(&args);
+
+    plan_memory_t m;
+    plan_memory(&cfg, &lay, &m);
+    /* train's line: params and optimizer include their offloaded parts,
+     * activations the expert-parallel buffers */
+    const size_t params = m.params + m.host_params, optimizer = m.optimizer + m.host_optimizer;
+    const size_t acts = m.activations_peak + m.moe_buffers;
+    if (json) {
+        printf("{\"world\":%d,\"dp\":%d,\"tp\":%d,\"pp\":%d,\"ep\":%d,\"zero\":%d,\"offload_optimizer\":%s,"
+               "\"offload_param\":%s,\"sequence_parallel\":%s,\"recompute\":\"%s\",\"vpp\":%d,"
+               "\"micro_batch_tokens\":%d,\"grad_accum\":%d,\"act_bytes\":%d,\"stage\":%d,\"predicted\":%s,"
+               "\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"host_params\":%zu,\"host_optimizer\":%zu,"
+               "\"host_staging\":%zu,\"workspace\":%zu,\"comm_buckets\":%zu,\"weight_copy\":%zu,\"activations\":%zu,"
+               "\"inflight_microbatches\":%zu,\"activations_peak\":%zu,\"moe_buffers\":%zu,"
+               "\"moe_buffers_capacity\":%zu,"
+               "\"device_total\":%zu,\"host_total\":%zu,"
+               "\"train_line\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
+               "\"activations\":%zu}}\n",
+               lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero, lay.offload_optimizer ? "true" : "false",
+               lay.offload_param ? "true" : "false", lay.sequence_parallel ? "true" : "false",
+               recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
+               lay.act_bytes, m.stage, m.predicted ? "true" : "false", m.params, m.grads, m.optimizer,
+               m.host_params, m.host_optimizer, m.host_staging, m.workspace_zero, m.comm_buckets, m.weight_copy,
+               m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
+               m.device_total,
+               m.host_total, params, m.grads, optimizer, m.workspace_zero, acts);
+    } else {
+        printf("fabula plan memory: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d%s%s%s, recompute %s, vpp %d; "
+               "micro-batches of %d tokens, %d accumulated, activations %d bytes an element\n",
+               lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero,
+               lay.offload_optimizer ? ", optimizer offloaded" : "", lay.offload_param ? ", parameters offloaded" : "",
+               lay.sequence_parallel ? ", sequence parallel" : "",
+               recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
+               lay.act_bytes);
+        printf("per rank%s:\n", lay.pp > 1 ? " (the fullest pipeline stage)" : "");
+        if (lay.pp > 1)
+            printf("  pipeline stage %d\n", m.stage);
+        printf("  %-34s %12s %12s   %s\n", "", "device MiB", "host MiB", "bytes device / host");
+        row("parameters (fp32)", m.params, m.host_params);
+        row("gradients (fp32)", m.grads, 0);
+        row("optimizer state (Adam m, v)", m.optimizer, m.host_optimizer);
+        row("offload staging", 0, m.host_staging);
+        row("ZeRO workspaces", m.workspace_zero, 0);
+        row("reduction buckets in flight", m.comm_buckets, 0);
+        row("16-bit weight copy", m.weight_copy, 0);
+        row("activations, one micro-batch", m.activations, 0);
+        printf("  %-34s %12zu\n", "micro-batches in flight", m.inflight_microbatches);
+        row("activations held at peak", m.activations_peak, 0);
+        row("expert-parallel buffers at start", m.moe_buffers, 0);
+        row("  grown to the configured capacity", m.moe_buffers_capacity, 0);
+        row("total", m.device_total, m.host_total);
+        if (m.predicted)
+            printf("note: tp/pp/sequence parallelism/recomputation figures are predictions of the Megatron-style "
+                   "implementation (issue 17): fabula train does not run this layout yet\n");
+        printf("memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", params, m.grads,
+               optimizer, m.workspace_zero, acts);
+    }
+    config_free(&cfg);
+    return 0;
+}

@@ -1,0 +1,137 @@
+#!/bin/sh
+# fabula plan memory (docs/plan.md, "Memory"): for every layout the suite
+# trains (1, 2, 4 ranks x ZeRO 0-3, optimizer and parameter offload, expert
+# parallelism 2 on the MoE model, 16-bit activations of run.backend cpu16)
+# train's start-up "memory bytes:" line equals `plan memory --world N` field
+# by field, and the peak RSS of the run (the step records'
+# ranks.rss_max_bytes) is within 10% of the plan's total plus the process
+# baseline: what a rank holds beyond its model (the MPI library, the loader's
+# corpus, code, stacks), measured here as the peak RSS of the same run with a
+# 32-wide model minus the plan's total for it (about 35 MiB on Linux/MPICH).
+# Models of 8M parameters (ZeRO-3 over several ranks: 2M, its gathers are slow
+# on oversubscribed cores) keep the states and workspaces well above that
+# baseline. Bad layouts: one check per division plan_layout_check refuses
+# (exit 2, the message naming it), and train refuses tensor/pipeline/sequence
+# parallelism by key.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+PY=${PYTHON:-python3}
+COMMON="--set data.seq_len=64 --set train_micro_batch_size_per_gpu=2 --set data.max_tokens_per_batch=128"
+BIG="--set model.hidden_size=384 --set model.intermediate_size=768"
+MID="--set model.hidden_size=192 --set model.intermediate_size=384"
+TINY="--set model.hidden_size=32 --set model.intermediate_size=64"
+
+# plan NP ARGS...: plan memory --world NP as JSON into $SCRATCH/plan.json
+plan() {
+    np=$1; shift
+    (cd "$FB_SRCDIR" && "$FABULA" plan memory --world "$np" --json $COMMON --set train_batch_size=$((2 * np)) "$@") \
+        >"$SCRATCH/plan.json" 2>"$SCRATCH/plan.err"
+}
+
+# run NAME NP ARGS...: 1 step on NP ranks into $SCRATCH/NAME, status in $RC
+run() {
+    name=$1; np=$2; shift 2
+    t0=$(date +%s)
+    (cd "$FB_SRCDIR" && timeout 120 $MPIEXEC -n "$np" "$FABULA" train --steps 1 --run-dir "$SCRATCH/$name" \
+        --set checkpoint.save_interval=-1 $COMMON --set train_batch_size=$((2 * np)) "$@") >"$SCRATCH/$name.out" 2>&1
+    RC=$?
+    echo "$name: $(($(date +%s) - t0)) s"
+    [ $RC -eq 0 ] || { echo "--- $name failed ($RC):"; tail -n 20 "$SCRATCH/$name.out"; }
+}
+
+# baseline NP: peak RSS minus the plan's total, for the tiny model
+for np in 1 2 4; do
+    run base$np $np $TINY
+    plan $np $TINY
+    eval "BASE$np=$("$PY" - "$SCRATCH/base$np" "$SCRATCH/plan.json" <<'PYEOF'
+import json, sys
+rss = max(json.loads(l)["ranks"]["rss_max_bytes"] for l in open(sys.argv[1] + "/metrics.jsonl"))
+p = json.load(open(sys.argv[2]))
+print(rss - p["device_total"] - p["host_total"])
+PYEOF
+)"
+done
+echo "process baseline (peak RSS - plan, 32-wide model): 1 rank $BASE1, 2 ranks $BASE2, 4 ranks $BASE4 bytes"
+check "process baseline measured, below 128 MiB" '[ "$BASE1" -gt 0 ] && [ "$BASE4" -lt 134217728 ]'
+
+# same NAME NP ARGS...: train and plan agree on every field, RSS within 10%
+same() {
+    name=$1; np=$2; shift 2
+    run "$name" "$np" "$@"
+    plan "$np" "$@"
+    eval "base=\$BASE$np"
+    check "$name: plan memory equals train's memory bytes, peak RSS within 10% of plan + baseline" \
+        '[ $RC -eq 0 ] && "$PY" - "$SCRATCH/$name.out" "$SCRATCH/$name" "$SCRATCH/plan.json" "$base" <<PYEOF
+import json, re, sys
+line = [l for l in open(sys.argv[1]) if "memory bytes:" in l][0]
+got = dict(kv.split("=") for kv in line.split("memory bytes:")[1].split())
+p = json.load(open(sys.argv[3]))
+want = p["train_line"]
+bad = [k for k in want if int(got[k]) != want[k]]
+rss = max(json.loads(l)["ranks"]["rss_max_bytes"] for l in open(sys.argv[2] + "/metrics.jsonl"))
+expect = p["device_total"] + p["host_total"] + int(sys.argv[4])
+print("  train %s" % line.split("memory bytes:")[1].strip())
+print("  plan  %s" % " ".join("%s=%d" % kv for kv in want.items()))
+print("  peak RSS %d, plan total %d + baseline %s = %d (%+.1f%%)" % (rss, expect - int(sys.argv[4]),
+      sys.argv[4], expect, 100.0 * (rss - expect) / expect))
+if bad:
+    print("  differ: %s" % bad)
+sys.exit(1 if bad or abs(rss - expect) > 0.10 * expect else 0)
+PYEOF'
+}
+
+for np in 1 2 4; do
+    for stage in 0 1 2; do
+        same "np$np-z$stage" $np $BIG --set zero_optimization.stage=$stage
+    done
+done
+same np1-z3 1 $BIG --set zero_optimization.stage=3
+same np2-z3 2 $MID --set zero_optimization.stage=3
+same np4-z3 4 $MID --set zero_optimization.stage=3
+same np2-z1-overlap 2 $BIG --set zero_optimization.stage=1 --set zero_optimization.overlap_comm=true \
+    --set zero_optimization.reduce_bucket_size=200000
+same np2-z2-off 2 $BIG --set zero_optimization.stage=2 --set zero_optimization.offload_optimizer.device=cpu
+same np2-z3-offp 2 $MID --set zero_optimization.stage=3 --set zero_optimization.offload_param.device=cpu
+same np4-z3-off 4 $MID --set zero_optimization.stage=3 --set zero_optimization.offload_optimizer.device=cpu \
+    --set zero_optimization.offload_param.device=cpu
+same np2-ep2-z0 2 $BIG --set parallel.expert_parallel_size=2 --set zero_optimization.stage=0
+same np4-ep2-z1 4 $BIG --set parallel.expert_parallel_size=2 --set zero_optimization.stage=1
+# 16-bit activations and the weights' 16-bit compute copy (the CUDA backend's storage, on the CPU)
+same np2-z1-cpu16 2 $BIG --set run.backend=cpu16 --set zero_optimization.stage=1
+
+# bad layouts: exit 2 and the failing division named
+bad() {
+    what=$1; pattern=$2; shift 2
+    (cd "$FB_SRCDIR" && "$FABULA" plan memory "$@") >"$SCRATCH/bad.out" 2>&1
+    rc=$?
+    check "bad layout ($what): exit 2, says '$pattern'" \
+        '[ $rc -eq 2 ] && grep -q -- "$pattern" "$SCRATCH/bad.out" || { cat "$SCRATCH/bad.out"; false; }'
+}
+bad "world" "world size 8 is not dp x tp x pp" --layout world=8,dp=2,tp=2
+bad "heads" "does not divide model.num_attention_heads = 4" --layout dp=1,tp=3
+bad "kv heads" "model.num_key_value_heads = 3" --layout dp=1,tp=2 --set model.hidden_size=192 \
+    --set model.num_attention_heads=6 --set model.num_key_value_heads=3
+bad "intermediate" "does not divide model.intermediate_size = 250" --layout dp=1,tp=4 --set model.intermediate_size=250
+bad "vocab" "does not divide model.vocab_size = 301" --layout dp=1,tp=2 --set model.vocab_size=301
+bad "layers" "does not divide model.num_hidden_layers = 2" --layout dp=1,pp=3
+bad "experts" "does not divide model.num_local_experts = 4" --layout dp=3,ep=3
+bad "ep vs dp" "ep = 4 does not divide dp = 2" --layout dp=2,ep=4,tp=2
+bad "sp without tp" "sequence parallelism needs tp > 1" --layout dp=2,sp
+bad "ZeRO-3 with pp" "ZeRO-3 with pp = 2" --layout dp=1,pp=2,zero=3
+bad "offload_param below stage 3" "offload=param needs zero = 3" --layout dp=2,zero=2,offload=param
+bad "ep on a dense model" "needs an MoE model" --layout dp=2,ep=2 --set model.num_local_experts=1
+bad "unknown part" "unknown part 'xp'" --layout dp=2,xp=2
+bad "neither --world nor --layout" "give exactly one of" 
+
+# kv heads fewer than tp but dividing it: replicated, accepted
+(cd "$FB_SRCDIR" && "$FABULA" plan memory --layout dp=1,tp=4) >"$SCRATCH/kv.out" 2>&1
+check "kv heads (2) below tp (4): replicated, planned as a prediction" \
+    '[ $? -eq 0 ] && grep -q "predictions of the Megatron-style implementation" "$SCRATCH/kv.out"'
+
+# tp/pp/sp in a config: train refuses them by name (exit 2)
+for kv in parallel.tensor_parallel_size=2 parallel.pipeline_parallel_size=2 parallel.sequence_parallel=true; do
+    (cd "$FB_SRCDIR" && "$FABULA" train --dry-run --set "$kv") >"$SCRATCH/refuse.out" 2>&1
+    rc=$?
+    check "train refuses $kv naming the key (exit 2)" \
+        '[ $rc -eq 2 ] && grep -q "config key .${kv%%=*}." "$SCRATCH/refuse.out"'
+done
+finish
