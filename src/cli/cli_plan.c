@@ -139,6 +139,28 @@ static int64_t read_lengths_file(const char *path, int max_seq_len, int64_t **ou
 
 static int64_t load_lengths(const sampler_args_t *a, int64_t **lens, int64_t *cut);
 
+int cli_plan_spec_world(const char *spec)
+{
+    const char *at = strstr(spec, "world=");
+    if (at && (at == spec || at[-1] == ',')) {
+        long v = strtol(at + 6, NULL, 10);
+        return v > 0 && v < (1 << 30) ? (int)v : 1;
+    }
+    long long w = 1;
+    const char *keys[] = {"dp=", "tp=", "pp="};
+    for (int i = 0; i < 3; i++) {
+        for (const char *p = spec; (p = strstr(p, keys[i])) != NULL; p++) {
+            if (p != spec && p[-1] != ',')
+                continue;
+            long v = strtol(p + 3, NULL, 10);
+            if (v > 0 && v < (1 << 24))
+                w *= v;
+            break;
+        }
+    }
+    return w > 0 && w < (1 << 30) ? (int)w : 1;
+}
+
 int64_t cli_plan_lengths(const char *jsonl, const char *lengths_file, const char *split, int max_seq_len,
                          int64_t **lens, int64_t *cut)
 {
