@@ -13,8 +13,8 @@
 #include "cli/cli_args.h"
 #include "cli/cli_plan.h"
 #include "cli/cli_plan_calibrate.h"
-#include "cli/cli_plan_memory.h"
 #include "cli/cli_plan_layout.h"
+#include "cli/cli_plan_memory.h"
 #include "config/config.h"
 #include "corpus/chapter_lengths.h"
 #include "corpus/novels.h"
@@ -33,8 +33,8 @@ static void plan_usage(FILE *f)
                "  sampler   simulate the data-parallel sampler and packer (--help for options)\n"
                "  calibrate measure data.attention_cost, and with --write-machine this machine's\n"
                "            FLOP/s and MPI links, on this machine (--help for options)\n"
-               "  time      predict one training step's time on a machine file (--help for options)\n"
                "  memory    per-rank bytes of a layout: states, workspaces, activations (--help for options)\n"
+               "  time      predict one training step's time on a machine file (--help for options)\n"
                "  layout    search the layouts of N GPUs for the fastest that fits (--help for options)\n");
 }
 
@@ -140,6 +140,28 @@ static int64_t read_lengths_file(const char *path, int max_seq_len, int64_t **ou
 }
 
 static int64_t load_lengths(const sampler_args_t *a, int64_t **lens, int64_t *cut);
+
+int cli_plan_spec_world(const char *spec)
+{
+    const char *at = strstr(spec, "world=");
+    if (at && (at == spec || at[-1] == ',')) {
+        long v = strtol(at + 6, NULL, 10);
+        return v > 0 && v < (1 << 30) ? (int)v : 1;
+    }
+    long long w = 1;
+    const char *keys[] = {"dp=", "tp=", "pp="};
+    for (int i = 0; i < 3; i++) {
+        for (const char *p = spec; (p = strstr(p, keys[i])) != NULL; p++) {
+            if (p != spec && p[-1] != ',')
+                continue;
+            long v = strtol(p + 3, NULL, 10);
+            if (v > 0 && v < (1 << 24))
+                w *= v;
+            break;
+        }
+    }
+    return w > 0 && w < (1 << 30) ? (int)w : 1;
+}
 
 int64_t cli_plan_lengths(const char *jsonl, const char *lengths_file, const char *split, int max_seq_len,
                          int64_t **lens, int64_t *cut)
@@ -336,10 +358,10 @@ int cli_plan(int argc, char **argv)
         return plan_calibrate(argc - 1, argv + 1);
     if (!strcmp(argv[1], "memory"))
         return plan_memory_cmd(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "layout"))
-        return plan_layout(argc - 1, argv + 1);
     if (!strcmp(argv[1], "time"))
         return plan_time_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "layout"))
+        return plan_layout(argc - 1, argv + 1);
     fprintf(stderr, "fabula plan: unknown plan '%s'\n\n", argv[1]);
     plan_usage(stderr);
     return FB_EXIT_USAGE;

@@ -14,4 +14,9 @@ int plan_time_main(int argc, char **argv);
 int64_t cli_plan_lengths(const char *jsonl, const char *lengths_file, const char *split, int max_seq_len,
                          int64_t **lens, int64_t *cut);
 
+/* dp x tp x pp of a layout spec ("world=W" when given), the world the
+ * config is validated for before the spec is parsed over it (a malformed
+ * part gives 1 here and its message from plan_layout_parse). */
+int cli_plan_spec_world(const char *spec);
+
 #endif

@@ -19,19 +19,23 @@
 static void time_usage(FILE *f)
 {
     fprintf(f,
-            "usage: fabula plan time [CONFIG.json ...] --world N --machine FILE\n"
+            "usage: fabula plan time [CONFIG.json ...] (--layout SPEC | --world N) --machine FILE\n"
             "                        [--jsonl FILE [--split windows|chapters] | --corpus-lengths FILE | --mean-len L]\n"
             "                        [--steps S] [--set K=V] [--json]\n"
             "\n"
-            "Predicts one training step's time of the config's model on N data-parallel\n"
-            "ranks (ZeRO stage, ep, overlap_comm, buckets and offload from the config)\n"
+            "Predicts one training step's time of the config's model in a layout (ZeRO\n"
+            "stage, ep, overlap_comm, buckets and offload from the config unless the spec\n"
+            "says)\n"
             "on the machine file (docs/plan.md, \"Machine files\"): compute from the\n"
             "model FLOPs of the packed micro-batches at the machine's sustained FLOP/s,\n"
             "every collective of the step at its alpha-beta time (intra- or inter-node\n"
             "link by the group's span), the part overlap_comm hides, the pipeline\n"
             "bubble and the wait for the slowest rank (docs/plan.md, \"Time\").\n"
             "\n"
-            "  --world N              data-parallel ranks\n"
+            "  --world N              N ranks laid out as train would: dp = N, tp = pp = 1\n"
+            "  --layout SPEC          [world=W,]dp=D,tp=T,pp=P[,ep=E][,zero=Z][,offload=none|\n"
+            "                         optimizer|param|both][,sp][,recompute=none|selective|full]\n"
+            "                         [,vpp=V][,tokens=C][,accum=G] (as plan memory)\n"
             "  --machine FILE         machine file (inputs/machines/*.json)\n"
             "  --jsonl FILE           sample lengths from novels (byte tokenizer), the step\n"
             "                         plan run on them for --steps steps\n"
@@ -43,24 +47,6 @@ static void time_usage(FILE *f)
             "  --json                 one JSON object instead of the table\n"
             "\n"
             "exit codes: 0 ok, 2 usage, config or machine file, 3 input data, 4 I/O\n");
-}
-
-/* The layout train forms on `world` ranks today: all data-parallel, ep,
- * ZeRO and offload from the config. */
-static void layout_of_world(const config_t *cfg, int world, plan_layout_t *lay)
-{
-    memset(lay, 0, sizeof *lay);
-    lay->world = world;
-    lay->dp = world;
-    lay->tp = lay->pp = 1;
-    lay->ep = cfg->parallel.expert_parallel_size > 0 ? cfg->parallel.expert_parallel_size : 1;
-    lay->zero = cfg->zero.stage;
-    lay->offload_optimizer = cfg->zero.offload_optimizer;
-    lay->offload_param = cfg->zero.offload_param;
-    lay->virtual_stages = 1;
-    lay->micro_batch_tokens = cfg->loader.max_tokens_per_batch;
-    lay->grad_accum = cfg->grad_accum;
-    lay->act_bytes = cfg->run.backend == RUN_BACKEND_CUDA ? 2 : 4;
 }
 
 static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const plan_workload_t *w,
@@ -138,14 +124,15 @@ static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const
 
 int plan_time_main(int argc, char **argv)
 {
-    enum { OPT_WORLD = 1, OPT_MACHINE, OPT_JSONL, OPT_SPLIT, OPT_LENGTHS, OPT_MEANLEN, OPT_STEPS, OPT_SET, OPT_JSON };
+    enum { OPT_WORLD = 1, OPT_LAYOUT, OPT_MACHINE, OPT_JSONL, OPT_SPLIT, OPT_LENGTHS, OPT_MEANLEN, OPT_STEPS, OPT_SET, OPT_JSON };
     static const cli_option_t options[] = {
-        {"world", 0, 1, OPT_WORLD},         {"machine", 0, 1, OPT_MACHINE}, {"jsonl", 0, 1, OPT_JSONL},
+        {"world", 0, 1, OPT_WORLD},         {"layout", 0, 1, OPT_LAYOUT},   {"machine", 0, 1, OPT_MACHINE},
+        {"jsonl", 0, 1, OPT_JSONL},
         {"split", 0, 1, OPT_SPLIT},         {"corpus-lengths", 0, 1, OPT_LENGTHS},
         {"mean-len", 0, 1, OPT_MEANLEN},    {"steps", 0, 1, OPT_STEPS}, {"set", 0, 1, OPT_SET},
         {"json", 0, 0, OPT_JSON},           {0, 0, 0, 0},
     };
-    const char *machine = NULL, *jsonl = NULL, *lengths = NULL, *split = "windows";
+    const char *spec = NULL, *machine = NULL, *jsonl = NULL, *lengths = NULL, *split = "windows";
     int world = 0, json = 0, nsets = 0, opt;
     long steps = 20;
     double mean_len = 0;
@@ -155,6 +142,7 @@ int plan_time_main(int argc, char **argv)
     while ((opt = cli_args_next(&args)) != 0) {
         switch (opt) {
         case OPT_WORLD: world = (int)cli_args_int(&args, 1, 1 << 24); break;
+        case OPT_LAYOUT: spec = args.value; break;
         case OPT_MACHINE: machine = args.value; break;
         case OPT_JSONL: jsonl = args.value; break;
         case OPT_SPLIT: split = args.value; break;
@@ -165,8 +153,8 @@ int plan_time_main(int argc, char **argv)
         case OPT_JSON: json = 1; break;
         }
     }
-    if (!world)
-        cli_args_fail(&args, 1, "--world N is required");
+    if (!spec == !world)
+        cli_args_fail(&args, 1, "give exactly one of --layout SPEC and --world N");
     if (!machine)
         cli_args_fail(&args, 1, "--machine FILE is required");
     if ((jsonl != NULL) + (lengths != NULL) + (mean_len > 0) > 1)
@@ -180,15 +168,20 @@ int plan_time_main(int argc, char **argv)
         fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s", err);
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
-                world, 1);
+                spec ? cli_plan_spec_world(spec) : world, 1);
     train_config_resolve(&cfg, 0);
     free(sets);
     cli_args_free(&args);
     plan_layout_t lay;
-    layout_of_world(&cfg, world, &lay);
-    if (lay.dp % lay.ep != 0)
-        fb_fatal(FB_EXIT_USAGE, "fabula plan time: parallel.expert_parallel_size (%d) does not divide --world (%d)",
-                 lay.ep, world);
+    if (spec) {
+        if (plan_layout_parse(spec, &cfg, &lay, err, sizeof err) != 0)
+            fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s", err);
+    } else {
+        plan_layout_from_config(&cfg, world, &lay);
+    }
+    if (plan_layout_check(&cfg, &lay, err, sizeof err) != 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan time: layout dp=%d,tp=%d,pp=%d,ep=%d,zero=%d: %s", lay.dp, lay.tp, lay.pp,
+                 lay.ep, lay.zero, err);
 
     plan_workload_t w;
     char source[600];
@@ -200,7 +193,7 @@ int plan_time_main(int argc, char **argv)
         free(lens);
     } else {
         const double len = mean_len > 0 ? mean_len : cfg.data.seq_len;
-        plan_workload_uniform(len, cfg.train_batch_size, lay.dp, cfg.grad_accum, &w);
+        plan_workload_uniform(len, cfg.train_batch_size, lay.dp, lay.grad_accum, &w);
         snprintf(source, sizeof source, "every sample %g tokens", len);
     }
     plan_time_t t;

@@ -65,6 +65,29 @@ for layout in "2 2 optimizer" "4 3 both"; do
         '[ $rc -eq 0 ] && [ $rrc -eq 0 ] && grep -Eq "\"offload_s\":(0\\.0*)?[1-9]" "$SCRATCH/plan.json"'
 done
 
+# --layout: the spec gives the layout --world and the config give; a
+# tp x pp layout has its tp and pp rows and the 1F1B bubble
+"$FABULA" plan time "$CFG" --layout dp=2,zero=2,ep=2 --machine "$M" --json >"$SCRATCH/spec.json" 2>/dev/null
+rc1=$?
+"$FABULA" plan time "$CFG" --world 2 --set zero_optimization.stage=2 --set parallel.expert_parallel_size=2 \
+    --machine "$M" --json >"$SCRATCH/world.json" 2>/dev/null
+rc2=$?
+check "--layout dp=2,zero=2,ep=2 predicts what --world 2 with the config's stage 2 and ep 2 does" \
+    '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && cmp -s "$SCRATCH/spec.json" "$SCRATCH/world.json"'
+"$FABULA" plan time "$CFG" --layout dp=2,tp=2,pp=2,accum=4,vpp=1 --set train_batch_size=32 --machine "$M" --json \
+    >"$SCRATCH/tp.json" 2>"$SCRATCH/err.txt"
+rc=$?
+cat "$SCRATCH/err.txt"
+check "dp=2,tp=2,pp=2, 4 micro-batches: tp and pp collectives, bubble fraction 1/5 and (pp-1) micro-batch times" \
+    "[ $rc -eq 0 ] && \"$PY\" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d[\"comm\"]
+mb = (d[\"forward_s\"] + d[\"backward_s\"]) / d[\"microbatches_per_rank\"]
+ok = c[\"tp\"][\"calls\"] == 4 * 1 * 4 and c[\"pp\"][\"calls\"] == 2 * 4 and c[\"tp\"][\"group\"] == 2
+ok = ok and abs(d[\"bubble_fraction\"] - 1 / 5) < 1e-12 and abs(d[\"bubble_s\"] - mb) < 1e-12 * mb
+sys.exit(not ok)' \"$SCRATCH/tp.json\""
+
 # the table form names every part
 "$FABULA" plan time "$CFG" --world 4 --machine "$M" --set zero_optimization.stage=3 \
     --set parallel.expert_parallel_size=2 >"$SCRATCH/table.txt" 2>&1
@@ -155,7 +178,10 @@ bad_flags "no --machine" "--machine" --world 2
 bad_flags "no --world" "--world" --machine "$M"
 bad_flags "--world 0" "--world" --world 0 --machine "$M"
 bad_flags "--mean-len with --corpus-lengths" "at most one" --world 2 --machine "$M" --mean-len 64 --corpus-lengths x
-bad_flags "ep not dividing the world" "expert_parallel_size" --world 3 --machine "$M" --set parallel.expert_parallel_size=2
+bad_flags "ep not dividing the world" "expert_parallel_size" --world 3 --machine "$M" --set train_batch_size=24 \
+    --set parallel.expert_parallel_size=2
+bad_flags "--layout and --world" "exactly one" --world 2 --layout dp=2 --machine "$M"
+bad_flags "a bad layout part" "bogus" --layout dp=2,bogus=1 --machine "$M"
 bad_flags "an unknown flag" "--bogus" --world 2 --machine "$M" --bogus
 "$FABULA" plan time --help >"$SCRATCH/out.txt" 2>&1
 rc=$?
