@@ -133,7 +133,8 @@ static double backward_scratch(const model_config_t *mc, const plan_layout_t *la
     return b;
 }
 
-static size_t exact_total(plan_memory_t *o)
+/* Everything on the device at the peak. */
+static size_t device_total(const plan_memory_t *o)
 {
     return o->params + o->grads + o->optimizer + o->workspace + o->activations_peak + o->moe_buffers_capacity +
            o->weight_copy;
@@ -221,7 +222,7 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
             model_ep_buffer_bytes_at_capacity(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep) /
             (size_t)lay->pp;
     }
-    o->device_total = exact_total(o);
+    o->device_total = device_total(o);
     o->host_total = o->host_params + o->host_optimizer + o->host_staging;
 }
 
