@@ -34,6 +34,17 @@ static double block_calls(const param_table_t *t, int group, double bucket)
     return calls;
 }
 
+static double nonempty_blocks(const param_table_t *t, int group)
+{
+    double n = 0;
+    for (int b = 0; b < t->nblocks; b++) {
+        size_t lo, hi;
+        param_table_block_range(t, b, group, &lo, &hi);
+        n += hi > lo;
+    }
+    return n;
+}
+
 /* Calls of a ZeRO 0/1 reduction with overlap_comm (src/zero/zero.c): the
  * blocks, finishing last to first, grow one pending range that is launched,
  * in bucket-sized pieces, as soon as it reaches the bucket; the rest after
@@ -155,8 +166,10 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
             add(&c[PLAN_COMM_DP_PARAM], PLAN_COLL_ALLGATHER, groups_n[g], calls, psi[g] * GRAD_BYTES / calls,
                 groups_l[g]);
         } else if (lay->zero == 3) {
-            /* forward and backward gather every block of the micro-batch */
-            const double calls = (double)pt.nblocks;
+            /* forward and backward gather every block holding parameters
+             * of the group (src/zero/zero.c skips an empty one), a stage's
+             * share of them with pp */
+            const double calls = nonempty_blocks(&pt, g) / pp;
             add(&c[PLAN_COMM_ZERO3_GATHER], PLAN_COLL_ALLGATHER, groups_n[g], 2.0 * nmicro * calls,
                 psi[g] * GRAD_BYTES / calls, groups_l[g]);
         }

@@ -116,7 +116,7 @@ for name, n, psi, blocks, stride in (("dp_grad", dp, psi_d, dense_blocks, 1), ("
         B = psi * 4 / c
         role("dp_param_gather", c, B, rs_ag(n, B, l))
     elif zero == 3:
-        c = len(blocks)
+        c = sum(1 for b in blocks if b > 0)  # an empty block is not gathered
         B = psi * 4 / c
         role("zero3_gather", 2 * ga * c, B, rs_ag(n, B, l))
 if world > 1:
