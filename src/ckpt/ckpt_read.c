@@ -150,10 +150,43 @@ typedef struct reader {
     size_t stage_cap;
 } reader_t;
 
-/* Reads this rank's piece of one tensor into the ZeRO buffers; returns the
- * checksum of the part inside the write range. */
-static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const ckpt_piece_t *pc, long long sharers,
-                            int kind, const char *path)
+/* Elements of one independent read: 1 MiB, which the reading core's cache
+ * still holds when another thread checksums it. */
+#define READ_CHUNK ((size_t)1 << 18)
+
+/* Adds the checksum of x[0..n) at tensor positions [pos, pos + n) to *out,
+ * in a task another thread of the team may run while the master reads on.
+ * A sum modulo 2^64, so the order the tasks finish in does not matter. */
+static void sum_later(const float *x, size_t n, uint64_t pos, uint64_t *out)
+{
+    if (n == 0)
+        return;
+#pragma omp task firstprivate(x, n, pos, out) default(none)
+    {
+        uint64_t s = ckpt_checksum_serial(x, n, pos);
+#pragma omp atomic
+        *out += s;
+    }
+}
+
+/* Checksum tasks for the part of [ca, cb) inside the write range [wa, wb)
+ * of a piece read into host[0..) from its element a, in READ_CHUNK blocks. */
+static void sum_range(const float *host, const ckpt_piece_t *pc, size_t ca, size_t cb, uint64_t *out)
+{
+    size_t from = ca > pc->wa ? ca : pc->wa, to = cb < pc->wb ? cb : pc->wb;
+    for (size_t x = from; x < to; x += READ_CHUNK) {
+        size_t len = to - x < READ_CHUNK ? to - x : READ_CHUNK;
+        sum_later(host + (x - pc->a), len, x, out);
+    }
+}
+
+/* Reads this rank's piece of one tensor into the ZeRO buffers and queues
+ * the checksum of the part inside the write range into *sum (complete after
+ * the caller's taskwait). Runs on the master thread of a parallel region:
+ * MPI, and so HDF5 over MPI-IO, is only called from there
+ * (MPI_THREAD_FUNNELED). */
+static void read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const ckpt_piece_t *pc, long long sharers,
+                        int kind, const char *path, uint64_t *sum)
 {
     float *dst = NULL, *host = NULL;
     const zero_shard_t *sh = pc->lv ? &r->shard[pc->lv->group] : NULL;
@@ -161,6 +194,8 @@ static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, con
         dst = ckpt_shard_base(sh, kind) + (pc->lv->offset + pc->a - sh->lo);
         host = dst;
         if (!ckpt_shard_on_host(r->t, sh, kind)) {
+            /* the staging buffer is reused: the last tensor's sums first */
+#pragma omp taskwait
             if (pc->b - pc->a > r->stage_cap) {
                 free(r->stage);
                 r->stage_cap = pc->b - pc->a;
@@ -174,13 +209,30 @@ static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, con
      * job (the file opened and its metadata read, so this is the file
      * system failing, not the file; a damaged file reads, and fails its
      * checksum) */
-    if (ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, pc->a, pc->b, host, 0, sharers) < 0)
+    const int collective = r->xfer.all_collective || sharers > 1;
+    int rc = 0;
+    if (collective) {
+        /* every rank joins the same calls: the whole piece at once */
+        rc = ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, pc->a, pc->b, host, 0, sharers);
+        if (rc == 0 && pc->b > pc->a)
+            sum_range(host, pc, pc->a, pc->b, sum);
+    } else if (pc->b > pc->a) {
+        /* in chunks, each checksummed while the next is read; counted as
+         * one transfer of the tensor, as the writer counts it */
+        const long long before = r->xfer.independent;
+        for (size_t ca = pc->a; ca < pc->b && rc == 0; ca += READ_CHUNK) {
+            size_t cb = pc->b - ca < READ_CHUNK ? pc->b : ca + READ_CHUNK;
+            rc = ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, ca, cb, host + (ca - pc->a), 0, 1);
+            if (rc == 0)
+                sum_range(host, pc, ca, cb, sum);
+        }
+        r->xfer.independent = before + 1;
+    }
+    if (rc < 0)
         fb_fatal(FB_EXIT_IO, "checkpoint %s: reading tensor %s/%s failed (see the HDF5 messages above)", path,
                  ckpt_kind_group(kind), gv->name);
-    uint64_t sum = pc->wb > pc->wa ? ckpt_checksum(host + (pc->wa - pc->a), pc->wb - pc->wa, pc->wa) : 0;
     if (host != dst)
         r->t->ops->to_backend(dst, host, (pc->b - pc->a) * sizeof *host);
-    return sum;
 }
 
 /* The metadata that decides whether this file is for this run at all. */
@@ -253,11 +305,19 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     long long *sharers;
     ckpt_piece_t *pieces = ckpt_pieces_build(r.shard, &global, local, CKPT_MOVE_ZERO_RANGE, &sharers);
     uint64_t *sums = fb_calloc(n, sizeof *sums);
-    for (int k = 0; k < CKPT_NKINDS; k++)
-        for (int i = 0; i < global.n; i++) {
-            size_t j = (size_t)k * (size_t)global.n + (size_t)i;
-            sums[j] = read_tensor(&r, dsets[j], &global.views[i], &pieces[i], sharers[i], k, path);
-        }
+    /* one team for the whole load (not one per tensor, whose barriers cost
+     * a time slice each where the cores are shared): the master reads, the
+     * others checksum what it has read */
+#pragma omp parallel default(shared)
+#pragma omp master
+    {
+        for (int k = 0; k < CKPT_NKINDS; k++)
+            for (int i = 0; i < global.n; i++) {
+                size_t j = (size_t)k * (size_t)global.n + (size_t)i;
+                read_tensor(&r, dsets[j], &global.views[i], &pieces[i], sharers[i], k, path, &sums[j]);
+            }
+#pragma omp taskwait
+    }
     free(pieces);
     free(sharers);
     ckpt_allreduce_checksums(sums, n);
