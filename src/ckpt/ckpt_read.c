@@ -156,8 +156,9 @@ typedef struct reader {
     const char *err_name;
 } reader_t;
 
-/* Elements of one independent read: 1 MiB, which the reading core's cache
- * still holds when another thread checksums it. */
+/* Elements of one independent read: 1 MiB, still in cache when it is
+ * checksummed, by the thread that read it (direct reads) or by another one
+ * while the master reads on (H5Dread). */
 #define READ_CHUNK ((size_t)1 << 18)
 
 /* Adds the checksum of x[0..n) at tensor positions [pos, pos + n) to *out,
