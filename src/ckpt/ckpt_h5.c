@@ -1,6 +1,6 @@
 /* The HDF5 plumbing the checkpoint writer, reader and inspector share:
- * file access properties, flat-range selections, the checksum, and the
- * attributes h5tensor does not have. */
+ * file access properties, flat-range selections, and the attributes
+ * h5tensor does not have. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,23 +41,6 @@ hid_t ckpt_fapl(int parallel, const mpi_hints_t *hints)
         CHECK_H5(H5Pset_alignment(fapl, CKPT_ALIGN_THRESHOLD, CKPT_ALIGNMENT));
     }
     return fapl;
-}
-
-/* One multiply per element besides the position's (which the compiler
- * turns into an add): checksumming must not cost more than the disk. Each
- * step is a bijection of the element's bits for a given position (xor with
- * a constant, a multiply by an odd constant, an xorshift), so changing any
- * one element always changes the sum. */
-uint64_t ckpt_checksum(const float *x, size_t n, uint64_t pos0)
-{
-    const uint32_t *bits = (const uint32_t *)(const void *)x;
-    uint64_t sum = 0;
-#pragma omp parallel for reduction(+ : sum) schedule(static) if (n > ((size_t)1 << 18))
-    for (size_t i = 0; i < n; i++) {
-        uint64_t y = (((pos0 + (uint64_t)i) * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)bits[i]) * 0xbf58476d1ce4e5b9ULL;
-        sum += y ^ (y >> 31);
-    }
-    return sum;
 }
 
 void ckpt_select_flat(hid_t space, int ndim, const hsize_t *dims, size_t a, size_t b)

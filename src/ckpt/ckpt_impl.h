@@ -1,5 +1,5 @@
 /* Private to the checkpoint code (ckpt_h5.c: file access, selections,
- * checksums, attributes; ckpt_meta.c: the metadata; ckpt_write.c,
+ * attributes; ckpt_checksum.c: the checksum; ckpt_meta.c: the metadata; ckpt_write.c,
  * ckpt_read.c, ckpt_inspect.c: the three ways of going through a file). */
 #ifndef FABULA_IO_CKPT_IMPL_H
 #define FABULA_IO_CKPT_IMPL_H
@@ -41,8 +41,15 @@ hid_t ckpt_fapl(int parallel, const mpi_hints_t *hints);
  *   sum over i of (y_i XOR (y_i >> 31))
  * with bits() the IEEE-754 binary32 bit pattern. A sum of per-position
  * terms, so ranks checksum their pieces and add the results, whatever the
- * pieces. */
+ * pieces. Spread over the OpenMP threads. */
 uint64_t ckpt_checksum(const float *x, size_t n, uint64_t pos0);
+/* The same on the calling thread alone (inside a parallel region). */
+uint64_t ckpt_checksum_serial(const float *x, size_t n, uint64_t pos0);
+/* The implementations, for the tests: each returns the same sum; a path is
+ * usable when the build and the CPU have it. */
+enum { CKPT_SUM_PLAIN, CKPT_SUM_AVX2, CKPT_SUM_AVX512, CKPT_SUM_NISA };
+int ckpt_checksum_isa_supported(int isa);
+uint64_t ckpt_checksum_isa(int isa, const float *x, size_t n, uint64_t pos0);
 #define CKPT_CHECKSUM_NAME "sum64-mulxs-v1"
 
 /* Selects the flattened elements [a, b) (a < b) of a dataspace of rank 1 or

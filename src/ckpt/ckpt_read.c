@@ -5,6 +5,7 @@
  * checksum matches is the rest of the state restored and the replicated
  * copies rebuilt. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,12 +149,129 @@ typedef struct reader {
     ckpt_xfer_t xfer;
     float *stage;
     size_t stage_cap;
+    int fd;          /* the file, for direct reads (-1: none) */
+    off_t file_size;
+    int read_errno;  /* the first failed direct read (0: none) and its tensor */
+    int err_kind;
+    const char *err_name;
 } reader_t;
 
-/* Reads this rank's piece of one tensor into the ZeRO buffers; returns the
- * checksum of the part inside the write range. */
-static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const ckpt_piece_t *pc, long long sharers,
-                            int kind, const char *path)
+/* Elements of one independent read: 1 MiB, still in cache when it is
+ * checksummed, by the thread that read it (direct reads) or by another one
+ * while the master reads on (H5Dread). */
+#define READ_CHUNK ((size_t)1 << 18)
+
+/* Adds the checksum of x[0..n) at tensor positions [pos, pos + n) to *out,
+ * in a task another thread of the team may run while the master reads on.
+ * A sum modulo 2^64, so the order the tasks finish in does not matter. */
+static void sum_later(const float *x, size_t n, uint64_t pos, uint64_t *out)
+{
+    if (n == 0)
+        return;
+#pragma omp task firstprivate(x, n, pos, out) default(none)
+    {
+        uint64_t s = ckpt_checksum_serial(x, n, pos);
+#pragma omp atomic
+        *out += s;
+    }
+}
+
+/* Checksum tasks for the part of [ca, cb) inside the write range [wa, wb)
+ * of a piece read into host[0..) from its element a, in READ_CHUNK blocks. */
+static void sum_range(const float *host, const ckpt_piece_t *pc, size_t ca, size_t cb, uint64_t *out)
+{
+    size_t from = ca > pc->wa ? ca : pc->wa, to = cb < pc->wb ? cb : pc->wb;
+    for (size_t x = from; x < to; x += READ_CHUNK) {
+        size_t len = to - x < READ_CHUNK ? to - x : READ_CHUNK;
+        sum_later(host + (x - pc->a), len, x, out);
+    }
+}
+
+/* Where the elements of a dataset start in the file, when they can be read
+ * there directly: stored contiguously as little-endian float32 on a host
+ * whose float is that, every element allocated, and the whole range inside
+ * the file. -1 otherwise (another writer's layout, or damaged metadata):
+ * the tensor then goes through H5Dread, which handles or reports it. */
+static off_t direct_offset(const reader_t *r, hid_t dset, size_t numel)
+{
+    if (r->fd < 0)
+        return -1;
+    ckpt_h5_quiet_t q;
+    ckpt_h5_quiet_begin(&q);
+    off_t at = -1;
+    hid_t dcpl = H5Dget_create_plist(dset), ft = H5Dget_type(dset);
+    if (dcpl >= 0 && ft >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Tequal(ft, H5T_IEEE_F32LE) > 0 &&
+        H5Tequal(H5T_NATIVE_FLOAT, H5T_IEEE_F32LE) > 0 && H5Dget_storage_size(dset) == (hsize_t)numel * 4) {
+        haddr_t addr = H5Dget_offset(dset);
+        if (addr != HADDR_UNDEF && addr <= (haddr_t)r->file_size && (haddr_t)r->file_size - addr >= (haddr_t)numel * 4)
+            at = (off_t)addr;
+    }
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    ckpt_h5_quiet_end(&q);
+    return at;
+}
+
+/* pread until n bytes are in or it fails; 0 or an errno (EIO for an end of
+ * file the size checked above said was not there: the file shrank). */
+static int pread_all(int fd, void *buf, size_t n, off_t at)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t got = pread(fd, p, n, at);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return errno ? errno : EIO;
+        if (got == 0)
+            return EIO;
+        p += got;
+        n -= (size_t)got;
+        at += got;
+    }
+    return 0;
+}
+
+/* One task per READ_CHUNK: read it from the file and checksum its part in
+ * the write range while it is in this thread's cache. Any thread may run
+ * it: no MPI, no HDF5, just pread on the file's own descriptor. A failure
+ * is kept for the master, which ends the job after the taskwait. */
+static void direct_read(reader_t *r, const ckpt_piece_t *pc, float *host, off_t at, int kind, const char *name,
+                        uint64_t *out)
+{
+    for (size_t ca = pc->a; ca < pc->b; ca += READ_CHUNK) {
+        size_t cb = pc->b - ca < READ_CHUNK ? pc->b : ca + READ_CHUNK;
+#pragma omp task firstprivate(r, pc, host, at, kind, name, out, ca, cb) default(none)
+        {
+            int e = pread_all(r->fd, host + (ca - pc->a), (cb - ca) * sizeof *host, at + (off_t)(ca * sizeof *host));
+            if (e) {
+#pragma omp critical(ckpt_read_error)
+                if (!r->read_errno) {
+                    r->read_errno = e;
+                    r->err_kind = kind;
+                    r->err_name = name;
+                }
+            } else {
+                size_t from = ca > pc->wa ? ca : pc->wa, to = cb < pc->wb ? cb : pc->wb;
+                if (to > from) {
+                    uint64_t s = ckpt_checksum_serial(host + (from - pc->a), to - from, from);
+#pragma omp atomic
+                    *out += s;
+                }
+            }
+        }
+    }
+}
+
+/* Reads this rank's piece of one tensor into the ZeRO buffers and queues
+ * the checksum of the part inside the write range into *sum (complete after
+ * the caller's taskwait). Runs on the master thread of a parallel region:
+ * MPI, and so HDF5 over MPI-IO, is only called from there
+ * (MPI_THREAD_FUNNELED). */
+static void read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const ckpt_piece_t *pc, long long sharers,
+                        int kind, const char *path, uint64_t *sum)
 {
     float *dst = NULL, *host = NULL;
     const zero_shard_t *sh = pc->lv ? &r->shard[pc->lv->group] : NULL;
@@ -161,6 +279,8 @@ static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, con
         dst = ckpt_shard_base(sh, kind) + (pc->lv->offset + pc->a - sh->lo);
         host = dst;
         if (!ckpt_shard_on_host(r->t, sh, kind)) {
+            /* the staging buffer is reused: the last tensor's sums first */
+#pragma omp taskwait
             if (pc->b - pc->a > r->stage_cap) {
                 free(r->stage);
                 r->stage_cap = pc->b - pc->a;
@@ -174,13 +294,40 @@ static uint64_t read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, con
      * job (the file opened and its metadata read, so this is the file
      * system failing, not the file; a damaged file reads, and fails its
      * checksum) */
-    if (ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, pc->a, pc->b, host, 0, sharers) < 0)
+    const int collective = r->xfer.all_collective || sharers > 1;
+    int rc = 0;
+    off_t at;
+    if (collective) {
+        /* every rank joins the same calls: the whole piece at once */
+        rc = ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, pc->a, pc->b, host, 0, sharers);
+        if (rc == 0 && pc->b > pc->a)
+            sum_range(host, pc, pc->a, pc->b, sum);
+    } else if (pc->b > pc->a && (at = direct_offset(r, dset, gv->numel)) >= 0) {
+        /* the bytes HDF5 would move, read by every thread of the team at
+         * once: the copy out of the page cache is the cost here, and one
+         * thread alone reads slower than dd */
+        direct_read(r, pc, host, at, kind, gv->name, sum);
+        if (host != dst) {
+#pragma omp taskwait
+        }
+        r->xfer.independent++;
+    } else if (pc->b > pc->a) {
+        /* in chunks, each checksummed while the next is read; counted as
+         * one transfer of the tensor, as the writer counts it */
+        const long long before = r->xfer.independent;
+        for (size_t ca = pc->a; ca < pc->b && rc == 0; ca += READ_CHUNK) {
+            size_t cb = pc->b - ca < READ_CHUNK ? pc->b : ca + READ_CHUNK;
+            rc = ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, ca, cb, host + (ca - pc->a), 0, 1);
+            if (rc == 0)
+                sum_range(host, pc, ca, cb, sum);
+        }
+        r->xfer.independent = before + 1;
+    }
+    if (rc < 0)
         fb_fatal(FB_EXIT_IO, "checkpoint %s: reading tensor %s/%s failed (see the HDF5 messages above)", path,
                  ckpt_kind_group(kind), gv->name);
-    uint64_t sum = pc->wb > pc->wa ? ckpt_checksum(host + (pc->wa - pc->a), pc->wb - pc->wa, pc->wa) : 0;
     if (host != dst)
         r->t->ops->to_backend(dst, host, (pc->b - pc->a) * sizeof *host);
-    return sum;
 }
 
 /* The metadata that decides whether this file is for this run at all. */
@@ -248,16 +395,38 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     for (int g = 0; g < PARAM_NGROUPS; g++)
         r.shard[g] = zero_shard(t->zero, g);
     ckpt_xfer_init(&r.xfer, t->cfg->checkpoint.collective_io);
+    /* a descriptor of its own for direct reads; without one (or its size)
+     * every tensor goes through H5Dread */
+    struct stat fst;
+    r.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r.fd >= 0 && fstat(r.fd, &fst) != 0) {
+        close(r.fd);
+        r.fd = -1;
+    }
+    r.file_size = r.fd >= 0 ? fst.st_size : 0;
     const param_table_t *local = model_params_table(zero_model(t->zero));
     const size_t n = (size_t)global.n * CKPT_NKINDS;
     long long *sharers;
     ckpt_piece_t *pieces = ckpt_pieces_build(r.shard, &global, local, CKPT_MOVE_ZERO_RANGE, &sharers);
     uint64_t *sums = fb_calloc(n, sizeof *sums);
-    for (int k = 0; k < CKPT_NKINDS; k++)
-        for (int i = 0; i < global.n; i++) {
-            size_t j = (size_t)k * (size_t)global.n + (size_t)i;
-            sums[j] = read_tensor(&r, dsets[j], &global.views[i], &pieces[i], sharers[i], k, path);
-        }
+    /* one team for the whole load (not one per tensor, whose barriers cost
+     * a time slice each where the cores are shared): the master reads, the
+     * others checksum what it has read */
+#pragma omp parallel default(shared)
+#pragma omp master
+    {
+        for (int k = 0; k < CKPT_NKINDS; k++)
+            for (int i = 0; i < global.n; i++) {
+                size_t j = (size_t)k * (size_t)global.n + (size_t)i;
+                read_tensor(&r, dsets[j], &global.views[i], &pieces[i], sharers[i], k, path, &sums[j]);
+            }
+#pragma omp taskwait
+    }
+    if (r.read_errno)
+        fb_fatal(FB_EXIT_IO, "checkpoint %s: reading tensor %s/%s failed: %s", path, ckpt_kind_group(r.err_kind),
+                 r.err_name, strerror(r.read_errno));
+    if (r.fd >= 0 && close(r.fd) != 0)
+        fb_warn("checkpoint %s: closing it: %s", path, strerror(errno));
     free(pieces);
     free(sharers);
     ckpt_allreduce_checksums(sums, n);

@@ -4,8 +4,9 @@
 # the tensor); resume "auto" warns and falls back to the previous checkpoint
 # by step number (the skipped one renamed *.damaged), and continues exactly
 # as the original run did; every checkpoint damaged: exit 3; an explicit
-# damaged file: exit 3; `latest` naming a missing file: a warning and the
-# newest checkpoint, or step 0 when there is none.
+# damaged file: exit 3 (also on 1 rank with 2 threads, the direct-read
+# path); `latest` naming a missing file: a warning and the newest
+# checkpoint, or step 0 when there is none.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ckpt_lib.sh"
 
@@ -60,6 +61,21 @@ check "resume auto past a truncated file: warning, step 4" \
 ctrain 2 explicit --steps 8 --set "run.resume=$(ck flip 6).damaged"
 check "run.resume = a damaged file: exit 3 naming the tensor" \
     '[ $RC -eq 3 ] && grep -q "the checkpoint is damaged: tensor $DS" "$SCRATCH/explicit.out"'
+
+# --- the same on 1 rank with 2 threads: every tensor is then read by
+# pread in tasks both threads run, each checksumming what it read
+# (docs/checkpoint.md, "How a load reads"); ctrain runs 1 thread
+t2train() {
+    (cd "$FB_SRCDIR" && OMP_NUM_THREADS=2 timeout 300 $MPIEXEC -n 1 "$FABULA" train --run-dir "$SCRATCH/$1" \
+        $CKPT_ARGS --steps 8 --set "run.resume=$2") >"$SCRATCH/$1.out" 2>&1
+    RC=$?
+}
+t2train direct-bad "$(ck flip 6).damaged"
+check "1 rank, 2 threads, direct reads: a damaged file is exit 3 naming the tensor" \
+    '[ $RC -eq 3 ] && grep -q "the checkpoint is damaged: tensor $DS" "$SCRATCH/direct-bad.out"'
+t2train direct-good "$(ck orig 6)"
+check "1 rank, 2 threads, direct reads: the good file resumes at step 6" \
+    '[ $RC -eq 0 ] && grep -q "resumed from .*step-00000006.h5 at step 6" "$SCRATCH/direct-good.out"'
 
 # --- every checkpoint damaged: stop, touch nothing
 cp -r "$SCRATCH/orig" "$SCRATCH/all"

@@ -78,6 +78,48 @@ static void test_checksum(void)
     free(x);
 }
 
+/* Every implementation the CPU runs (plain C, AVX2, AVX-512) against the
+ * formula: lengths around the vector widths and the block size, starts off
+ * the vector alignment, positions near 2^64 where the running products
+ * wrap. Prints which paths ran, so a log shows what this machine tested. */
+static void test_checksum_paths(void)
+{
+    const size_t n = 300007;
+    float *x = malloc(n * sizeof *x);
+    uint64_t s = 99;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint32_t bits = (uint32_t)(s >> 32);
+        memcpy(&x[i], &bits, sizeof bits);
+    }
+    const uint64_t pos[] = {0, 1, 7, 123456789, 0xfffffffffffffff0ULL, 0x8000000000000003ULL};
+    const char *names[CKPT_SUM_NISA] = {"plain", "avx2", "avx512"};
+    for (int isa = 0; isa < CKPT_SUM_NISA; isa++) {
+        if (!ckpt_checksum_isa_supported(isa)) {
+            printf("test_ckpt: checksum path %s: not on this CPU or build, skipped\n", names[isa]);
+            continue;
+        }
+        int bad = 0;
+        for (size_t p = 0; p < sizeof pos / sizeof *pos; p++)
+            for (size_t off = 0; off < 9; off++)
+                for (size_t len = 0; len <= 41; len++)
+                    bad += ckpt_checksum_isa(isa, x + off, len, pos[p]) != reference_checksum(x + off, len, pos[p]);
+        check(bad == 0, "each checksum path equals the formula on short runs");
+        for (size_t p = 0; p < sizeof pos / sizeof *pos; p++)
+            check(ckpt_checksum_isa(isa, x + 3, n - 3, pos[p]) == reference_checksum(x + 3, n - 3, pos[p]),
+                  "each checksum path equals the formula on a long run");
+        printf("test_ckpt: checksum path %s checked\n", names[isa]);
+    }
+    /* the threaded sum over blocks (and its serial form) at odd cuts */
+    const size_t cuts[] = {(1u << 18) - 1, 1u << 18, (1u << 18) + 1, n - 1, n};
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        check(ckpt_checksum(x, cuts[c], 5) == reference_checksum(x, cuts[c], 5), "threaded checksum at a block edge");
+        check(ckpt_checksum_serial(x + 1, cuts[c] - 1, 6) == reference_checksum(x + 1, cuts[c] - 1, 6),
+              "serial checksum");
+    }
+    free(x);
+}
+
 /* Writes 1..(b-a) through ckpt_select_flat into a zeroed dataset of shape
  * dims and checks every element of the flattened result. */
 static int selection_ok(hid_t file, int ndim, const hsize_t *dims, size_t a, size_t b)
@@ -151,6 +193,7 @@ static void test_names(void)
 int main(void)
 {
     test_checksum();
+    test_checksum_paths();
     test_select();
     test_names();
     printf("test_ckpt: %d checks, %d failed (checksum formula and layout independence, flat-range selections "
