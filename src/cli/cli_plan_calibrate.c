@@ -43,7 +43,7 @@ static void calibrate_usage(FILE *f)
             "Measures data.attention_cost, the c of the sampler's cost len + c*len^2,\n"
             "for the config's model on the CPU backend: forward and backward over\n"
             "--tokens tokens packed as samples of --short tokens, then of --long\n"
-            "tokens (default data.seq_len), the median of --repeats alternating runs each. Prints\n"
+            "tokens (default data.seq_len), the fastest of --repeats alternating runs each. Prints\n"
             "the measured c beside the FLOP-based \"auto\" value; put it in the config\n"
             "as data.attention_cost to plan with it.\n"
             "\n"
@@ -80,12 +80,6 @@ static double now(void)
     struct timespec t;
     clock_gettime(pass_clock, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* T tokens cut into samples of `len` (the last one shorter when len does
@@ -134,13 +128,19 @@ static double pass_time(model_t *m, const pass_input_t *p)
     return now() - t0;
 }
 
-static double median_of(double *v, int n)
+/* The fastest pass, not the median: other jobs on the node only ever add
+ * time, and on a shared 2-core VM the median of one process's passes came
+ * out 10-45% slower than the training steps run right after it, the
+ * fastest within 3% (docs/plan.md, "Validation"). */
+static double fastest_of(const double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
+    double best = v[0];
+    for (int i = 1; i < n; i++)
+        best = v[i] < best ? v[i] : best;
+    return best;
 }
 
-/* Median seconds of forward + backward over T tokens as samples of `s`
+/* Seconds (the fastest) of forward + backward over T tokens as samples of `s`
  * and of `l` tokens, the two passes alternating so that a machine whose
  * load drifts (other jobs on a shared node) slows both alike. */
 static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int l, int repeats, double *ts,
@@ -155,8 +155,8 @@ static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int 
         if (r >= 0)
             a[r] = x, b[r] = y;
     }
-    *ts = median_of(a, repeats);
-    *tl = median_of(b, repeats);
+    *ts = fastest_of(a, repeats);
+    *tl = fastest_of(b, repeats);
     free(a);
     free(b);
     pass_free(&ps);
@@ -279,7 +279,7 @@ int plan_calibrate(int argc, char **argv)
     const double b = (tl - ts) / ((double)tokens * (double)(longlen - shortlen));
     const double a = ts / (double)tokens - b * (double)shortlen;
     if (rank == 0)
-        printf("calibrate: %d tokens as samples of %d: %.4f s, of %d: %.4f s (forward + backward, median of %d%s)\n",
+        printf("calibrate: %d tokens as samples of %d: %.4f s, of %d: %.4f s (forward + backward, fastest of %d%s)\n",
                tokens, shortlen, ts, longlen, tl, repeats, parallel_size() > 1 ? ", slowest rank" : "");
     const int measurable = b > 0 && a > 0;
     if (rank == 0 && !measurable)
