@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli_args.h"
+#include "cli/cli_plan.h"
 #include "cli/cli_plan_memory.h"
 #include "config/config.h"
 #include "plan/plan.h"
@@ -35,30 +36,6 @@ static void memory_usage(FILE *f)
             "  --json             one JSON object instead of the table\n"
             "\n"
             "exit codes: 0 ok, 2 usage, config or a layout that does not divide the model\n");
-}
-
-/* dp x tp x pp of a spec, to validate the config for that world before the
- * spec itself is parsed over it (plan_layout_parse reports bad parts). */
-static int spec_world(const char *spec)
-{
-    long long w = 1;
-    const char *at = strstr(spec, "world=");
-    if (at && (at == spec || at[-1] == ',')) {
-        long v = strtol(at + 6, NULL, 10);
-        return v > 0 && v < (1 << 30) ? (int)v : 1;
-    }
-    const char *keys[] = {"dp=", "tp=", "pp="};
-    for (int i = 0; i < 3; i++) {
-        for (const char *p = spec; (p = strstr(p, keys[i])) != NULL; p++) {
-            if (p != spec && p[-1] != ',')
-                continue;
-            long v = strtol(p + 3, NULL, 10);
-            if (v > 0 && v < (1 << 24))
-                w *= v;
-            break;
-        }
-    }
-    return w > 0 && w < (1 << 30) ? (int)w : 1;
 }
 
 static double mib(size_t b) { return b / 1048576.0; }
@@ -98,7 +75,7 @@ int plan_memory_cmd(int argc, char **argv)
 
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
-                spec ? spec_world(spec) : world, 1);
+                spec ? cli_plan_spec_world(spec) : world, 1);
     train_config_resolve(&cfg, 0);
     free(sets);
     plan_layout_t lay;
