@@ -19,6 +19,14 @@ void train_tboard_open(train_tboard_t *t, const config_t *cfg, int active)
     t->active = active;
 }
 
+void train_tboard_make_dirs(const config_t *cfg)
+{
+    if (cfg->tensorboard.enabled)
+        fs_mkdirs(cfg->tensorboard.dir);
+    if (cfg->csv_monitor.enabled)
+        fs_mkdirs(cfg->csv_monitor.dir);
+}
+
 static void open_files(train_tboard_t *t, long first_step)
 {
     const config_t *cfg = t->cfg;

@@ -25,6 +25,11 @@ typedef struct train_tboard {
 } train_tboard_t;
 
 void train_tboard_open(train_tboard_t *t, const config_t *cfg, int active);
+/* The tensorboard and csv_monitor folders the config enables, made now
+ * (fb_fatal naming the path when one cannot be), so that a bad output_path
+ * is found at start-up where every rank can agree on it, not at the first
+ * step's record by rank 0 alone. */
+void train_tboard_make_dirs(const config_t *cfg);
 /* Rank 0, once per step, after the record is complete. The first call
  * creates the folders and files; a run that starts at step s (resumed)
  * marks its event file so that TensorBoard drops what earlier files logged

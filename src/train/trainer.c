@@ -278,10 +278,26 @@ static void print_setup(const trainer_t *tr)
  * metrics and mix its checkpoints into the first's. Rank 0 holds the lock
  * (io/rundir.h) for the whole run; every rank learns the verdict, so all
  * exit cleanly after rank 0's message. */
+typedef struct lock_try {
+    const char *dir;
+    char holder[256];
+    int locked;
+} lock_try_t;
+
+static void lock_step(void *arg)
+{
+    lock_try_t *l = arg;
+    l->locked = rundir_lock(l->dir, l->holder, sizeof l->holder);
+}
+
 static void lock_run_dir(const config_t *cfg, int rank)
 {
-    char holder[256] = "";
-    int locked = rank == 0 ? rundir_lock(cfg->run.run_dir, holder, sizeof holder) : 0;
+    static char msg[1 << 12];
+    lock_try_t l = {.dir = cfg->run.run_dir};
+    /* a run dir that cannot be made: one message, no MPI_Abort (outputs_prepare) */
+    parallel_agree_outcome(rank == 0 ? fb_catch(lock_step, &l, msg, sizeof msg) : 0, msg);
+    int locked = l.locked;
+    const char *holder = l.holder;
     comm_bcast(comm_world(), &locked, sizeof locked, 0);
     if (!locked)
         fb_fatal_all(FB_EXIT_USAGE, "run directory %s is in use by another fabula job (%s; lock file %s/.lock): "
@@ -306,6 +322,24 @@ static void data_open(trainer_t *tr)
 {
     static char msg[1 << 14];
     int code = fb_catch(data_open_step, tr, msg, sizeof msg);
+    parallel_agree_outcome(code, msg);
+}
+
+static void outputs_prepare_step(void *arg)
+{
+    const config_t *cfg = ((trainer_t *)arg)->cfg;
+    rundir_prepare(cfg->run.run_dir, cfg->effective_json);
+    train_tboard_make_dirs(cfg);
+}
+
+/* Rank 0 makes the run dir and the monitoring folders; a path that cannot
+ * be made is one message and the same exit code on every rank. Found
+ * lazily by rank 0 alone, it was an MPI_Abort while the others ran on, and
+ * mpiexec's exit status then depended on which process it saw end first. */
+static void outputs_prepare(trainer_t *tr)
+{
+    static char msg[1 << 12];
+    const int code = tr->rank == 0 ? fb_catch(outputs_prepare_step, tr, msg, sizeof msg) : 0;
     parallel_agree_outcome(code, msg);
 }
 
@@ -383,10 +417,9 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     tr.routed = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.routed);
     tr.aux_freq = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.aux_freq);
     moe_metrics_init(&tr.moe, &cfg->model, BYTETOK_NGENRES, tr.groups.ep_size);
-    if (tr.rank == 0) {
+    if (tr.rank == 0)
         print_setup(&tr);
-        rundir_prepare(cfg->run.run_dir, cfg->effective_json);
-    }
+    outputs_prepare(&tr);
     /* parameters, moments, step count and data position from a checkpoint
      * (docs/checkpoint.md); before the metrics log opens, which it trims */
     ckpt_target_t target = {cfg, tr.zero, model_ops(tr.model), &tr.plan, &tr.groups,

@@ -85,6 +85,19 @@ run_fabula 2 train --steps 2 --run-dir "$SCRATCH/r5" $SMALL --set tensorboard.en
     --set tensorboard.output_path=/dev/null/tb
 check "an output_path that cannot be created: exit 4 naming it" \
     '[ $RC -eq 4 ] && grep -q "error: /dev/null/tb/fabula: cannot create directory" "$SCRATCH/out.txt"'
+# found at start-up and agreed by every rank: one message, no MPI_Abort
+# (rank 0 alone aborting at its first record made mpiexec's status a race)
+check "an output_path that cannot be created: found before the first step, no MPI_Abort" \
+    '[ "$(grep -c "cannot create directory" "$SCRATCH/out.txt")" -eq 1 ] && ! grep -q "MPI_Abort" "$SCRATCH/out.txt" &&
+     ! grep -q "^step " "$SCRATCH/out.txt"'
+run_fabula 2 train --steps 2 --run-dir "$SCRATCH/r6" $SMALL --set csv_monitor.enabled=true \
+    --set csv_monitor.output_path=/dev/null/csv
+check "a csv_monitor output_path that cannot be created: exit 4 naming it, no MPI_Abort" \
+    '[ $RC -eq 4 ] && grep -q "error: /dev/null/csv/fabula: cannot create directory" "$SCRATCH/out.txt" &&
+     ! grep -q "MPI_Abort" "$SCRATCH/out.txt"'
+run_fabula 2 train --steps 2 --run-dir /dev/null/run $SMALL
+check "a run dir that cannot be created: exit 4 naming it, no MPI_Abort" \
+    '[ $RC -eq 4 ] && grep -q "/dev/null/run" "$SCRATCH/out.txt" && ! grep -q "MPI_Abort" "$SCRATCH/out.txt"'
 
 for bad in "tensorboard.histogram_interval=-1:tensorboard.histogram_interval" \
     "tensorboard.job_name=a/b:tensorboard.job_name" "csv_monitor.enabled=3:csv_monitor.enabled"; do
