@@ -121,10 +121,7 @@ void comm_wait(comm_request_t **req)
     double t0 = MPI_Wtime();
     if (r->comm->backend)
         r->comm->backend->finish(r);
-    /* One by one rather than MPI_Waitall: same completion, and GCC
-     * misreads MPI_STATUSES_IGNORE as a zero-size status array. */
-    for (int i = 0; i < r->n; i++)
-        CHECK_MPI(MPI_Wait(&r->reqs[i], MPI_STATUS_IGNORE));
+    comm_wait_mpi(r->reqs, r->n);
     comm_stats_add_wait(r->comm, r->kind, MPI_Wtime() - t0);
     free(r->reqs);
     free(r->ints);

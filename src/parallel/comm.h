@@ -160,6 +160,15 @@ void comm_waitall(comm_request_t **reqs, int n);
  * reductions with backward calls this between kernels. */
 int comm_test(comm_request_t *req);
 
+/* How blocking calls and comm_wait wait on host comms (docs/parallel.md,
+ * "Waiting"): spinning inside MPI, or testing and yielding the core
+ * between tests, which FABULA_MPI_WAIT=auto (the default) picks when a
+ * node has more ranks than CPUs. */
+typedef enum { COMM_WAIT_SPIN, COMM_WAIT_YIELD } comm_wait_mode_t;
+comm_wait_mode_t comm_wait_mode(void);
+/* The CPUs the ranks of this node may run on (0: unknown). */
+int comm_node_cpus(void);
+
 /* ---- statistics --------------------------------------------------------- */
 
 typedef enum {

@@ -100,6 +100,11 @@ void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_
         device_blocking(c, COMM_KIND_ALLREDUCE, t0, c->backend->allreduce(c, buf, count, t, op));
         return;
     }
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_iallreduce(c, buf, count, t, op);
+        comm_wait(&r);
+        return;
+    }
     MPI_Datatype type = mpi_type(t);
     MPI_Op mop = mpi_op(t, op, "comm_allreduce");
     size_t es = comm_dtype_size(t);
@@ -143,17 +148,28 @@ void comm_exscan_sum(comm_t *c, void *buf, size_t count, comm_dtype_t t)
     MPI_Op mop = mpi_op(t, COMM_SUM, "comm_exscan_sum");
     size_t es = comm_dtype_size(t);
     comm_stats_count(c, COMM_KIND_EXSCAN, (uint64_t)(count * es));
-    double t0 = MPI_Wtime();
     char *p = buf;
-    for (size_t done = 0; c->size > 1 && done < count;) {
-        int n = comm_piece(count, done);
-        CHECK_MPI(MPI_Exscan(MPI_IN_PLACE, p + done * es, n, type, mop, c->mpi));
-        done += (size_t)n;
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_request_new(c, COMM_KIND_EXSCAN, c->size > 1 ? comm_pieces(count) : 0, NULL);
+        size_t done = 0;
+        for (int i = 0; i < r->n; i++) {
+            int n = comm_piece(count, done);
+            CHECK_MPI(MPI_Iexscan(MPI_IN_PLACE, p + done * es, n, type, mop, c->mpi, &r->reqs[i]));
+            done += (size_t)n;
+        }
+        comm_wait(&r);
+    } else {
+        double t0 = MPI_Wtime();
+        for (size_t done = 0; c->size > 1 && done < count;) {
+            int n = comm_piece(count, done);
+            CHECK_MPI(MPI_Exscan(MPI_IN_PLACE, p + done * es, n, type, mop, c->mpi));
+            done += (size_t)n;
+        }
+        waited(c, COMM_KIND_EXSCAN, t0);
     }
     /* MPI leaves rank 0's buffer undefined; an empty prefix sums to 0. */
     if (c->rank == 0)
         memset(buf, 0, count * es);
-    waited(c, COMM_KIND_EXSCAN, t0);
 }
 
 /* ---- reduce-scatter ------------------------------------------------------ */
@@ -177,6 +193,11 @@ void comm_reduce_scatter(comm_t *c, const void *send, void *recv, const size_t *
     if (c->backend) {
         double t0 = MPI_Wtime();
         device_blocking(c, COMM_KIND_REDUCE_SCATTER, t0, c->backend->reduce_scatter(c, send, recv, recvcounts, t, op));
+        return;
+    }
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_ireduce_scatter(c, send, recv, recvcounts, t, op);
+        comm_wait(&r);
         return;
     }
     MPI_Op mop = mpi_op(t, op, "comm_reduce_scatter");
@@ -234,6 +255,11 @@ void comm_allgatherv(comm_t *c, const void *send, size_t sendcount, void *recv, 
         device_blocking(c, COMM_KIND_ALLGATHER, t0, c->backend->allgatherv(c, send, recv, counts, displs, t));
         return;
     }
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_iallgatherv(c, send, sendcount, recv, counts, displs, t);
+        comm_wait(&r);
+        return;
+    }
     int *iv = gather_layout(c, counts, displs, t, "comm_allgatherv");
     if (gather_alone(c, send, sendcount, recv, displs, t)) {
         free(iv);
@@ -267,6 +293,11 @@ void comm_allgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const s
         const char *mine = (const char *)buf + displs[c->rank] * comm_dtype_size(t);
         double t0 = MPI_Wtime();
         device_blocking(c, COMM_KIND_ALLGATHER, t0, c->backend->allgatherv(c, mine, buf, counts, displs, t));
+        return;
+    }
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_iallgatherv_inplace(c, buf, counts, displs, t);
+        comm_wait(&r);
         return;
     }
     int *iv = gather_layout(c, counts, displs, t, "comm_allgatherv_inplace");
@@ -315,6 +346,11 @@ void comm_alltoallv(comm_t *c, const void *send, const size_t *sendcounts, const
                         c->backend->alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t));
         return;
     }
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_ialltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t);
+        comm_wait(&r);
+        return;
+    }
     int p = c->size;
     int *iv = alltoallv_layout(c, sendcounts, sdispls, recvcounts, rdispls, t, "comm_alltoallv");
     MPI_Datatype type = mpi_type(t);
@@ -351,6 +387,11 @@ void comm_alltoall(comm_t *c, const void *send, void *recv, size_t count, comm_d
         device_blocking(c, COMM_KIND_ALLTOALL, t0, c->backend->alltoall(c, send, recv, count, t));
         return;
     }
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_ialltoall(c, send, recv, count, t);
+        comm_wait(&r);
+        return;
+    }
     int n = alltoall_count(c, count, t, "comm_alltoall");
     MPI_Datatype type = mpi_type(t);
     double t0 = MPI_Wtime();
@@ -377,6 +418,11 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root)
     if (c->backend) {
         double t0 = MPI_Wtime();
         device_blocking(c, COMM_KIND_BCAST, t0, c->backend->bcast(c, buf, bytes, root));
+        return;
+    }
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_ibcast(c, buf, bytes, root);
+        comm_wait(&r);
         return;
     }
     comm_stats_count(c, COMM_KIND_BCAST, (uint64_t)bytes);
@@ -414,6 +460,12 @@ void comm_barrier(comm_t *c)
         return;
     }
     comm_stats_count(c, COMM_KIND_BARRIER, 0);
+    if (comm_wait_yields(c)) {
+        comm_request_t *r = comm_request_new(c, COMM_KIND_BARRIER, 1, NULL);
+        CHECK_MPI(MPI_Ibarrier(c->mpi, &r->reqs[0]));
+        comm_wait(&r);
+        return;
+    }
     double t0 = MPI_Wtime();
     CHECK_MPI(MPI_Barrier(c->mpi));
     waited(c, COMM_KIND_BARRIER, t0);

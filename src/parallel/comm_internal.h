@@ -68,6 +68,16 @@ typedef struct comm_backend {
 int comm_piece(size_t count, size_t done);
 int comm_pieces(size_t count);
 
+/* docs/parallel.md, "Waiting". Set once by parallel_init (collective over
+ * the node communicator) from FABULA_MPI_WAIT and the node's ranks and
+ * CPUs; exits 2 on a bad value. */
+void comm_wait_policy_init(MPI_Comm node, int local_size);
+/* Completes reqs[0..n) the policy's way (all become MPI_REQUEST_NULL). */
+void comm_wait_mpi(MPI_Request *reqs, int n);
+/* 1 when c's blocking calls go through their non-blocking form and
+ * comm_wait (a host comm under the yield policy). */
+int comm_wait_yields(const comm_t *c);
+
 /* comm_world()'s life: parallel_init opens it, parallel_finalize closes it. */
 void comm_world_open(void);
 void comm_world_close(void);

@@ -21,6 +21,7 @@ static void find_node_peers(void)
     CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
     CHECK_MPI(MPI_Comm_rank(node, &local_rank));
     CHECK_MPI(MPI_Comm_size(node, &local_size));
+    comm_wait_policy_init(node, local_size);
     CHECK_MPI(MPI_Comm_free(&node));
 }
 

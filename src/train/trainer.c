@@ -239,10 +239,11 @@ static void print_setup(const trainer_t *tr)
            cfg->model.num_local_experts > 1 ? "MoE" : "dense", param_table_total(t) / 1e6,
            t->numel[PARAM_GROUP_DENSE] / 1e6, t->numel[PARAM_GROUP_EXPERT] / 1e6,
            model_active_params(&cfg->model) / 1e6);
-    printf("fabula: run: %d rank(s) x %d thread(s), backend %s, batch %d samples offered per step (%d per "
+    printf("fabula: run: %d rank(s) x %d thread(s), backend %s, MPI waits %s (%d rank(s) on %d CPU(s) of the node), batch %d samples offered per step (%d per "
            "micro-batch x %d accumulation x %d rank(s)), micro-batches of <= %d tokens, sampler %s, packing %s%s, "
            "%ld steps, run dir %s\n",
-           tr->world, tr->threads, model_ops(tr->model)->name, cfg->train_batch_size, cfg->micro_batch, cfg->grad_accum,
+           tr->world, tr->threads, model_ops(tr->model)->name, comm_wait_mode() == COMM_WAIT_YIELD ? "yield" : "spin",
+           parallel_local_size(), comm_node_cpus(), cfg->train_batch_size, cfg->micro_batch, cfg->grad_accum,
            tr->dp_size, cfg->loader.max_tokens_per_batch, config_sampler_name(cfg->loader.sampler),
            config_packing_name(cfg->loader.packing), cfg->loader.curriculum ? ", length curriculum" : "",
            cfg->run.steps, cfg->run.run_dir);

@@ -12,6 +12,8 @@
  *                                     end the job (exit 2); returning is a failure
  *   test_comm overflow KIND           a call over the count limit, which must
  *                                     end the job with an internal error (exit 1)
+ *   test_comm waitmode                prints (rank 0) the wait policy parallel_init
+ *                                     chose: "wait MODE: L ranks on C CPUs"
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -838,8 +840,15 @@ int main(int argc, char **argv)
     }
     if (argc == 3 && strcmp(argv[1], "overflow") == 0)
         return overflow(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "waitmode") == 0) {
+        if (wrank == 0)
+            printf("wait %s: %d ranks on %d CPUs\n", comm_wait_mode() == COMM_WAIT_YIELD ? "yield" : "spin",
+                   parallel_local_size(), comm_node_cpus());
+        parallel_finalize();
+        return 0;
+    }
     if (argc != 1)
-        fb_fatal(FB_EXIT_USAGE, "usage: test_comm [groups EP EXPERTS | overflow KIND]");
+        fb_fatal(FB_EXIT_USAGE, "usage: test_comm [groups EP EXPERTS | overflow KIND | waitmode]");
 
     int size = parallel_size();
     comm_t *world = comm_create_world();
