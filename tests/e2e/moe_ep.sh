@@ -3,7 +3,8 @@
 # (tests/unit/test_moe_ep: losses, logits, router statistics and every
 # gradient, experts by name; the edge cases: a rank without tokens, experts
 # that receive nothing, every token on two experts with and without
-# capacity, more chunks than rows, ep = world size) on 2 and 4 ranks; the
+# capacity, more chunks than rows, ep = world size; model.recompute selective
+# and full bitwise equal to none in each) on 2 and 4 ranks; the
 # config errors of an expert-parallel layout that cannot be built; and a
 # short training run with ep = world size and empty micro-batches. Every launch runs under a timeout: a hang
 # fails the test instead of stalling make check.
