@@ -84,9 +84,9 @@ void model_backward(model_t *m)
             if (m->mc.recompute == MODEL_RECOMPUTE_FULL)
                 model_moe_idle_forward(m, l);
             model_moe_idle_backward(m, l);
-        }
-        else
+        } else {
             layer_backward(m, l);
+        }
         model_block_end(m, 1 + l, 1);
     }
     model_block_begin(m, 0, 1);

@@ -80,8 +80,8 @@ static void carve_layer(model_t *m, layer_acts_t *a, int parts, int moe, size_t 
     }
 }
 
-/* A layer's rows of the [*, I] buffers in the arena: T dense, R MoE (with
- * expert parallelism none, they live in moe_ep's buffers). */
+/* A layer's rows of the [*, I] buffers in the arena: T dense, R MoE; 0 for
+ * an MoE layer under expert parallelism, whose rows are moe_ep's. */
 static size_t ffn_rows_of(const model_t *m, int l)
 {
     const size_t T = (size_t)m->max_tokens;
@@ -111,7 +111,7 @@ static void share_layer(layer_acts_t *a, const layer_acts_t *s, int parts)
 }
 
 /* Every activation and scratch buffer of a micro-batch of up to
- * max_tokens tokens (docs/model.md, "Memory"): per layer its input and,
+ * max_tokens tokens (docs/model.md, "Recomputation"): per layer its input and,
  * by model.recompute, all, all but the selective part, or nothing else;
  * the recomputed part once, the largest any layer needs, shared by all. */
 static void carve_buffers(model_t *m)

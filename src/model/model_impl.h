@@ -38,8 +38,9 @@ typedef struct layer_views {
     const param_view_t *w_gate, *w_up, *w_down, *router, *w1, *w3, *w2;
 } layer_views_t;
 
-/* Activations of one layer kept for the backward: fb_act in the compute
- * dtype, fp32 for per-row statistics and the router. */
+/* Activations of one layer for the backward: fb_act in the compute dtype,
+ * fp32 for per-row statistics and the router. What model.recompute does not
+ * keep points into one set all layers share (model.c, carve_buffers). */
 typedef struct layer_acts {
     fb_act *x_in;                   /* [T, D] residual stream entering the layer */
     fb_act *h1;                     /* normed input of attention */

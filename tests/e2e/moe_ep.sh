@@ -12,7 +12,7 @@
 TEST="$FB_BUILDDIR/tests/unit/test_moe_ep"
 
 for np in 2 4; do
-    timeout 60 $MPIEXEC -n $np "$TEST" >"$SCRATCH/np$np.txt" 2>&1
+    timeout 180 $MPIEXEC -n $np "$TEST" >"$SCRATCH/np$np.txt" 2>&1
     rc=$?
     cat "$SCRATCH/np$np.txt"
     check "layer check on $np ranks (exit $rc)" '[ $rc -eq 0 ] && grep -q "^PASS" "$SCRATCH/np$np.txt"'

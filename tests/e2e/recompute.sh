@@ -8,7 +8,8 @@
 # whose micro-batches 2 and 3 are empty (the idle ranks' exchanges of the
 # recomputed forward must line up, or the run hangs and the timeout fails
 # it). The memory line's activation figure drops by what docs/model.md says
-# a mode leaves out, computed here from the shapes. Bad values of
+# a mode leaves out (the expert-parallel buffers included), computed here
+# from the shapes. Bad values of
 # model.recompute and the refused activation_checkpointing keys exit 2
 # naming the key. Every launch runs under a timeout.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -49,16 +50,21 @@ for mode in ("none", "selective", "full"):
 D, I, H, KV, E, K, L = 64, 128, 4, 2, 4, 2, 2
 hd = D // H; q = D; kv = hd * KV; R = T * K
 al = lambda n: (n + 255) // 256 * 256
-# what selective leaves out of a layer: the attention output, its log-sum-exp,
-# the SwiGLU product and the expert dropout mask (with ep > 1 the expert rows
-# live in the ep buffers, which keep them)
+# what selective leaves out of a layer's arena: the attention output, its
+# log-sum-exp, the SwiGLU product and the expert dropout mask (with ep > 1
+# the expert rows live in the ep buffers instead)
 sel = al(T * q * b) + al(T * H * 4) + (al(R * I * b) + al(R * I) if ep == 1 else 0)
 # and the rest of the layer but its input, which full leaves out too
 kept = (2 * al(T * D * b) + 2 * al(T * 4) + al(T * q * b) + 2 * al(T * kv * b) + al(T * D * b)
         + (2 * al(R * I * b) if ep == 1 else 0)
         + 2 * al(T * E * 4) + al(T * 4) + 2 * al(T * K * 4) + al(E * 4) + 2 * al(R * D * b) + 2 * al(R * 4))
+# with ep > 1 the expert-parallel buffers of each MoE layer (T K rows at
+# start, exact sizes): the SwiGLU product and mask, which selective leaves
+# out, and the received rows, gate and up projections and two row maps
+ep_sel = R * I * b + R * I if ep > 1 else 0
+ep_kept = R * D * b + 2 * R * I * b + 2 * R * 4 if ep > 1 else 0
 # every layer's is dropped but the one shared set
-want = {"selective": (L - 1) * sel, "full": (L - 1) * (sel + kept)}
+want = {"selective": (L - 1) * (sel + ep_sel), "full": (L - 1) * (sel + kept + ep_sel + ep_kept)}
 ok = True
 for mode in ("selective", "full"):
     got = act["none"] - act[mode]
