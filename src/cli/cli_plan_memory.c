@@ -21,16 +21,17 @@ static void memory_usage(FILE *f)
             "host apart, by ZeRO stage and offload), ZeRO workspaces, activations of a\n"
             "micro-batch and of the micro-batches a pipeline holds, and the\n"
             "expert-parallel dispatch buffers, for the config's model and precision.\n"
-            "For the layouts `fabula train` runs (tp = pp = 1) the figures are the ones\n"
-            "train prints at start (\"memory bytes:\"); tensor and pipeline parallelism,\n"
-            "sequence parallelism and recomputation are predictions by Megatron's rules\n"
-            "(docs/plan.md).\n"
+            "For the layouts `fabula train` runs (tp = pp = 1, any recompute) the figures\n"
+            "are the ones train prints at start (\"memory bytes:\"); tensor and pipeline\n"
+            "parallelism and sequence parallelism (and recomputation with them) are\n"
+            "predictions by Megatron's rules (docs/plan.md).\n"
             "\n"
             "  --world N          N ranks laid out as train would: dp = N, tp = pp = 1,\n"
             "                     the config's ZeRO stage, offload and expert parallelism\n"
             "  --layout SPEC      [world=W,]dp=D,tp=T,pp=P[,ep=E][,zero=Z][,offload=none|optimizer|\n"
             "                     param|both][,sp][,recompute=none|selective|full][,vpp=V]\n"
             "                     [,tokens=TOKENS][,accum=G]; unset parts from the config\n"
+            "                     (recompute: model.recompute)\n"
             "                     (world=W alone: dp = W / (tp pp))\n"
             "  --set KEY=VALUE    config override, as for train\n"
             "  --json             one JSON object instead of the table\n"
@@ -142,7 +143,7 @@ int plan_memory_cmd(int argc, char **argv)
         row("  grown to the configured capacity", m.moe_buffers_capacity, 0);
         row("total", m.device_total, m.host_total);
         if (m.predicted)
-            printf("note: tp/pp/sequence parallelism/recomputation figures are predictions of the Megatron-style "
+            printf("note: tp/pp/sequence parallelism figures (recomputation with them) are predictions of the Megatron-style "
                    "implementation (issue 17): fabula train does not run this layout yet\n");
         printf("memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", params, m.grads,
                optimizer, m.workspace_zero, acts);

@@ -45,9 +45,13 @@ typedef struct model_config {
     double expert_dropout;      /* dropout on the expert hidden activation */
     double initializer_range;   /* std of the normal init of weights */
     int max_position_embeddings;
+    /* which activations the backward recomputes instead of keeping
+     * (docs/model.md, "Recomputation"); no effect on the numbers */
+    int recompute;              /* MODEL_RECOMPUTE_* */
 } model_config_t;
 
 enum { MODEL_AUX_SCOPE_MICRO_BATCH = 0, MODEL_AUX_SCOPE_GLOBAL_BATCH = 1 };
+enum { MODEL_RECOMPUTE_NONE = 0, MODEL_RECOMPUTE_SELECTIVE = 1, MODEL_RECOMPUTE_FULL = 2 };
 
 typedef struct data_config {
     char *train_path;           /* corpus: .jsonl/.json text (byte tokenizer) */

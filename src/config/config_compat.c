@@ -22,7 +22,6 @@ static const cj_inert_t top_inert[] = {
     {"wandb", CJ_OBJECT},
     {"comet", CJ_OBJECT},
     {"comms_logger", CJ_OBJECT},
-    {"activation_checkpointing", CJ_OBJECT},
     {"aio", CJ_OBJECT},
     {"timers", CJ_OBJECT},
     {"autotuning", CJ_OBJECT},
@@ -49,8 +48,37 @@ static void refuse_if_enabled(cj_ctx_t *c, const char *section, const char *why)
     }
 }
 
+/* DeepSpeed's activation_checkpointing configures deepspeed.checkpointing,
+ * which only the model's own code turns on (Megatron's
+ * --checkpoint-activations); fabula's switch is model.recompute, and of the
+ * block's keys those that change what is computed are refused when set
+ * (docs/config.md, "DeepSpeed's activation_checkpointing"). */
+static const cj_inert_t checkpointing_inert[] = {
+    {"contiguous_memory_optimization", CJ_BOOL},  /* the activations are one arena already */
+    {"number_checkpoints", CJ_NUMBER},            /* sizes that contiguous buffer */
+    {"synchronize_checkpoint_boundary", CJ_BOOL}, /* a device synchronize for timing */
+    {"profile", CJ_BOOL},                         /* the step records time forward and backward */
+};
+
+static void read_activation_checkpointing(cj_ctx_t *c)
+{
+    if (!cj_section(c, "activation_checkpointing"))
+        return;
+    if (cj_bool(c, "activation_checkpointing.partition_activations", 0))
+        cj_invalid(c, "activation_checkpointing.partition_activations",
+                   "false (it splits the kept activations over the tensor-parallel ranks, and fabula has no "
+                   "tensor parallelism yet)");
+    if (cj_bool(c, "activation_checkpointing.cpu_checkpointing", 0))
+        cj_invalid(c, "activation_checkpointing.cpu_checkpointing",
+                   "false (kept activations offloaded to host memory are not implemented; model.recompute "
+                   "keeps fewer of them on the device)");
+    cj_accept_inert(c, "activation_checkpointing", checkpointing_inert,
+                    sizeof checkpointing_inert / sizeof *checkpointing_inert);
+}
+
 void config_read_compat(cj_ctx_t *c)
 {
+    read_activation_checkpointing(c);
     cj_accept_inert(c, NULL, top_inert, sizeof top_inert / sizeof *top_inert);
     refuse_if_enabled(c, "amp", "Apex AMP is not supported; use \"bf16\" or \"fp16\"");
     refuse_if_enabled(c, "elasticity", "elastic batch sizes are not supported; set the batch keys");

@@ -20,6 +20,7 @@
 static const char *const training_only[] = {
     "router_aux_loss_coef", "router_z_loss_coef", "router_aux_loss_scope", "capacity_factor",
     "expert_dropout",       "initializer_range",  "output_router_logits",
+    "recompute",
 };
 
 static int is_training_only(const char *key)

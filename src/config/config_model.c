@@ -62,6 +62,15 @@ void config_read_model(cj_ctx_t *c, config_t *cfg)
     m->expert_dropout = model_real(c, "expert_dropout");
     m->initializer_range = model_real(c, "initializer_range");
     m->max_position_embeddings = positive(c, "max_position_embeddings");
+    const char *rc = cj_string(c, "model.recompute", cj_default_string(c, "model.recompute"));
+    if (!strcmp(rc, "none"))
+        m->recompute = MODEL_RECOMPUTE_NONE;
+    else if (!strcmp(rc, "selective"))
+        m->recompute = MODEL_RECOMPUTE_SELECTIVE;
+    else if (!strcmp(rc, "full"))
+        m->recompute = MODEL_RECOMPUTE_FULL;
+    else
+        cj_invalid(c, "model.recompute", "\"none\", \"selective\" or \"full\"");
 
     if (m->hidden_size % m->num_attention_heads != 0)
         cj_invalid(c, "model.hidden_size", "a multiple of model.num_attention_heads (%d)", m->num_attention_heads);

@@ -57,6 +57,7 @@ static void head_backward(model_t *m)
 static void layer_backward(model_t *m, int l)
 {
     const layer_acts_t *a = &m->acts[l];
+    model_recompute_layer(m, l);
     if (model_layer_is_moe(&m->mc, l))
         model_backward_moe(m, l, m->dh);
     else
@@ -78,10 +79,14 @@ void model_backward(model_t *m)
     model_block_end(m, L + 1, 1);
     for (int l = L - 1; l >= 0; l--) {
         model_block_begin(m, 1 + l, 1);
-        if (empty)
+        if (empty) {
+            /* the recomputed forward's exchanges too, as a rank with tokens issues them */
+            if (m->mc.recompute == MODEL_RECOMPUTE_FULL)
+                model_moe_idle_forward(m, l);
             model_moe_idle_backward(m, l);
-        else
+        } else {
             layer_backward(m, l);
+        }
         model_block_end(m, 1 + l, 1);
     }
     model_block_begin(m, 0, 1);

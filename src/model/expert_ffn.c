@@ -9,6 +9,18 @@ static void progress(const expert_rows_t *r)
 
 static int dropout_on(const model_t *m) { return m->sc.training && m->mc.expert_dropout > 0.0; }
 
+void model_expert_ffn_act(model_t *m, int l, const expert_rows_t *r)
+{
+    const ops_t *o = m->ops;
+    const int I = m->mc.intermediate_size;
+    o->swiglu_fwd(r->act, r->g, r->u, (size_t)r->rows * I);
+    /* the mask of a row depends on its place in the layer's stream only,
+     * however the rows are split into runs (and whether it is recomputed) */
+    if (dropout_on(m))
+        o->dropout_fwd(r->act, r->mask, (size_t)r->rows * I, (float)m->mc.expert_dropout, m->sc.dropout_seed,
+                       ((uint64_t)l << 40) + r->row0 * (uint64_t)I);
+}
+
 void model_expert_ffn_forward(model_t *m, int l, const expert_rows_t *r, fb_act *y)
 {
     const ops_t *o = m->ops;
@@ -18,12 +30,7 @@ void model_expert_ffn_forward(model_t *m, int l, const expert_rows_t *r, fb_act 
     progress(r);
     o->gmm_fwd(r->u, r->x, w->w3, r->off, r->ne, I, D);
     progress(r);
-    o->swiglu_fwd(r->act, r->g, r->u, (size_t)r->rows * I);
-    /* the mask of a row depends on its place in the layer's stream only,
-     * however the rows are split into runs */
-    if (dropout_on(m))
-        o->dropout_fwd(r->act, r->mask, (size_t)r->rows * I, (float)m->mc.expert_dropout, m->sc.dropout_seed,
-                       ((uint64_t)l << 40) + r->row0 * (uint64_t)I);
+    model_expert_ffn_act(m, l, r);
     o->gmm_fwd(y, r->act, w->w2, r->off, r->ne, D, I);
     progress(r);
 }

@@ -22,6 +22,10 @@ typedef struct expert_rows {
     void *progress_ctx;
 } expert_rows_t;
 
+/* r->act (and r->mask) from r->g and r->u: the SwiGLU product and its
+ * expert dropout, which selective recomputation rebuilds in the backward. */
+void model_expert_ffn_act(model_t *m, int l, const expert_rows_t *r);
+
 /* y [rows, D] (overwritten) = the experts' outputs of r->x. */
 void model_expert_ffn_forward(model_t *m, int l, const expert_rows_t *r, fb_act *y);
 

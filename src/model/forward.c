@@ -70,6 +70,30 @@ static void layer_forward(model_t *m, int l, model_stats_t *stats)
         dense_ffn(m, l, x_out);
 }
 
+void model_recompute_layer(model_t *m, int l)
+{
+    const ops_t *o = m->ops;
+    const model_config_t *mc = &m->mc;
+    layer_acts_t *a = &m->acts[l];
+    const int T = m->T, I = mc->intermediate_size;
+    switch (mc->recompute) {
+    case MODEL_RECOMPUTE_FULL:
+        /* the layer's output lands where the forward left it, in the next
+         * layer's input: dead since that layer's backward, and bit-equal */
+        layer_forward(m, l, NULL);
+        return;
+    case MODEL_RECOMPUTE_SELECTIVE:
+        o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->cu_seqlens, m->nseq, T, mc->num_attention_heads,
+                         mc->num_key_value_heads, m->hd);
+        if (model_layer_is_moe(mc, l))
+            model_recompute_moe_act(m, l);
+        else
+            o->swiglu_fwd(a->act, a->g, a->u, (size_t)T * I);
+        return;
+    default: return;
+    }
+}
+
 static void head_forward(model_t *m)
 {
     const model_config_t *mc = &m->mc;

@@ -26,42 +26,38 @@ static float *balloc_f(model_t *m, size_t n) { return arena_take(m, n * sizeof(f
 static fb_act *balloc_a(model_t *m, size_t n) { return arena_take(m, ACT_BYTES(m, n)); }
 static int32_t *balloc_i(model_t *m, size_t n) { return arena_take(m, n * sizeof(int32_t)); }
 
-/* Every activation and scratch buffer of a micro-batch of up to
- * max_tokens tokens (docs/model.md, "Memory"). */
-static void carve_buffers(model_t *m)
+/* What the backward recomputes (docs/model.md, "Recomputation"): a layer's
+ * attention output, its log-sum-exp, the SwiGLU product and the expert
+ * dropout mask under "selective", everything but the layer input under
+ * "full". */
+enum { PART_KEPT = 1, PART_SELECTIVE = 2 };
+
+/* The buffers of one layer but its input: `parts` selects the kept ones,
+ * the selectively recomputed ones or both; ffn_rows rows of the [*, I]
+ * buffers (0: none in the arena, the ep buffers hold them), mask_rows of
+ * the dropout mask, and the router's buffers when moe. */
+static void carve_layer(model_t *m, layer_acts_t *a, int parts, int moe, size_t ffn_rows, size_t mask_rows)
 {
     const model_config_t *mc = &m->mc;
     const size_t T = (size_t)m->max_tokens, D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
-    const size_t H = (size_t)mc->num_attention_heads, V = (size_t)mc->vocab_size;
+    const size_t H = (size_t)mc->num_attention_heads;
     const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
     const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
     const size_t R = T * K; /* most rows a dispatch can produce */
-    m->arena_used = 0;
-    m->tokens = balloc_i(m, T);
-    m->positions = balloc_i(m, T);
-    m->targets = balloc_i(m, T);
-    m->cu_seqlens = balloc_i(m, T + 1);
-    for (int l = 0; l < mc->num_hidden_layers; l++) {
-        layer_acts_t *a = &m->acts[l];
-        a->x_in = balloc_a(m, T * D);
+    if (parts & PART_KEPT) {
         a->h1 = balloc_a(m, T * D);
         a->rstd1 = balloc_f(m, T);
         a->q = balloc_a(m, T * (size_t)m->qdim);
         a->k = balloc_a(m, T * (size_t)m->kvdim);
         a->v = balloc_a(m, T * (size_t)m->kvdim);
-        a->att = balloc_a(m, T * (size_t)m->qdim);
-        a->lse = balloc_f(m, T * H);
         a->x_mid = balloc_a(m, T * D);
         a->h2 = balloc_a(m, T * D);
         a->rstd2 = balloc_f(m, T);
-        if (model_layer_is_moe(mc, l)) {
-            /* with expert parallelism the expert rows live in moe_ep's buffers */
-            if (m->ep_size == 1) {
-                a->g = balloc_a(m, R * I);
-                a->u = balloc_a(m, R * I);
-                a->act = balloc_a(m, R * I);
-                a->mask = arena_take(m, R * I);
-            }
+        if (ffn_rows) {
+            a->g = balloc_a(m, ffn_rows * I);
+            a->u = balloc_a(m, ffn_rows * I);
+        }
+        if (moe) {
             a->rlogits = balloc_f(m, T * E);
             a->probs = balloc_f(m, T * E);
             a->rlse = balloc_f(m, T);
@@ -72,11 +68,88 @@ static void carve_buffers(model_t *m)
             a->eo = balloc_a(m, R * D);
             a->plan.d_row_token = balloc_i(m, R);
             a->plan.d_token_rows = balloc_i(m, R);
-        } else {
-            a->g = balloc_a(m, T * I);
-            a->u = balloc_a(m, T * I);
-            a->act = balloc_a(m, T * I);
         }
+    }
+    if (parts & PART_SELECTIVE) {
+        a->att = balloc_a(m, T * (size_t)m->qdim);
+        a->lse = balloc_f(m, T * H);
+        if (ffn_rows)
+            a->act = balloc_a(m, ffn_rows * I);
+        if (mask_rows)
+            a->mask = arena_take(m, mask_rows * I);
+    }
+}
+
+/* A layer's rows of the [*, I] buffers in the arena: T dense, R MoE; 0 for
+ * an MoE layer under expert parallelism, whose rows are moe_ep's. */
+static size_t ffn_rows_of(const model_t *m, int l)
+{
+    const size_t T = (size_t)m->max_tokens;
+    if (!model_layer_is_moe(&m->mc, l))
+        return T;
+    return m->ep_size == 1 ? T * (size_t)m->mc.num_experts_per_tok : 0;
+}
+
+/* Points layer a's recomputed buffers at the shared set s. */
+static void share_layer(layer_acts_t *a, const layer_acts_t *s, int parts)
+{
+    if (parts & PART_KEPT) {
+        fb_act *x_in = a->x_in;
+        moe_plan_t plan = a->plan;
+        *a = *s;
+        a->x_in = x_in;
+        /* the plan's host arrays stay the layer's own */
+        plan.d_row_token = s->plan.d_row_token;
+        plan.d_token_rows = s->plan.d_token_rows;
+        a->plan = plan;
+        return;
+    }
+    a->att = s->att;
+    a->lse = s->lse;
+    a->act = s->act;
+    a->mask = s->mask;
+}
+
+/* Every activation and scratch buffer of a micro-batch of up to
+ * max_tokens tokens (docs/model.md, "Recomputation"): per layer its input and,
+ * by model.recompute, all, all but the selective part, or nothing else;
+ * the recomputed part once, the largest any layer needs, shared by all. */
+static void carve_buffers(model_t *m)
+{
+    const model_config_t *mc = &m->mc;
+    const size_t T = (size_t)m->max_tokens, D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
+    const size_t V = (size_t)mc->vocab_size;
+    const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
+    const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
+    const size_t R = T * K; /* most rows a dispatch can produce */
+    const int L = mc->num_hidden_layers;
+    const int own = mc->recompute == MODEL_RECOMPUTE_NONE ? PART_KEPT | PART_SELECTIVE
+                    : mc->recompute == MODEL_RECOMPUTE_SELECTIVE ? PART_KEPT : 0;
+    const int shared = (PART_KEPT | PART_SELECTIVE) & ~own;
+    m->arena_used = 0;
+    m->tokens = balloc_i(m, T);
+    m->positions = balloc_i(m, T);
+    m->targets = balloc_i(m, T);
+    m->cu_seqlens = balloc_i(m, T + 1);
+    size_t ffn_max = 0, mask_max = 0;
+    int any_moe = 0;
+    for (int l = 0; l < L; l++) {
+        layer_acts_t *a = &m->acts[l];
+        const int moe = model_layer_is_moe(mc, l);
+        const size_t rows = ffn_rows_of(m, l), mrows = moe && m->ep_size == 1 ? R : 0;
+        a->x_in = balloc_a(m, T * D);
+        if (own)
+            carve_layer(m, a, own, moe, rows, mrows);
+        any_moe |= moe;
+        ffn_max = rows > ffn_max ? rows : ffn_max;
+        mask_max = mrows > mask_max ? mrows : mask_max;
+    }
+    if (shared && L > 0) {
+        layer_acts_t s;
+        memset(&s, 0, sizeof s);
+        carve_layer(m, &s, shared, any_moe, ffn_max, mask_max);
+        for (int l = 0; l < L; l++)
+            share_layer(&m->acts[l], &s, shared);
     }
     m->x_final = balloc_a(m, T * D);
     m->hf = balloc_a(m, T * D);

@@ -38,8 +38,9 @@ typedef struct layer_views {
     const param_view_t *w_gate, *w_up, *w_down, *router, *w1, *w3, *w2;
 } layer_views_t;
 
-/* Activations of one layer kept for the backward: fb_act in the compute
- * dtype, fp32 for per-row statistics and the router. */
+/* Activations of one layer for the backward: fb_act in the compute dtype,
+ * fp32 for per-row statistics and the router. What model.recompute does not
+ * keep points into one set all layers share (model.c, carve_buffers). */
 typedef struct layer_acts {
     fb_act *x_in;                   /* [T, D] residual stream entering the layer */
     fb_act *h1;                     /* normed input of attention */
@@ -124,6 +125,13 @@ void model_block_end(model_t *m, int block, int backward);
 
 void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model_stats_t *stats);
 void model_backward_moe(model_t *m, int l, fb_act *dh2_out);
+/* Before layer l's backward, the activations model.recompute did not keep
+ * (forward.c): the whole layer again from its input ("full"; statistics
+ * are not counted twice), or the attention core and the SwiGLU products
+ * ("selective"; moe.c rebuilds the experts' without expert parallelism,
+ * whose buffers keep them). */
+void model_recompute_layer(model_t *m, int l);
+void model_recompute_moe_act(model_t *m, int l);
 
 /* fb_act helpers: element i of p, and the bytes of n elements. */
 #define ACT(m, p, i) fb_act_at((m)->ops, (p), (size_t)(i))

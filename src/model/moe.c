@@ -16,6 +16,25 @@ static expert_rows_t all_rows(model_t *m, int l)
                            .x = a->xp, .g = a->g, .u = a->u, .act = a->act, .mask = a->mask};
 }
 
+/* Layer l's statistics of this forward, from its plan. */
+static void moe_count(model_t *m, int l, model_stats_t *stats, double aux, double z)
+{
+    const moe_plan_t *p = &m->acts[l].plan;
+    const int T = m->T, E = m->mc.num_local_experts, K = m->mc.num_experts_per_tok;
+    stats->aux += aux;
+    stats->z += z;
+    m->aux_per_layer[l] = aux;
+    m->z_per_layer[l] = z;
+    stats->dropped += (long)T * K - p->R;
+    m->dropped_per_layer[l] = (long)T * K - p->R;
+    for (int e = 0; e < E; e++) {
+        m->tokens_per_expert[(size_t)l * E + e] = p->offsets[e + 1] - p->offsets[e];
+        m->routed_per_expert[(size_t)l * E + e] = p->routed[e];
+    }
+}
+
+/* stats NULL: the backward's recomputation of the layer (docs/model.md,
+ * "Recomputation"). */
 void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model_stats_t *stats)
 {
     const ops_t *o = m->ops;
@@ -29,7 +48,8 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
     o->router_fwd(a->probs, a->rlse, a->topk_idx, a->topk_w, a->rlogits, T, E, K);
 
     o->to_host(m->host_topk, a->topk_idx, (size_t)T * K * sizeof(int32_t));
-    model_moe_count_tags(m, l);
+    if (stats)
+        model_moe_count_tags(m, l);
     moe_plan_t *p = &a->plan;
     moe_plan_build(p, m->host_topk, T, E, K, moe_capacity(mc->capacity_factor, T, K, E));
     o->to_backend(p->d_row_token, p->row_token, (size_t)p->R * sizeof(int32_t));
@@ -55,16 +75,10 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
     z /= T;
     o->to_backend(a->aux_dprob, aux_dprob, (size_t)E * sizeof(float));
     free(aux_dprob);
-    stats->aux += aux;
-    stats->z += z;
-    m->aux_per_layer[l] = aux;
-    m->z_per_layer[l] = z;
-    stats->dropped += (long)T * K - p->R;
-    m->dropped_per_layer[l] = (long)T * K - p->R;
-    for (int e = 0; e < E; e++) {
-        m->tokens_per_expert[(size_t)l * E + e] = p->offsets[e + 1] - p->offsets[e];
-        m->routed_per_expert[(size_t)l * E + e] = p->routed[e];
-    }
+    /* a recomputation (stats NULL) rebuilds the buffers only: the forward
+     * counted this micro-batch's statistics */
+    if (stats)
+        moe_count(m, l, stats, aux, z);
 
     const int R = p->R;
     if (R > 0)
@@ -79,6 +93,13 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
     }
     o->combine_fwd(m->dtmp, a->eo, p->d_token_rows, a->topk_w, T, K, D);
     o->act_axpy(x_out, m->dtmp, (size_t)T * D, 1.0f);
+}
+
+void model_recompute_moe_act(model_t *m, int l)
+{
+    const expert_rows_t rows = all_rows(m, l);
+    if (m->ep_size == 1 && rows.rows > 0)
+        model_expert_ffn_act(m, l, &rows);
 }
 
 /* dy = m->dx (gradient of the layer output); writes dh2_out (overwritten). */

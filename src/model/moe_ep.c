@@ -49,7 +49,14 @@ typedef struct ep_layer {
 
 struct moe_ep {
     int P, El;
-    ep_layer_t *layer;          /* [L]; MoE layers only */
+    ep_layer_t *layer;          /* [L]; MoE layers only (full recomputation: the first one's, shared) */
+    int shared_layer;           /* full recomputation: the MoE layer whose state every MoE layer uses; else -1 */
+    /* selective recomputation: the SwiGLU products and dropout masks of
+     * every MoE layer in one set of act_cap rows, rebuilt per chunk in
+     * the backward (else NULL: each layer's own) */
+    fb_act *act;
+    uint8_t *mask;
+    size_t act_cap;
     fb_act *rbuf, *cbuf;        /* [cap, D]: receive- and compute-layout scratch */
     fb_act *dg, *du, *dact;      /* [cap, I]: the model's own until a step needs more rows */
     int own_scratch;
@@ -77,6 +84,32 @@ static void frelease(model_t *m, void *p, size_t bytes)
  * a quarter more than asked, so a slowly rising peak reallocates rarely. */
 static size_t grown(size_t need) { return need + need / 4 + 1; }
 
+static int selective(const model_t *m) { return m->mc.recompute == MODEL_RECOMPUTE_SELECTIVE; }
+
+/* A SwiGLU product [cap, I] and its dropout mask (a byte an element). */
+static void act_alloc(model_t *m, size_t cap, fb_act **act, uint8_t **mask)
+{
+    const size_t I = (size_t)m->mc.intermediate_size;
+    *act = aalloc(m, cap * I);
+    *mask = m->ops->alloc(cap * I > 0 ? cap * I : 1);
+    m->alloc_bytes += cap * I;
+}
+
+/* Selective recomputation's shared products: as many rows as the largest
+ * layer's buffers hold. */
+static void shared_act_reserve(model_t *m, struct moe_ep *x, size_t cap)
+{
+    const size_t I = (size_t)m->mc.intermediate_size;
+    if (x->act && cap <= x->act_cap)
+        return;
+    if (x->act) {
+        frelease(m, x->act, x->act_cap * ACT_BYTES(m, I));
+        frelease(m, x->mask, x->act_cap * I);
+    }
+    x->act_cap = cap;
+    act_alloc(m, cap, &x->act, &x->mask);
+}
+
 static void layer_alloc(model_t *m, ep_layer_t *ly, size_t cap)
 {
     const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size;
@@ -84,9 +117,10 @@ static void layer_alloc(model_t *m, ep_layer_t *ly, size_t cap)
     ly->xr = aalloc(m, cap * D);
     ly->g = aalloc(m, cap * I);
     ly->u = aalloc(m, cap * I);
-    ly->act = aalloc(m, cap * I);
-    ly->mask = m->ops->alloc(cap * I > 0 ? cap * I : 1);
-    m->alloc_bytes += cap * I;
+    if (selective(m))
+        shared_act_reserve(m, m->epx, cap);
+    else
+        act_alloc(m, cap, &ly->act, &ly->mask);
     ly->c2r = m->ops->alloc((cap ? cap : 1) * sizeof(int32_t));
     ly->r2c = m->ops->alloc((cap ? cap : 1) * sizeof(int32_t));
     m->alloc_bytes += 2 * cap * sizeof(int32_t);
@@ -155,14 +189,24 @@ static void scratch_reserve(model_t *m, struct moe_ep *x, size_t rows)
  * [rows, I] buffers are the model's up to tk rows, the scratch's own
  * beyond): per layer the received rows [rows, D], three [rows, I]
  * activations, the dropout mask a byte an element and two int32 row maps;
- * the scratch two [rows, D] buffers. */
+ * the scratch two [rows, D] buffers. model.recompute: "full" keeps one
+ * layer's set for all, "selective" one set of the SwiGLU products and masks
+ * (docs/model.md, "Recomputation"). */
 static size_t ep_bytes(const model_config_t *mc, size_t ab, size_t layer_rows, size_t scratch_rows, size_t tk)
 {
     const size_t D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
-    size_t bytes = 0;
+    const size_t act = layer_rows * I * ab + layer_rows * I;
+    const size_t rest = layer_rows * D * ab + 2 * layer_rows * I * ab + 2 * layer_rows * sizeof(int32_t);
+    size_t nmoe = 0;
     for (int l = 0; l < mc->num_hidden_layers; l++)
-        if (model_layer_is_moe(mc, l))
-            bytes += layer_rows * D * ab + 3 * layer_rows * I * ab + layer_rows * I + 2 * layer_rows * sizeof(int32_t);
+        nmoe += model_layer_is_moe(mc, l);
+    size_t bytes;
+    if (mc->recompute == MODEL_RECOMPUTE_FULL)
+        bytes = nmoe ? rest + act : 0;
+    else if (mc->recompute == MODEL_RECOMPUTE_SELECTIVE)
+        bytes = nmoe * rest + (nmoe ? act : 0);
+    else
+        bytes = nmoe * (rest + act);
     bytes += 2 * scratch_rows * D * ab;
     if (scratch_rows > tk)
         bytes += 3 * scratch_rows * I * ab;
@@ -205,10 +249,15 @@ void moe_ep_create(model_t *m)
     x->El = m->table.experts_local;
     FB_ASSERT(x->El >= 1 && x->El * x->P == mc->num_local_experts);
     x->layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof *x->layer);
+    x->shared_layer = -1;
     const size_t tk = (size_t)m->max_tokens * (size_t)mc->num_experts_per_tok;
     for (int l = 0; l < mc->num_hidden_layers; l++) {
-        if (!model_layer_is_moe(mc, l))
+        if (!model_layer_is_moe(mc, l) || x->shared_layer >= 0)
             continue;
+        /* full recomputation refills a layer's exchange state and buffers
+         * before its backward: one set serves every MoE layer */
+        if (mc->recompute == MODEL_RECOMPUTE_FULL)
+            x->shared_layer = l;
         ep_layer_t *ly = &x->layer[l];
         ly->send = fb_calloc((size_t)x->P * x->El, sizeof *ly->send);
         ly->recv = fb_calloc((size_t)x->P * x->El, sizeof *ly->recv);
@@ -235,10 +284,18 @@ void moe_ep_free(model_t *m)
         free(ly->off);
     }
     scratch_release(m, x);
+    if (x->act) {
+        const size_t I = (size_t)m->mc.intermediate_size;
+        frelease(m, x->act, x->act_cap * ACT_BYTES(m, I));
+        frelease(m, x->mask, x->act_cap * I);
+    }
     free(x->layer);
     free(x);
     m->epx = NULL;
 }
+
+/* The exchange state and buffers of MoE layer l. */
+static ep_layer_t *ep_layer(struct moe_ep *x, int l) { return &x->layer[x->shared_layer >= 0 ? x->shared_layer : l]; }
 
 /* ------------------------------------------------------------- layouts */
 
@@ -360,7 +417,7 @@ static void poll_cb(void *ctx) { poll(ctx); }
 static expert_rows_t chunk_rows(model_t *m, int l, int c)
 {
     struct moe_ep *x = m->epx;
-    ep_layer_t *ly = &x->layer[l];
+    ep_layer_t *ly = ep_layer(x, l);
     const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size;
     const size_t b = (size_t)ly->base[c];
     return (expert_rows_t){.rows = ly->base[c + 1] - ly->base[c],
@@ -369,8 +426,8 @@ static expert_rows_t chunk_rows(model_t *m, int l, int c)
                            .x = ACT(m, ly->xr, b * D),
                            .g = ACT(m, ly->g, b * I),
                            .u = ACT(m, ly->u, b * I),
-                           .act = ACT(m, ly->act, b * I),
-                           .mask = ly->mask + b * I,
+                           .act = ACT(m, x->act ? x->act : ly->act, b * I),
+                           .mask = (x->act ? x->mask : ly->mask) + b * I,
                            .row0 = b,
                            .progress = poll_cb,
                            .progress_ctx = x};
@@ -379,7 +436,7 @@ static expert_rows_t chunk_rows(model_t *m, int l, int c)
 static void chunk_forward(model_t *m, int l, int c)
 {
     struct moe_ep *x = m->epx;
-    ep_layer_t *ly = &x->layer[l];
+    ep_layer_t *ly = ep_layer(x, l);
     const ops_t *o = m->ops;
     const size_t D = (size_t)m->mc.hidden_size, b = (size_t)ly->base[c];
     const expert_rows_t r = chunk_rows(m, l, c);
@@ -394,13 +451,15 @@ static void chunk_forward(model_t *m, int l, int c)
 static void chunk_backward(model_t *m, int l, int c)
 {
     struct moe_ep *x = m->epx;
-    ep_layer_t *ly = &x->layer[l];
+    ep_layer_t *ly = ep_layer(x, l);
     const ops_t *o = m->ops;
     const size_t D = (size_t)m->mc.hidden_size, I = (size_t)m->mc.intermediate_size, b = (size_t)ly->base[c];
     const expert_rows_t r = chunk_rows(m, l, c);
     if (r.rows == 0)
         return;
     fb_act *deo = ACT(m, x->cbuf, b * D), *tmp = ACT(m, x->rbuf, b * D);
+    if (x->act) /* selective recomputation: the chunk's products again, from its g and u */
+        model_expert_ffn_act(m, l, &r);
     o->permute_fwd(deo, x->rbuf, ly->c2r + b, r.rows, (int)D);
     model_expert_ffn_backward(m, l, &r, deo, tmp, ACT(m, x->dg, b * I), ACT(m, x->du, b * I),
                               ACT(m, x->dact, b * I));
@@ -416,7 +475,7 @@ static void chunk_backward(model_t *m, int l, int c)
 static void exchange(model_t *m, int l, const fb_act *src, fb_act *dst, int backward)
 {
     struct moe_ep *x = m->epx;
-    ep_layer_t *ly = &x->layer[l];
+    ep_layer_t *ly = ep_layer(x, l);
     const int P = x->P, nc = ly->nc;
     void (*work)(model_t *, int, int) = backward ? chunk_backward : chunk_forward;
     const comm_dtype_t dt = model_act_comm_dtype(m);
@@ -452,7 +511,7 @@ static void exchange(model_t *m, int l, const fb_act *src, fb_act *dst, int back
 void moe_ep_forward(model_t *m, int l, const int32_t *offsets)
 {
     struct moe_ep *x = m->epx;
-    ep_layer_t *ly = &x->layer[l];
+    ep_layer_t *ly = ep_layer(x, l);
     const int P = x->P, El = x->El;
     for (int j = 0; j < P * El; j++)
         ly->send[j] = offsets ? offsets[j + 1] - offsets[j] : 0;

@@ -54,7 +54,7 @@ typedef struct plan_memory {
     size_t moe_buffers_capacity;        /* `moe_buffers` grown to the most rows the capacity lets a rank receive
                                          * (what device_total counts) */
     int stage;                          /* the pipeline stage these bytes are of (the fullest one) */
-    int predicted;                      /* 1: tp/pp/sp/recompute figures of the Megatron-style rules (issue 17) */
+    int predicted;                      /* 1: tp/pp/sp figures of the Megatron-style rules (issue 17) */
 } plan_memory_t;
 
 /* A machine file (inputs/machines/NAME.json, docs/plan.md): what one node has

@@ -1,12 +1,12 @@
 /* Per-rank memory of a layout (docs/plan.md, "Memory").
  *
  * The layouts `fabula train` runs today (tp = pp = 1, no sequence
- * parallelism or recomputation) are sized by the very functions train's
+ * parallelism; any model.recompute) are sized by the very functions train's
  * objects are built from: zero_memory_of for the ZeRO states and workspaces,
  * model_arena_bytes and model_ep_buffer_bytes for the activations, so the
  * figures equal train's start-up "memory bytes:" line. Tensor and pipeline
- * parallelism, sequence parallelism and recomputation are applied to
- * fabula's own buffers by Megatron's rules: predictions of that
+ * parallelism and sequence parallelism (and recomputation with them) are
+ * applied to fabula's own buffers by Megatron's rules: predictions of that
  * implementation until issue 17 lands. */
 #include <string.h>
 
@@ -171,7 +171,7 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     memset(o, 0, sizeof *o);
     o->stage = stage;
     zero_group_shape_t shape[PARAM_NGROUPS];
-    const int plain = lay->tp == 1 && lay->pp == 1 && !lay->sequence_parallel && lay->recompute == PLAN_RECOMPUTE_NONE;
+    const int plain = lay->tp == 1 && lay->pp == 1 && !lay->sequence_parallel;
     if (plain) {
         for (int g = 0; g < PARAM_NGROUPS; g++)
             zero_group_shape_of(t, g, &shape[g]);
@@ -181,7 +181,10 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     fill_states(cfg, lay, shape, o);
     const int L = mc->num_hidden_layers;
     if (plain) {
-        o->activations = model_arena_bytes(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
+        /* the layout's recomputation, which may differ from the config's */
+        model_config_t rc = *mc;
+        rc.recompute = (int)lay->recompute;
+        o->activations = model_arena_bytes(&rc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
         o->moe_buffers = model_ep_buffer_bytes(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
         o->moe_buffers_capacity =
             model_ep_buffer_bytes_at_capacity(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # fabula plan memory (docs/plan.md, "Memory"): for every layout the suite
 # trains (1, 2, 4 ranks x ZeRO 0-3, optimizer and parameter offload, expert
-# parallelism 2 on the MoE model, 16-bit activations of run.backend cpu16)
+# parallelism 2 on the MoE model, 16-bit activations of run.backend cpu16,
+# model.recompute selective and full, and a layout's recompute=full)
 # train's start-up "memory bytes:" line equals `plan memory --world N` field
 # by field, and the peak RSS of the run (the step records'
 # ranks.rss_max_bytes) is within 10% of the plan's total plus the process
@@ -97,6 +98,23 @@ same np2-ep2-z0 2 $BIG --set parallel.expert_parallel_size=2 --set zero_optimiza
 same np4-ep2-z1 4 $BIG --set parallel.expert_parallel_size=2 --set zero_optimization.stage=1
 # 16-bit activations and the weights' 16-bit compute copy (the CUDA backend's storage, on the CPU)
 same np2-z1-cpu16 2 $BIG --set run.backend=cpu16 --set zero_optimization.stage=1
+# model.recompute: the arena of what each mode keeps (docs/model.md, "Recomputation")
+same np1-z0-full 1 $BIG --set zero_optimization.stage=0 --set model.recompute=full
+same np2-ep2-sel 2 $BIG --set parallel.expert_parallel_size=2 --set model.recompute=selective
+same np2-z3-full-cpu16 2 $MID --set zero_optimization.stage=3 --set model.recompute=full --set run.backend=cpu16
+# a layout's recompute part stands for model.recompute: --layout dp=1,recompute=full
+# of a config without it gives the line train printed with model.recompute=full
+(cd "$FB_SRCDIR" && "$FABULA" plan memory --layout dp=1,zero=0,recompute=full --json $COMMON \
+    --set train_batch_size=2 $BIG) >"$SCRATCH/plan.json" 2>"$SCRATCH/plan.err"
+check "plan memory --layout dp=1,recompute=full equals train's line with model.recompute=full" \
+    '"$PY" - "$SCRATCH/np1-z0-full.out" "$SCRATCH/plan.json" <<PYEOF
+import json, sys
+line = [l for l in open(sys.argv[1]) if "memory bytes:" in l][0]
+got = dict(kv.split("=") for kv in line.split("memory bytes:")[1].split())
+want = json.load(open(sys.argv[2]))["train_line"]
+print("  plan  %s" % " ".join("%s=%d" % kv for kv in want.items()))
+sys.exit(0 if all(int(got[k]) == want[k] for k in want) else 1)
+PYEOF'
 
 # bad layouts: exit 2 and the failing division named
 bad() {

@@ -167,6 +167,25 @@ check "truncated JSON: exit 2 naming the file" '[ $rc -eq 2 ] && grep -q "trunc.
 rc=$?
 check "missing machine file: exit 2 naming it" '[ $rc -eq 2 ] && grep -q "none.json" "$SCRATCH/out.txt"'
 
+# model.recompute in the config (--world takes it): full adds the forward
+# again, selective the attention's forward third, F_att / attention_flops / 3
+# a micro-batch with F_att = 12 L d (sum of len^2) (docs/plan.md, "Compute")
+for mode in none selective full; do
+    "$FABULA" plan time "$CFG" --world 1 --machine "$M" --mean-len 100 --json --set model.recompute=$mode \
+        >"$SCRATCH/rc-$mode.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    check "recompute $mode: the recomputation's seconds as docs/plan.md says" '[ $rc -eq 0 ] && "$PY" - "$CFG" "$M" \
+        "$SCRATCH/rc-$mode.json" $mode <<PYEOF
+import json, sys
+cfg, mach, p, mode = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), sys.argv[4]
+L, d = cfg["model"]["num_hidden_layers"], cfg["model"]["hidden_size"]
+att = 12.0 * L * d * p["sum_len_sq_per_microbatch"] / mach["attention_flops"]["value"] / 3.0
+want = {"none": 0.0, "full": p["forward_s"], "selective": p["microbatches_per_rank"] * att}[mode]
+print("  recompute %s: recompute_s %.9g, expected %.9g" % (mode, p["recompute_s"], want))
+sys.exit(0 if abs(p["recompute_s"] - want) <= 1e-9 * max(1.0, want) else 1)
+PYEOF'
+done
+
 # bad flags
 bad_flags() { # DESCRIPTION PATTERN ARGS...
     d=$1; p=$2; shift 2

@@ -15,6 +15,8 @@
  * every token routed to the same two experts (the others receive nothing;
  * dropless: one huge group, past the buffers sized for T*K rows; with
  * capacity: overflow dropped by the formula), ep = world size and ep < world.
+ * In each, model.recompute selective and full on the ep model must give its
+ * "none" losses, statistics and gradients bit for bit.
  *
  *   test_moe_ep            the whole suite (exit 0 / 1)
  *   test_moe_ep floor B N  the bench floor: N plain alltoallv calls moving
@@ -261,13 +263,50 @@ static void run_scenario(const scenario_t *sc)
         free(gr);
         free(gd);
     }
+    /* model.recompute on the ep layer: bitwise the ep run's, statistics
+     * counted once (read after the backward); the full recomputation's
+     * repeated exchanges must line up, the rank without tokens included */
+    for (int rc = MODEL_RECOMPUTE_SELECTIVE; rc <= MODEL_RECOMPUTE_FULL; rc++) {
+        model_config_t mr = mc;
+        mr.recompute = rc;
+        model_t *rm = model_create_ep(&mr, ops_cpu(), MAXT, 0, g.ep);
+        model_set_a2a_chunks(rm, sc->chunks);
+        model_set_keep_logits(rm, 1);
+        model_init_weights(rm, 42);
+        if (sc->hot)
+            make_hot(rm, &mr);
+        result_t rx;
+        run(rm, &mr, &in, &rx);
+        const char *nm = rc == MODEL_RECOMPUTE_FULL ? "full" : "selective";
+        CHECK(!memcmp(&rx.lm_sum, &rd.lm_sum, sizeof rx.lm_sum) && !memcmp(&rx.aux, &rd.aux, sizeof rx.aux) &&
+                  !memcmp(&rx.z, &rd.z, sizeof rx.z) && rx.dropped == rd.dropped &&
+                  !memcmp(rx.tpe, rd.tpe, (size_t)L * E * sizeof *rx.tpe),
+              "recompute %s: losses or statistics differ from recompute none", nm);
+        CHECK(model_activation_bytes(rm) < model_activation_bytes(dist), "recompute %s: %zu activation bytes, none %zu",
+              nm, model_activation_bytes(rm), model_activation_bytes(dist));
+        int differ = 0;
+        for (int i = 0; i < td->n; i++) {
+            const param_view_t *v = &td->views[i];
+            float *ga = fb_malloc(v->numel * sizeof *ga), *gb = fb_malloc(v->numel * sizeof *gb);
+            model_get_grad(rm, v, ga);
+            model_get_grad(dist, v, gb);
+            differ += memcmp(ga, gb, v->numel * sizeof *ga) != 0;
+            free(ga);
+            free(gb);
+        }
+        CHECK(differ == 0, "recompute %s: %d gradients differ bitwise from recompute none", nm, differ);
+        result_free(&rx);
+        model_free(rm);
+    }
+
     int counts[2] = {failures - failures_before, nexpert};
     comm_allreduce(g.world, counts, 2, COMM_I32, COMM_SUM);
     double worst[2] = {worst_dense, worst_expert};
     comm_allreduce(g.world, worst, 2, COMM_F64, COMM_MAX);
     if (wrank == 0)
         printf("%s [%s]: loss, logits, tokens per expert, dropped = %ld (rank 0), dense gradients (max rel err "
-               "%.2e) and %d expert gradients by name (max rel err %.2e) match the single-rank layer\n",
+               "%.2e) and %d expert gradients by name (max rel err %.2e) match the single-rank layer; recompute "
+               "selective and full bitwise recompute none\n",
                counts[0] ? "FAILED" : "checked", label, rd.dropped, worst[0], counts[1], worst[1]);
     fflush(stdout);
     result_free(&rr);
