@@ -17,6 +17,7 @@ static void dense_ffn_backward(model_t *m, int l, fb_act *dh2)
     o->matmul_f32(dw->w_up, m->du, a->h2, I, D, T, 1, 0, 1.0f);
     o->matmul(dh2, m->dg, w->w_gate, T, D, I, 0, 0, 0.0f);
     o->matmul(dh2, m->du, w->w_up, T, D, I, 0, 0, 1.0f);
+    model_tp_allreduce(m, dh2, (size_t)T * D);
 }
 
 static void attention_backward(model_t *m, int l)
@@ -41,6 +42,7 @@ static void attention_backward(model_t *m, int l)
     o->matmul(m->dh, m->dq, w->wq, T, D, m->qdim, 0, 0, 0.0f);
     o->matmul(m->dh, m->dk, w->wk, T, D, m->kvdim, 0, 0, 1.0f);
     o->matmul(m->dh, m->dv, w->wv, T, D, m->kvdim, 0, 0, 1.0f);
+    model_tp_allreduce(m, m->dh, (size_t)T * D);
     o->rmsnorm_bwd(m->dx, dw->ln1, m->dh, a->x_in, w->ln1, a->rstd1, T, D);
 }
 

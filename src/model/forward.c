@@ -39,7 +39,7 @@ static void attention_block(model_t *m, int l)
     o->rope_fwd(a->k, m->positions, T, KV, m->hd, theta);
     o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->cu_seqlens, m->nseq, T, H, KV, m->hd);
     o->copy(a->x_mid, a->x_in, ACT_BYTES(m, (size_t)T * D));
-    o->matmul(a->x_mid, a->att, w->wo, T, D, m->qdim, 0, 1, 1.0f);
+    model_tp_row_matmul_add(m, a->x_mid, a->att, w->wo, T, D, m->qdim);
 }
 
 static void dense_ffn(model_t *m, int l, fb_act *x_out)
@@ -51,7 +51,7 @@ static void dense_ffn(model_t *m, int l, fb_act *x_out)
     o->matmul(a->g, a->h2, w->w_gate, T, I, D, 0, 1, 0.0f);
     o->matmul(a->u, a->h2, w->w_up, T, I, D, 0, 1, 0.0f);
     o->swiglu_fwd(a->act, a->g, a->u, (size_t)T * I);
-    o->matmul(x_out, a->act, w->w_down, T, D, I, 0, 1, 1.0f);
+    model_tp_row_matmul_add(m, x_out, a->act, w->w_down, T, D, I);
 }
 
 static void layer_forward(model_t *m, int l, model_stats_t *stats)

@@ -115,8 +115,9 @@ static void global_aux_freq(trainer_t *tr, long step)
         for (size_t i = 0; i < nexp && in.T > 0; i++)
             tr->routed[i] += st.routed_per_expert[i];
     }
-    if (tr->world > 1)
-        comm_allreduce(comm_world(), tr->routed, nexp, COMM_I64, COMM_SUM);
+    /* over the data-parallel ranks: the tp ranks of one share route alike */
+    if (tr->dp_size > 1)
+        comm_allreduce(tr->groups.dp, tr->routed, nexp, COMM_I64, COMM_SUM);
     for (size_t i = 0; i < nexp; i++)
         tr->aux_freq[i] = (double)tr->routed[i] / tr->plan.tokens;
 }
@@ -197,9 +198,11 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
             tr->expert_tokens[i] += st.tokens_per_expert[i];
         moe_metrics_add(&tr->moe, &st, sc.mb_weight);
     }
-    comm_allreduce(comm_world(), sums, 5, COMM_F64, COMM_SUM);
-    if (tr->world > 1)
-        comm_allreduce(comm_world(), tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
+    /* the tp ranks of one data-parallel share hold the same figures: each
+     * counts once, summed over the data-parallel group */
+    comm_allreduce(tr->groups.dp, sums, 5, COMM_F64, COMM_SUM);
+    if (tr->dp_size > 1)
+        comm_allreduce(tr->groups.dp, tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
     rec->lm_loss = sums[0] / targets;
     rec->aux_loss = sums[1];
     rec->z_loss = sums[2];
@@ -396,7 +399,8 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     /* after the input checks, so that a refused input leaves no run dir */
     lock_run_dir(cfg, tr.rank);
 
-    groups_create(&tr.groups, cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
+    groups_create_tp(&tr.groups, cfg->parallel.tensor_parallel_size, cfg->parallel.expert_parallel_size,
+                     cfg->model.num_local_experts);
     tr.dp_rank = tr.groups.dp_rank;
     tr.dp_size = tr.groups.dp_size;
     backend_open(&tr.be, cfg);
@@ -479,6 +483,15 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         prog.step = step + 1;
         prog.tokens_seen += rec.tokens;
         const int sig = preempt_agree();
+        if (sig && tr.groups.tp_size > 1) {
+            /* checkpoints of tensor-parallel runs are not implemented */
+            if (tr.rank == 0)
+                printf("fabula: preempted (%s) at step %ld: no checkpoint written (parallel.tensor_parallel_size "
+                       "= %d: tensor-parallel runs write none yet), exit %d\n", preempt_signal_name(sig), prog.step,
+                       tr.groups.tp_size, FB_EXIT_PREEMPTED);
+            code = FB_EXIT_PREEMPTED;
+            break;
+        }
         if (sig) {
             ckpt_policy_save(&tr.ckpt, &prog);
             if (tr.rank == 0)
