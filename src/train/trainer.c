@@ -215,7 +215,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->packing = tr->plan.packing;
     rec->max_len = tr->plan.max_len;
     rec->expert_tokens = tr->expert_tokens;
-    moe_metrics_end_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL);
+    moe_metrics_end_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL, tr->groups.dp);
     rec->moe = &tr->moe;
 }
 
@@ -249,6 +249,12 @@ static void print_setup(const trainer_t *tr)
            tr->dp_size, cfg->loader.max_tokens_per_batch, config_sampler_name(cfg->loader.sampler),
            config_packing_name(cfg->loader.packing), cfg->loader.curriculum ? ", length curriculum" : "",
            cfg->run.steps, cfg->run.run_dir);
+    if (tr->groups.tp_size > 1)
+        printf("fabula: layout: tp %d x ep %d x dp %d (docs/parallel.md); the parameter counts above are one tp "
+               "rank's share (%.3fM), heads, kv heads and FFN columns split %d ways, embedding, head, norms and "
+               "routers replicated\n",
+               tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
+               param_table_total(t) / 1e6, tr->groups.tp_size);
     zero_memory_t mem = zero_memory(tr->zero);
     printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "
            "optimizer state %.2f MiB%s, workspaces %.2f MiB, activations %.2f MiB\n",
