@@ -9,15 +9,18 @@
 #define TP "parallel.tensor_parallel_size"
 
 /* parallel.tensor_parallel_size, or DeepSpeed's tensor_parallel.autotp_size
- * (the same number: the ranks one layer's matmuls are split over). */
-static int read_tp(cj_ctx_t *c)
+ * (the same number: the ranks one layer's matmuls are split over); *key is
+ * the key the value came from, for the messages. */
+static int read_tp(cj_ctx_t *c, const char **key)
 {
     int tp = cj_int(c, TP, 1);
+    *key = TP;
     if (cj_section(c, "tensor_parallel")) {
         const int autotp = cj_int(c, "tensor_parallel.autotp_size", tp);
-        cj_section(c, "parallel");
         if (autotp != tp && tp != 1)
             cj_invalid(c, "tensor_parallel.autotp_size", "the value of " TP " (%d) when both are given", tp);
+        else if (autotp != tp)
+            *key = "tensor_parallel.autotp_size";
         tp = autotp;
     }
     cj_section(c, "parallel");
@@ -25,33 +28,36 @@ static int read_tp(cj_ctx_t *c)
 }
 
 /* The model dimensions the tp ranks split (docs/parallel.md): attention
- * heads, kv heads (not replicated: kv < tp is refused) and the FFN width. */
-static void check_tp_model(cj_ctx_t *c, const model_config_t *m, int tp, int world_size)
+ * heads, kv heads (not replicated: kv < tp is refused) and the FFN width.
+ * The kv heads divide the heads, so a tp that fails the heads fails them
+ * too: one message for both. */
+static void check_tp_model(cj_ctx_t *c, const char *key, const model_config_t *m, int tp, int world_size)
 {
     if (tp < 1) {
-        cj_invalid(c, TP, "a positive integer");
+        cj_invalid(c, key, "a positive integer");
         return;
     }
     if (world_size % tp != 0)
-        cj_invalid(c, TP, "a divisor of the world size (%d ranks)", world_size);
+        cj_invalid(c, key, "a divisor of the world size (%d ranks)", world_size);
     if (tp == 1)
         return;
     if (m->num_attention_heads % tp != 0)
-        cj_invalid(c, TP, "a divisor of model.num_attention_heads = %d (each rank holds heads / tp heads)",
+        cj_invalid(c, key, "a divisor of model.num_attention_heads = %d (each rank holds heads / tp heads)",
                    m->num_attention_heads);
-    if (m->num_key_value_heads % tp != 0)
-        cj_invalid(c, TP, "a divisor of model.num_key_value_heads = %d (kv heads are split, not replicated: kv "
-                          "heads < tp is refused)", m->num_key_value_heads);
+    else if (m->num_key_value_heads % tp != 0)
+        cj_invalid(c, key, "a divisor of model.num_key_value_heads = %d (kv heads are split, not replicated: kv "
+                           "heads < tp is refused)", m->num_key_value_heads);
     if (m->intermediate_size % tp != 0)
-        cj_invalid(c, TP, "a divisor of model.intermediate_size = %d (each rank holds intermediate / tp columns)",
+        cj_invalid(c, key, "a divisor of model.intermediate_size = %d (each rank holds intermediate / tp columns)",
                    m->intermediate_size);
 }
 
 int config_read_tensor_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
 {
     cj_section(c, "parallel");
-    const int tp = read_tp(c);
-    check_tp_model(c, &cfg->model, tp, world_size);
+    const char *key;
+    const int tp = read_tp(c, &key);
+    check_tp_model(c, key, &cfg->model, tp, world_size);
     cfg->parallel.tensor_parallel_size = tp >= 1 && world_size % tp == 0 ? tp : 1;
     return cfg->parallel.tensor_parallel_size;
 }
