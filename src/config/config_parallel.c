@@ -28,7 +28,8 @@ static int read_tp(cj_ctx_t *c, const char **key)
 }
 
 /* The model dimensions the tp ranks split (docs/parallel.md): attention
- * heads, kv heads (not replicated: kv < tp is refused) and the FFN width.
+ * heads, kv heads (not replicated: kv < tp is refused), the FFN width and
+ * the vocabulary (not padded).
  * The kv heads divide the heads, so a tp that fails the heads fails them
  * too: one message for both. */
 static void check_tp_model(cj_ctx_t *c, const char *key, const model_config_t *m, int tp, int world_size)
@@ -47,6 +48,9 @@ static void check_tp_model(cj_ctx_t *c, const char *key, const model_config_t *m
     else if (m->num_key_value_heads % tp != 0)
         cj_invalid(c, key, "a divisor of model.num_key_value_heads = %d (kv heads are split, not replicated: kv "
                            "heads < tp is refused)", m->num_key_value_heads);
+    if (m->vocab_size % tp != 0)
+        cj_invalid(c, key, "a divisor of model.vocab_size = %d (each rank holds vocab / tp rows of the embedding "
+                           "and the head; the vocabulary is not padded)", m->vocab_size);
     if (m->intermediate_size % tp != 0)
         cj_invalid(c, key, "a divisor of model.intermediate_size = %d (each rank holds intermediate / tp columns)",
                    m->intermediate_size);

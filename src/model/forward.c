@@ -80,11 +80,10 @@ static void head_forward(model_t *m)
 
 void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc, model_stats_t *stats)
 {
-    const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
     load_inputs(m, in);
     m->sc = *sc;
-    const int T = m->T, D = mc->hidden_size, V = mc->vocab_size, L = mc->num_hidden_layers;
+    const int T = m->T, L = mc->num_hidden_layers;
     const int empty = T == 0;
     memset(stats, 0, sizeof *stats);
     stats->tokens_per_expert = m->tokens_per_expert;
@@ -103,7 +102,7 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
      * line up across ranks. */
     model_block_begin(m, 0, 0);
     if (!empty)
-        o->embedding_fwd(m->acts[0].x_in, m->tokens, m->w.embed, T, D);
+        model_embedding_fwd(m, in);
     model_block_end(m, 0, 0);
     for (int l = 0; l < L; l++) {
         model_block_begin(m, 1 + l, 0);
@@ -120,10 +119,8 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     if (empty)
         return;
 
-    o->cross_entropy(m->token_loss, m->dlogits, m->logits, m->targets, T, V,
-                     (float)(model_loss_scale(sc) / sc->lm_denominator));
+    model_cross_entropy(m, in->targets, (float)(model_loss_scale(sc) / sc->lm_denominator));
 
-    o->to_host(m->host_loss, m->token_loss, (size_t)T * sizeof(float));
     double sum = 0.0;
     for (int t = 0; t < T; t++)
         sum += m->host_loss[t];

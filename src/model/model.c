@@ -331,12 +331,13 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
     m->tp_rank = tp ? comm_rank(tp) : 0;
     m->tp = m->tp_size > 1 ? tp : NULL;
     FB_ASSERT(mc->num_attention_heads % m->tp_size == 0 && mc->num_key_value_heads % m->tp_size == 0 &&
-              mc->intermediate_size % m->tp_size == 0);
+              mc->intermediate_size % m->tp_size == 0 && mc->vocab_size % m->tp_size == 0);
     m->hd = mc->hidden_size / mc->num_attention_heads;
     /* from here on the shapes are this tp rank's share */
     m->mc.num_attention_heads /= m->tp_size;
     m->mc.num_key_value_heads /= m->tp_size;
     m->mc.intermediate_size /= m->tp_size;
+    m->mc.vocab_size /= m->tp_size;
     m->qdim = m->hd * m->mc.num_attention_heads;
     m->kvdim = m->hd * m->mc.num_key_value_heads;
     m->ep_size = ep ? comm_size(ep) : 1;
@@ -386,6 +387,18 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
     m->z_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(double));
     if (m->ep_size > 1)
         moe_ep_create(m);
+    if (m->tp_size > 1) {
+        m->tp_host = m->tp;
+        m->tp_ids = ops->alloc(T * sizeof(int32_t));
+        m->tp_row_token = ops->alloc(T * sizeof(int32_t));
+        m->tp_token_rows = ops->alloc(T * sizeof(int32_t));
+        m->tp_hids = fb_calloc(T, sizeof(int32_t));
+        m->tp_hrow_token = fb_calloc(T, sizeof(int32_t));
+        m->tp_htoken_rows = fb_calloc(T, sizeof(int32_t));
+        m->tp_hlogits = fb_calloc(T * (size_t)m->mc.vocab_size, sizeof(float));
+        m->tp_hred = fb_calloc(3 * T, sizeof(double));
+        m->alloc_bytes += 3 * T * sizeof(int32_t);
+    }
     /* what `fabula plan memory` predicts for this model must be what it
      * holds (its tensor-parallel prediction is its own, docs/plan.md) */
     FB_ASSERT(m->tp_size > 1 || m->alloc_bytes == model_activation_bytes_for(mc, ops->act_bytes, max_tokens, m->ep_size));
@@ -397,6 +410,13 @@ void model_set_ep_host_comm(model_t *m, comm_t *ep_host)
     FB_ASSERT(!ep_host || comm_size(ep_host) == m->ep_size);
     if (m->ep_size > 1)
         m->ep_host = ep_host ? ep_host : m->ep;
+}
+
+void model_set_tp_host_comm(model_t *m, comm_t *tp_host)
+{
+    FB_ASSERT(!tp_host || comm_size(tp_host) == m->tp_size);
+    if (m->tp_size > 1)
+        m->tp_host = tp_host ? tp_host : m->tp;
 }
 
 void model_set_a2a_chunks(model_t *m, int chunks)
@@ -437,6 +457,16 @@ void model_free(model_t *m)
     free(m->aux_per_layer);
     free(m->z_per_layer);
     free(m->tag_expert_tokens);
+    if (m->tp_ids) {
+        o->release(m->tp_ids);
+        o->release(m->tp_row_token);
+        o->release(m->tp_token_rows);
+    }
+    free(m->tp_hids);
+    free(m->tp_hrow_token);
+    free(m->tp_htoken_rows);
+    free(m->tp_hlogits);
+    free(m->tp_hred);
     moe_ep_free(m);
     param_table_free(&m->table);
     free(m);

@@ -101,6 +101,10 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
  * the whole model's. */
 model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
                          comm_t *tp);
+/* The same tp group for host buffers (the vocabulary-parallel
+ * cross-entropy's row statistics) when the `tp` given at creation carries
+ * device buffers; by default that `tp` carries both. */
+void model_set_tp_host_comm(model_t *m, comm_t *tp_host);
 /* Splits each MoE layer's token exchange into `chunks` pieces so that the
  * all-to-all of one overlaps the expert compute of another (default 1; the
  * same on every rank of the ep group). No effect without expert parallelism. */

@@ -89,6 +89,7 @@ void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_siz
 
     t->build_block = 0;
     add_view(t, dense, PARAM_INIT_NORMAL, V, D, "model.embed_tokens.weight");
+    tp_split(t, 0);
     for (int l = 0; l < mc->num_hidden_layers; l++) {
         const char *p = "model.layers";
         t->build_block = 1 + l;
@@ -131,7 +132,10 @@ void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_siz
     t->build_block = 1 + mc->num_hidden_layers;
     add_view(t, dense, PARAM_INIT_ONES, D, 0, "model.norm.weight");
     if (!mc->tie_word_embeddings)
+    {
         add_view(t, dense, PARAM_INIT_NORMAL, V, D, "lm_head.weight");
+        tp_split(t, 0);
+    }
 
     t->nblocks = mc->num_hidden_layers + 2;
     t->block_range = fb_calloc((size_t)t->nblocks, sizeof *t->block_range);

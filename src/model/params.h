@@ -47,8 +47,9 @@ typedef struct param_table {
      * global experts [expert_lo, expert_lo + experts_local), still named by
      * their global index (docs/expert-parallel.md). ep 1: all of them. */
     int ep_size, ep_rank, expert_lo, experts_local;
-    /* Tensor parallelism: q/k/v, gate/up and the experts' w1/w3 split by
-     * rows (heads, FFN columns), o, down and w2 by columns; tp 1: none. */
+    /* Tensor parallelism: the embedding, lm_head, q/k/v, gate/up and the
+     * experts' w1/w3 split by rows (vocabulary, heads, FFN columns), o, down
+     * and w2 by columns; tp 1: none. */
     int tp_size, tp_rank;
 } param_table_t;
 
@@ -59,7 +60,8 @@ void param_table_build(param_table_t *t, const model_config_t *mc);
  * (ep_size must divide num_local_experts). */
 void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank);
 /* ... and for tp_rank of a tensor-parallel group of tp_size ranks (tp_size
- * divides the attention heads, the kv heads and intermediate_size). */
+ * divides the vocabulary, the attention heads, the kv heads and
+ * intermediate_size). */
 void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
                           int tp_rank);
 void param_table_free(param_table_t *t);

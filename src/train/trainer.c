@@ -251,7 +251,7 @@ static void print_setup(const trainer_t *tr)
            cfg->run.steps, cfg->run.run_dir);
     if (tr->groups.tp_size > 1)
         printf("fabula: layout: tp %d x ep %d x dp %d (docs/parallel.md); the parameter counts above are one tp "
-               "rank's share (%.3fM), heads, kv heads and FFN columns split %d ways, embedding, head, norms and "
+               "rank's share (%.3fM): vocabulary rows, heads, kv heads and FFN columns split %d ways, norms and "
                "routers replicated\n",
                tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
                param_table_total(t) / 1e6, tr->groups.tp_size);

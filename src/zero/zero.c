@@ -447,6 +447,7 @@ zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_
                                dev ? groups->tp_dev : groups->tp);
     model_set_a2a_chunks(z->model, cfg->parallel.moe_a2a_chunks);
     model_set_ep_host_comm(z->model, groups->ep);
+    model_set_tp_host_comm(z->model, groups->tp_size > 1 ? groups->tp : NULL);
     z->t = model_params_table(z->model);
     z->nblocks = z->t->nblocks;
     group_init(z, PARAM_GROUP_DENSE, dev ? groups->dp_dev : groups->dp, groups->dp);

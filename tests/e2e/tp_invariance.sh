@@ -2,10 +2,12 @@
 # Tensor parallelism (docs/parallel.md): STEPS steps of tiny models under
 # tp = 2 and 4 give the per-step losses and gradient norms of the
 # single-rank run within 1e-5 relative, and, for the MoE, the same tokens per
-# expert and dropped assignments per layer. Gradient clipping is set low
+# expert and dropped assignments per layer. The embedding and the head are
+# vocabulary-parallel (each rank 272 / tp rows) with the cross-entropy
+# reduced over tp, tied or not. Gradient clipping is set low
 # enough to act at every step, so a norm that counted a tensor twice (or a
 # shard once) would change the losses too. Layouts: dense tp 2 (GQA: 4
-# heads, 2 kv heads, one per rank), dense tp 4 (4 kv heads), MoE tp 2 with
+# heads, 2 kv heads, one per rank), tied embeddings tp 2, dense tp 4 (4 kv heads), MoE tp 2 with
 # capacity and the aux and z losses, dp 2 x tp 2 with ZeRO 1 (dense and MoE),
 # ep 2 x tp 2 (MoE, ZeRO 0), dp 2 x tp 2 with gradient accumulation.
 # Every launch runs under a timeout, so a hang fails the test.
@@ -68,6 +70,11 @@ check "dense, dp 2 x tp 2, ZeRO 1: losses and norms of 1 rank" \
 train 4 dense-dp2-tp2-ga $DENSE --set zero_optimization.stage=1 --set $TP=2 --set train_micro_batch_size_per_gpu=1
 check "dense, dp 2 x tp 2, ZeRO 1, 2 micro-batches a step: losses and norms of 1 rank" \
     '[ $RC -eq 0 ] && compare dense-ref dense-dp2-tp2-ga'
+
+train 1 tied-ref $DENSE --set model.tie_word_embeddings=true --set zero_optimization.stage=1
+check "reference run (1 rank, dense, tied embeddings)" '[ $RC -eq 0 ]'
+train 2 tied-tp2 $DENSE --set model.tie_word_embeddings=true --set zero_optimization.stage=1 --set $TP=2
+check "dense, tied embeddings, tp 2, ZeRO 1: losses and norms of 1 rank" '[ $RC -eq 0 ] && compare tied-ref tied-tp2'
 
 train 1 kv4-ref $DENSE --set model.num_key_value_heads=4 --set zero_optimization.stage=1
 check "reference run (1 rank, dense, 4 kv heads)" '[ $RC -eq 0 ]'
