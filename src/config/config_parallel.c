@@ -77,8 +77,6 @@ void config_check_tensor_parallel(cj_ctx_t *c, const config_t *cfg)
         if (!(cond))                                                                                            \
             cj_invalid(c, key, what " with " TP " = %d (not implemented for tensor parallelism yet)", tp);     \
     } while (0)
-    NEED("zero_optimization.stage", cfg->zero.stage <= 1, "0 or 1");
-    NEED("zero_optimization.offload_optimizer", !cfg->zero.offload_optimizer, "none");
     NEED("checkpoint.save_interval", cfg->checkpoint.save_interval == -1, "-1 (no checkpoints)");
     NEED("run.resume", !strcmp(cfg->run.resume, "none"), "\"none\"");
     NEED("run.eval_interval", cfg->run.eval_interval <= 0, "0 (no validation passes)");

@@ -34,7 +34,8 @@ expect_usage "autotp_size 2 against tensor_parallel_size 4" tensor_parallel.auto
     --set $TP=4 --set tensor_parallel.autotp_size=2 --set model.num_key_value_heads=4
 expect_usage "autotp_size 4 on 2 ranks" tensor_parallel.autotp_size "world size (2 ranks)" 2 $OK \
     --set tensor_parallel.autotp_size=4 --set model.num_key_value_heads=4
-expect_usage "tp 2, ZeRO 2" zero_optimization.stage "$TP = 2" 2 $OK --set $TP=2 --set zero_optimization.stage=2
+expect_usage "vocab 274, tp 4" $TP "model.vocab_size = 274" 4 $OK --set $TP=4 --set model.num_key_value_heads=4 \
+    --set model.vocab_size=274
 expect_usage "tp 2, checkpoints" checkpoint.save_interval "-1 (no checkpoints)" 2 --set 'run.resume="none"' \
     --set $TP=2
 expect_usage "tp 2, resume auto" run.resume "\"none\"" 2 --set checkpoint.save_interval=-1 --set $TP=2

@@ -9,7 +9,8 @@
 # shard once) would change the losses too. Layouts: dense tp 2 (GQA: 4
 # heads, 2 kv heads, one per rank), tied embeddings tp 2, dense tp 4 (4 kv heads), MoE tp 2 with
 # capacity and the aux and z losses, dp 2 x tp 2 with ZeRO 1 (dense and MoE),
-# ep 2 x tp 2 (MoE, ZeRO 0), dp 2 x tp 2 with gradient accumulation.
+# ep 2 x tp 2 (MoE, ZeRO 0 and 1), dp 2 x tp 2 with gradient accumulation,
+# MoE dp 2 x tp 2 with ZeRO 2, ep 2 x tp 2 with ZeRO 3 and both offloads.
 # Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 PY=${PYTHON:-python3}
@@ -100,6 +101,15 @@ train 4 moe-ep2-tp2-z1 --set zero_optimization.stage=1 --set model.router_z_loss
     --set parallel.expert_parallel_size=2
 check "MoE, ep 2 x tp 2, ZeRO 1: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare moe-ref moe-ep2-tp2-z1 $SAME"
+OVERLAP="--set zero_optimization.overlap_comm=true --set zero_optimization.reduce_bucket_size=20000"
+train 4 moe-dp2-tp2-z2 --set zero_optimization.stage=2 --set model.router_z_loss_coef=0.001 --set $TP=2 $OVERLAP
+check "MoE, dp 2 x tp 2, ZeRO 2, overlapped buckets: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-dp2-tp2-z2 $SAME"
+train 4 moe-ep2-tp2-z3 --set zero_optimization.stage=3 --set model.router_z_loss_coef=0.001 --set $TP=2 $OVERLAP \
+    --set parallel.expert_parallel_size=2 --set 'zero_optimization.offload_optimizer.device="cpu"' \
+    --set 'zero_optimization.offload_param.device="cpu"'
+check "MoE, ep 2 x tp 2, ZeRO 3, optimizer and parameters offloaded: losses, norms, tokens per expert, drops" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-ep2-tp2-z3 $SAME"
 check "the start-up line shows the tensor-parallel layout" \
     'grep -q "tp 2" "$SCRATCH/moe-ep2-tp2.out"'
 finish
