@@ -79,7 +79,6 @@ void config_check_tensor_parallel(cj_ctx_t *c, const config_t *cfg)
     } while (0)
     NEED("checkpoint.save_interval", cfg->checkpoint.save_interval == -1, "-1 (no checkpoints)");
     NEED("run.resume", !strcmp(cfg->run.resume, "none"), "\"none\"");
-    NEED("run.eval_interval", cfg->run.eval_interval <= 0, "0 (no validation passes)");
     NEED("model.expert_dropout", cfg->model.expert_dropout == 0.0, "0");
     NEED("model.init_from", !cfg->init_from, "unset (no import)");
     /* the tp sums of 16-bit activations need NCCL; only fp32 is tested */

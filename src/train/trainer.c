@@ -131,7 +131,7 @@ static int global_aux(const model_config_t *mc)
  * validation split (train/evaluate.h), with the weights after the step. */
 static void evaluate(trainer_t *tr, eval_result_t *out)
 {
-    evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->rank, tr->world, out);
+    evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->groups.dp, out);
 }
 
 /* Model FLOPs of the micro-batch in tr->batch, from its real sample

@@ -11,6 +11,7 @@
 # capacity and the aux and z losses, dp 2 x tp 2 with ZeRO 1 (dense and MoE),
 # ep 2 x tp 2 (MoE, ZeRO 0 and 1), dp 2 x tp 2 with gradient accumulation,
 # MoE dp 2 x tp 2 with ZeRO 2, ep 2 x tp 2 with ZeRO 3 and both offloads.
+# Validation passes (run.eval_interval) give the losses of 1 rank too.
 # Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 PY=${PYTHON:-python3}
@@ -47,8 +48,10 @@ if not ok:
     print("steps: %d and %d, expected %d" % (len(a), len(b), steps))
 clipped = 0
 for x, y in zip(a, b):
-    for k in ("loss", "lm_loss", "grad_norm"):
-        if abs(x[k] - y[k]) > 1e-5 * abs(x[k]):
+    for k in ("loss", "lm_loss", "grad_norm", "valid_lm_loss"):
+        if (k in x) != (k in y):
+            print("step %d: %s in one run only" % (x["step"], k)); ok = False
+        elif k in x and abs(x[k] - y[k]) > 1e-5 * abs(x[k]):
             print("step %d: %s %.9g vs %.9g" % (x["step"], k, x[k], y[k])); ok = False
     for k in keys:
         if x.get(k) != y.get(k):
@@ -60,15 +63,20 @@ sys.exit(0 if ok else 1)
 PYEOF
 }
 
-train 1 dense-ref $DENSE --set zero_optimization.stage=0
+# a corpus with a validation split for the runs with validation passes
+(cd "$FB_SRCDIR" && timeout 120 "$FABULA" prep -q --max-seq-len 64 --overlap 8 --min-seq-len 16 --valid-fraction 0.25 \
+    --seed 7 --output "$SCRATCH/split.h5" inputs/sample.jsonl) >"$SCRATCH/prep.out" 2>&1
+check "prep with a validation split" '[ $? -eq 0 ]'
+EVAL="--set data.corpus=\"$SCRATCH/split.h5\" --set data.tokenizer=bytes --set run.eval_interval=6 --set run.eval_samples=12"
+train 1 dense-ref $DENSE --set zero_optimization.stage=0 $EVAL
 check "reference run (1 rank, dense, GQA 4/2)" '[ $RC -eq 0 ]'
-train 2 dense-tp2 $DENSE --set zero_optimization.stage=0 --set $TP=2
-check "dense, tp 2 (one kv head a rank), ZeRO 0: losses and norms of 1 rank" \
-    '[ $RC -eq 0 ] && compare dense-ref dense-tp2'
-train 4 dense-dp2-tp2 $DENSE --set zero_optimization.stage=1 --set $TP=2
-check "dense, dp 2 x tp 2, ZeRO 1: losses and norms of 1 rank" \
+train 2 dense-tp2 $DENSE --set zero_optimization.stage=0 --set $TP=2 $EVAL
+check "dense, tp 2 (one kv head a rank), ZeRO 0: losses, norms and validation losses of 1 rank" \
+    '[ $RC -eq 0 ] && compare dense-ref dense-tp2 && [ "$(grep -c valid_lm_loss "$SCRATCH/dense-tp2/metrics.jsonl")" -eq 2 ]'
+train 4 dense-dp2-tp2 $DENSE --set zero_optimization.stage=1 --set $TP=2 $EVAL
+check "dense, dp 2 x tp 2, ZeRO 1: losses, norms and validation losses of 1 rank" \
     '[ $RC -eq 0 ] && compare dense-ref dense-dp2-tp2'
-train 4 dense-dp2-tp2-ga $DENSE --set zero_optimization.stage=1 --set $TP=2 --set train_micro_batch_size_per_gpu=1
+train 4 dense-dp2-tp2-ga $DENSE --set zero_optimization.stage=1 --set $TP=2 --set train_micro_batch_size_per_gpu=1 $EVAL
 check "dense, dp 2 x tp 2, ZeRO 1, 2 micro-batches a step: losses and norms of 1 rank" \
     '[ $RC -eq 0 ] && compare dense-ref dense-dp2-tp2-ga'
 
