@@ -39,7 +39,6 @@ expect_usage "vocab 274, tp 4" $TP "model.vocab_size = 274" 4 $OK --set $TP=4 --
 expect_usage "tp 2, checkpoints" checkpoint.save_interval "-1 (no checkpoints)" 2 --set 'run.resume="none"' \
     --set $TP=2
 expect_usage "tp 2, resume auto" run.resume "\"none\"" 2 --set checkpoint.save_interval=-1 --set $TP=2
-expect_usage "tp 2, validation" run.eval_interval "$TP = 2" 2 $OK --set $TP=2 --set run.eval_interval=5
 expect_usage "tp 2, bf16" bf16.enabled "$TP = 2" 2 $OK --set $TP=2 --set bf16.enabled=true
 expect_usage "tp 2, expert dropout" model.expert_dropout "$TP = 2" 2 $OK --set $TP=2 --set model.expert_dropout=0.1
 
