@@ -118,6 +118,6 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
         cj_invalid(c, "parallel.pipeline_parallel_size", "1 (pipeline parallelism is not implemented yet; `fabula "
                                                          "plan memory --layout dp=..,pp=..` predicts its memory)");
     if (cj_bool(c, "parallel.sequence_parallel", 0))
-        cj_invalid(c, "parallel.sequence_parallel", "false (sequence parallelism needs tensor parallelism, not "
-                                                    "implemented yet; `fabula plan memory --layout ..,sp` predicts it)");
+        cj_invalid(c, "parallel.sequence_parallel", "false (sequence parallelism is not implemented yet; `fabula "
+                                                    "plan memory --layout ..,sp` predicts it)");
 }

@@ -401,7 +401,8 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
     }
     /* what `fabula plan memory` predicts for this model must be what it
      * holds (its tensor-parallel prediction is its own, docs/plan.md) */
-    FB_ASSERT(m->tp_size > 1 || m->alloc_bytes == model_activation_bytes_for(mc, ops->act_bytes, max_tokens, m->ep_size));
+    FB_ASSERT(m->tp_size > 1 ||
+              m->alloc_bytes == model_activation_bytes_for(mc, ops->act_bytes, max_tokens, m->ep_size));
     return m;
 }
 
@@ -527,7 +528,8 @@ void model_init_view(const model_t *m, const param_view_t *v, uint64_t seed, flo
     const uint64_t key = fb_hash2(seed, name_hash(v->name));
     /* a tensor-parallel slice draws the elements of the full tensor it
      * holds: element (r, c) of the slice is (r + r0, c + c0) of the tensor */
-    const size_t cols = v->ndim == 2 ? (size_t)v->shape[1] : v->numel, full_cols = v->ndim == 2 ? (size_t)v->full_shape[1] : v->numel;
+    const size_t cols = v->ndim == 2 ? (size_t)v->shape[1] : v->numel;
+    const size_t full_cols = v->ndim == 2 ? (size_t)v->full_shape[1] : v->numel;
     const size_t r0 = v->tp_dim == 0 ? (size_t)v->tp_off : 0, c0 = v->tp_dim == 1 ? (size_t)v->tp_off : 0;
     if (v->init == PARAM_INIT_ONES) {
         for (size_t j = 0; j < v->numel; j++)
