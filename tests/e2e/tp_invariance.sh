@@ -10,7 +10,8 @@
 # heads, 2 kv heads, one per rank), tied embeddings tp 2, dense tp 4 (4 kv heads), MoE tp 2 with
 # capacity and the aux and z losses, dp 2 x tp 2 with ZeRO 1 (dense and MoE),
 # ep 2 x tp 2 (MoE, ZeRO 0 and 1), dp 2 x tp 2 with gradient accumulation,
-# MoE dp 2 x tp 2 with ZeRO 2, ep 2 x tp 2 with ZeRO 3 and both offloads.
+# MoE dp 2 x tp 2 with ZeRO 2 and with the global-batch load-balancing loss,
+# ep 2 x tp 2 with ZeRO 3 and both offloads.
 # Validation passes (run.eval_interval) give the losses of 1 rank too.
 # Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -109,6 +110,12 @@ train 4 moe-ep2-tp2-z1 --set zero_optimization.stage=1 --set model.router_z_loss
     --set parallel.expert_parallel_size=2
 check "MoE, ep 2 x tp 2, ZeRO 1: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare moe-ref moe-ep2-tp2-z1 $SAME"
+GLOBAL="--set model.router_aux_loss_scope=\"global_batch\""
+train 1 moe-global-ref --set zero_optimization.stage=0 $GLOBAL
+check "reference run (1 rank, MoE, global-batch load balancing)" '[ $RC -eq 0 ]'
+train 4 moe-global-dp2-tp2 --set zero_optimization.stage=1 --set $TP=2 $GLOBAL
+check "MoE, global-batch load balancing, dp 2 x tp 2: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-global-ref moe-global-dp2-tp2 $SAME"
 OVERLAP="--set zero_optimization.overlap_comm=true --set zero_optimization.reduce_bucket_size=20000"
 train 4 moe-dp2-tp2-z2 --set zero_optimization.stage=2 --set model.router_z_loss_coef=0.001 --set $TP=2 $OVERLAP
 check "MoE, dp 2 x tp 2, ZeRO 2, overlapped buckets: losses, norms, tokens per expert, drops of 1 rank" \
