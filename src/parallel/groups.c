@@ -106,7 +106,9 @@ void groups_attach_device(groups_t *g)
     g->dp_dev = comm_device_create(g->dp);
     g->ep_dev = comm_device_create(g->ep);
     g->edp_dev = comm_device_create(g->edp);
-    g->tp_dev = comm_device_create(g->tp);
+    /* a size-1 tp group carries nothing: no device comm for it */
+    if (g->tp_size > 1)
+        g->tp_dev = comm_device_create(g->tp);
 }
 
 void groups_free(groups_t *g)

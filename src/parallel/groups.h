@@ -40,7 +40,7 @@ void groups_create(groups_t *g, int ep_size, int num_local_experts);
  * parallel.tensor_parallel_size (the model's own divisibility is checked by
  * the config reader), and ep must divide world / tp. */
 void groups_create_tp(groups_t *g, int tp_size, int ep_size, int num_local_experts);
-/* Collective: adds the device twins of dp, ep, edp and tp (comm_device_create:
+/* Collective: adds the device twins of dp, ep, edp and (tp > 1) tp (comm_device_create:
  * NCCL where each rank has its own GPU, else MPI staging through pinned
  * host memory). Call after the CUDA backend is bound. */
 void groups_attach_device(groups_t *g);
