@@ -184,7 +184,9 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     config_read_tboard(&c, cfg);
     config_read_model(&c, cfg);
     config_read_data(&c, cfg);
-    config_read_batch(&c, cfg, world_size);
+    /* DeepSpeed's batch identity counts data-parallel ranks: world / tp */
+    const int tp = config_read_tensor_parallel(&c, cfg, world_size);
+    config_read_batch(&c, cfg, world_size / tp);
     config_read_loader(&c, cfg);
     config_read_optimizer(&c, cfg);
     config_read_scheduler(&c, cfg, linked);
@@ -193,6 +195,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     config_read_parallel(&c, cfg, world_size);
     config_read_monitor(&c, cfg, world_size);
     config_read_compat(&c);
+    config_check_tensor_parallel(&c, cfg);
     if (cj_nerrors(&c) == 0)
         config_check_memory(&c, cfg, world_size);
 

@@ -132,8 +132,9 @@ typedef struct zero_config {
     double allgather_bucket_size;
 } zero_config_t;
 
-/* Process layout (src/parallel/groups.h): world = dp x ep. */
+/* Process layout (src/parallel/groups.h): world = dp x tp, dp = edp x ep. */
 typedef struct parallel_config {
+    int tensor_parallel_size;   /* consecutive ranks splitting each layer's matmuls; divides the world size */
     int expert_parallel_size;   /* ranks sharing one MoE layer's experts; divides world size and experts */
     int moe_a2a_chunks;         /* pieces of each MoE token exchange, overlapping the expert compute */
 } parallel_config_t;

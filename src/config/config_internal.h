@@ -36,6 +36,11 @@ void config_read_precision(cj_ctx_t *c, config_t *cfg);
 void config_read_zero(cj_ctx_t *c, config_t *cfg);
 /* parallel.*, checked against the model and `world_size` (needs the model). */
 void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
+/* parallel.tensor_parallel_size (after the model, before the batch keys,
+ * whose world is the data-parallel world / tp): returns tp (1 when refused). */
+int config_read_tensor_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
+/* After every section: the features tensor parallelism refuses by name. */
+void config_check_tensor_parallel(cj_ctx_t *c, const config_t *cfg);
 /* checkpoint.* and run.resume (needs run.run_dir). */
 void config_read_checkpoint(cj_ctx_t *c, config_t *cfg);
 /* tensorboard.* and csv_monitor.* (needs run.run_dir). */

@@ -17,6 +17,7 @@ static void dense_ffn_backward(model_t *m, int l, fb_act *dh2)
     o->matmul_f32(dw->w_up, m->du, a->h2, I, D, T, 1, 0, 1.0f);
     o->matmul(dh2, m->dg, w->w_gate, T, D, I, 0, 0, 0.0f);
     o->matmul(dh2, m->du, w->w_up, T, D, I, 0, 0, 1.0f);
+    model_tp_allreduce(m, dh2, (size_t)T * D);
 }
 
 static void attention_backward(model_t *m, int l)
@@ -41,6 +42,7 @@ static void attention_backward(model_t *m, int l)
     o->matmul(m->dh, m->dq, w->wq, T, D, m->qdim, 0, 0, 0.0f);
     o->matmul(m->dh, m->dk, w->wk, T, D, m->kvdim, 0, 0, 1.0f);
     o->matmul(m->dh, m->dv, w->wv, T, D, m->kvdim, 0, 0, 1.0f);
+    model_tp_allreduce(m, m->dh, (size_t)T * D);
     o->rmsnorm_bwd(m->dx, dw->ln1, m->dh, a->x_in, w->ln1, a->rstd1, T, D);
 }
 
@@ -50,6 +52,7 @@ static void head_backward(model_t *m)
     const int T = m->T, D = m->mc.hidden_size, V = m->mc.vocab_size;
     o->matmul_f32(m->dw.head, m->dlogits, m->hf, V, D, T, 1, 0, 1.0f);
     o->matmul(m->dh, m->dlogits, m->w.head, T, D, V, 0, 0, 0.0f);
+    model_tp_allreduce(m, m->dh, (size_t)T * D); /* the vocabulary shards' parts */
     o->zero(m->dx, ACT_BYTES(m, (size_t)T * D));
     o->rmsnorm_bwd(m->dx, m->dw.norm, m->dh, m->x_final, m->w.norm, m->rstdf, T, D);
 }
@@ -91,6 +94,6 @@ void model_backward(model_t *m)
     }
     model_block_begin(m, 0, 1);
     if (!empty)
-        m->ops->embedding_bwd(m->dw.embed, m->dx, m->tokens, m->T, m->mc.hidden_size);
+        model_embedding_bwd(m);
     model_block_end(m, 0, 1);
 }

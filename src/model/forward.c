@@ -39,7 +39,7 @@ static void attention_block(model_t *m, int l)
     o->rope_fwd(a->k, m->positions, T, KV, m->hd, theta);
     o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->cu_seqlens, m->nseq, T, H, KV, m->hd);
     o->copy(a->x_mid, a->x_in, ACT_BYTES(m, (size_t)T * D));
-    o->matmul(a->x_mid, a->att, w->wo, T, D, m->qdim, 0, 1, 1.0f);
+    model_tp_row_matmul_add(m, a->x_mid, a->att, w->wo, T, D, m->qdim);
 }
 
 static void dense_ffn(model_t *m, int l, fb_act *x_out)
@@ -51,7 +51,7 @@ static void dense_ffn(model_t *m, int l, fb_act *x_out)
     o->matmul(a->g, a->h2, w->w_gate, T, I, D, 0, 1, 0.0f);
     o->matmul(a->u, a->h2, w->w_up, T, I, D, 0, 1, 0.0f);
     o->swiglu_fwd(a->act, a->g, a->u, (size_t)T * I);
-    o->matmul(x_out, a->act, w->w_down, T, D, I, 0, 1, 1.0f);
+    model_tp_row_matmul_add(m, x_out, a->act, w->w_down, T, D, I);
 }
 
 static void layer_forward(model_t *m, int l, model_stats_t *stats)
@@ -104,11 +104,10 @@ static void head_forward(model_t *m)
 
 void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc, model_stats_t *stats)
 {
-    const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
     load_inputs(m, in);
     m->sc = *sc;
-    const int T = m->T, D = mc->hidden_size, V = mc->vocab_size, L = mc->num_hidden_layers;
+    const int T = m->T, L = mc->num_hidden_layers;
     const int empty = T == 0;
     memset(stats, 0, sizeof *stats);
     stats->tokens_per_expert = m->tokens_per_expert;
@@ -127,7 +126,7 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
      * line up across ranks. */
     model_block_begin(m, 0, 0);
     if (!empty)
-        o->embedding_fwd(m->acts[0].x_in, m->tokens, m->w.embed, T, D);
+        model_embedding_fwd(m, in);
     model_block_end(m, 0, 0);
     for (int l = 0; l < L; l++) {
         model_block_begin(m, 1 + l, 0);
@@ -144,10 +143,8 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     if (empty)
         return;
 
-    o->cross_entropy(m->token_loss, m->dlogits, m->logits, m->targets, T, V,
-                     (float)(model_loss_scale(sc) / sc->lm_denominator));
+    model_cross_entropy(m, in->targets, (float)(model_loss_scale(sc) / sc->lm_denominator));
 
-    o->to_host(m->host_loss, m->token_loss, (size_t)T * sizeof(float));
     double sum = 0.0;
     for (int t = 0; t < T; t++)
         sum += m->host_loss[t];

@@ -389,19 +389,37 @@ model_t *model_create_flags(const model_config_t *mc, const ops_t *ops, int max_
 
 model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep)
 {
+    return model_create_tp(mc, ops, max_tokens, flags, ep, NULL);
+}
+
+model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
+                         comm_t *tp)
+{
     model_t *m = fb_calloc(1, sizeof *m);
+    m->full = *mc;
     m->mc = *mc;
     m->ops = ops;
     m->max_tokens = max_tokens;
+    m->tp_size = tp ? comm_size(tp) : 1;
+    m->tp_rank = tp ? comm_rank(tp) : 0;
+    m->tp = m->tp_size > 1 ? tp : NULL;
+    FB_ASSERT(mc->num_attention_heads % m->tp_size == 0 && mc->num_key_value_heads % m->tp_size == 0 &&
+              mc->intermediate_size % m->tp_size == 0 && mc->vocab_size % m->tp_size == 0);
     m->hd = mc->hidden_size / mc->num_attention_heads;
-    m->qdim = m->hd * mc->num_attention_heads;
-    m->kvdim = m->hd * mc->num_key_value_heads;
+    /* from here on the shapes are this tp rank's share */
+    m->mc.num_attention_heads /= m->tp_size;
+    m->mc.num_key_value_heads /= m->tp_size;
+    m->mc.intermediate_size /= m->tp_size;
+    m->mc.vocab_size /= m->tp_size;
+    m->qdim = m->hd * m->mc.num_attention_heads;
+    m->kvdim = m->hd * m->mc.num_key_value_heads;
     m->ep_size = ep ? comm_size(ep) : 1;
     m->ep_rank = ep ? comm_rank(ep) : 0;
     m->ep = m->ep_size > 1 ? ep : NULL;
     m->ep_host = m->ep;
     m->a2a_chunks = 1;
-    param_table_build_ep(&m->table, mc, m->ep_size, m->ep_rank);
+    param_table_build_tp(&m->table, mc, m->ep_size, m->ep_rank, m->tp_size, m->tp_rank);
+    mc = &m->mc;
     for (int g = 0; g < PARAM_NGROUPS; g++) {
         if (!(flags & MODEL_NO_PARAM_BUFFER))
             m->params[g] = ops->alloc(m->table.numel[g] * sizeof(float));
@@ -442,8 +460,22 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
     m->z_per_layer = fb_calloc((size_t)mc->num_hidden_layers, sizeof(double));
     if (m->ep_size > 1)
         moe_ep_create(m);
-    /* what `fabula plan memory` predicts for this model must be what it holds */
-    FB_ASSERT(m->alloc_bytes == model_activation_bytes_for(mc, ops->act_bytes, max_tokens, m->ep_size));
+    if (m->tp_size > 1) {
+        m->tp_host = m->tp;
+        m->tp_ids = ops->alloc(T * sizeof(int32_t));
+        m->tp_row_token = ops->alloc(T * sizeof(int32_t));
+        m->tp_token_rows = ops->alloc(T * sizeof(int32_t));
+        m->tp_hids = fb_calloc(T, sizeof(int32_t));
+        m->tp_hrow_token = fb_calloc(T, sizeof(int32_t));
+        m->tp_htoken_rows = fb_calloc(T, sizeof(int32_t));
+        m->tp_hlogits = fb_calloc(T * (size_t)m->mc.vocab_size, sizeof(float));
+        m->tp_hred = fb_calloc(3 * T, sizeof(double));
+        m->alloc_bytes += 3 * T * sizeof(int32_t);
+    }
+    /* what `fabula plan memory` predicts for this model must be what it
+     * holds (its tensor-parallel prediction is its own, docs/plan.md) */
+    FB_ASSERT(m->tp_size > 1 ||
+              m->alloc_bytes == model_activation_bytes_for(mc, ops->act_bytes, max_tokens, m->ep_size));
     return m;
 }
 
@@ -452,6 +484,13 @@ void model_set_ep_host_comm(model_t *m, comm_t *ep_host)
     FB_ASSERT(!ep_host || comm_size(ep_host) == m->ep_size);
     if (m->ep_size > 1)
         m->ep_host = ep_host ? ep_host : m->ep;
+}
+
+void model_set_tp_host_comm(model_t *m, comm_t *tp_host)
+{
+    FB_ASSERT(!tp_host || comm_size(tp_host) == m->tp_size);
+    if (m->tp_size > 1)
+        m->tp_host = tp_host ? tp_host : m->tp;
 }
 
 void model_set_a2a_chunks(model_t *m, int chunks)
@@ -492,13 +531,23 @@ void model_free(model_t *m)
     free(m->aux_per_layer);
     free(m->z_per_layer);
     free(m->tag_expert_tokens);
+    if (m->tp_ids) {
+        o->release(m->tp_ids);
+        o->release(m->tp_row_token);
+        o->release(m->tp_token_rows);
+    }
+    free(m->tp_hids);
+    free(m->tp_hrow_token);
+    free(m->tp_htoken_rows);
+    free(m->tp_hlogits);
+    free(m->tp_hred);
     moe_ep_free(m);
     param_table_free(&m->table);
     free(m);
 }
 
 const param_table_t *model_params_table(const model_t *m) { return &m->table; }
-const model_config_t *model_config(const model_t *m) { return &m->mc; }
+const model_config_t *model_config(const model_t *m) { return &m->full; }
 const ops_t *model_ops(const model_t *m) { return m->ops; }
 size_t model_activation_bytes(const model_t *m) { return m->alloc_bytes; }
 float *model_params(model_t *m, int group) { return m->params[group]; }
@@ -550,6 +599,11 @@ void model_init_view(const model_t *m, const param_view_t *v, uint64_t seed, flo
     const double std = m->mc.initializer_range;
     const double s = v->init == PARAM_INIT_NORMAL_SCALED ? std / sqrt(2.0 * m->mc.num_hidden_layers) : std;
     const uint64_t key = fb_hash2(seed, name_hash(v->name));
+    /* a tensor-parallel slice draws the elements of the full tensor it
+     * holds: element (r, c) of the slice is (r + r0, c + c0) of the tensor */
+    const size_t cols = v->ndim == 2 ? (size_t)v->shape[1] : v->numel;
+    const size_t full_cols = v->ndim == 2 ? (size_t)v->full_shape[1] : v->numel;
+    const size_t r0 = v->tp_dim == 0 ? (size_t)v->tp_off : 0, c0 = v->tp_dim == 1 ? (size_t)v->tp_off : 0;
     if (v->init == PARAM_INIT_ONES) {
         for (size_t j = 0; j < v->numel; j++)
             host[j] = 1.0f;
@@ -558,11 +612,12 @@ void model_init_view(const model_t *m, const param_view_t *v, uint64_t seed, flo
     /* Each element is a function of (key, j) alone, so threads change
      * nothing but the time (start-up at 100M parameters was seconds). */
 #pragma omp parallel for schedule(static) if (v->numel >= 65536)
-    for (size_t j = 0; j < v->numel; j++) {
+    for (size_t i = 0; i < v->numel; i++) {
+        const size_t j = (i / cols + r0) * full_cols + i % cols + c0;
         /* Box-Muller from two counter-based uniforms; u1 kept away from 0 */
         double u1 = ((double)(fb_hash2(key, 2 * j) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
         double u2 = (double)(fb_hash2(key, 2 * j + 1) >> 11) * (1.0 / 9007199254740992.0);
-        host[j] = (float)(s * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+        host[i] = (float)(s * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
     }
 }
 

@@ -92,6 +92,19 @@ model_t *model_create_flags(const model_config_t *mc, const ops_t *ops, int max_
  * backward together (an empty micro-batch included). ep NULL or of size 1:
  * the single-rank model. The group must outlive the model. */
 model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep);
+/* Tensor parallelism (docs/parallel.md): the model holds tp_rank's share
+ * (comm_rank(tp) of comm_size(tp)) of the attention heads, kv heads and FFN
+ * columns of every layer, its experts' included, and sums the row-parallel
+ * products over `tp` once per sub-block, forward and backward: all ranks of
+ * `tp` run every pass together on the same micro-batch. tp NULL or of size
+ * 1: model_create_ep. The group must outlive the model. model_config() is
+ * the whole model's. */
+model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
+                         comm_t *tp);
+/* The same tp group for host buffers (the vocabulary-parallel
+ * cross-entropy's row statistics) when the `tp` given at creation carries
+ * device buffers; by default that `tp` carries both. */
+void model_set_tp_host_comm(model_t *m, comm_t *tp_host);
 /* Splits each MoE layer's token exchange into `chunks` pieces so that the
  * all-to-all of one overlaps the expert compute of another (default 1; the
  * same on every rank of the ep group). No effect without expert parallelism. */

@@ -109,6 +109,20 @@ struct model {
     comm_t *ep_host;                /* the counts (host buffers) */
     int ep_size, ep_rank, a2a_chunks;
     struct moe_ep *epx;
+
+    /* tensor parallelism (tp.c, docs/parallel.md); tp_size 1: none. mc then
+     * holds this rank's share of the heads, kv heads and intermediate_size;
+     * full the model's own config (model_config()) */
+    comm_t *tp, *tp_host;           /* tp_host: the same group for host buffers */
+    int tp_size, tp_rank;
+    model_config_t full;
+    /* the vocabulary-parallel embedding: this micro-batch's tokens that fall
+     * in this rank's rows (backend and host copies, [max_tokens] each) */
+    int32_t *tp_ids, *tp_row_token, *tp_token_rows;
+    int32_t *tp_hids, *tp_hrow_token, *tp_htoken_rows;
+    int tp_nrows;
+    float *tp_hlogits;              /* host [max_tokens, vocab / tp] */
+    double *tp_hred;                /* host [3 max_tokens] */
 };
 
 /* Hook wrappers: acquire a block's parameters (or gradients) and bind the
@@ -122,6 +136,22 @@ void model_grads_release(model_t *m, int block);
  * (blocks.c). Between them the block's pointers of w (and dw) are bound. */
 void model_block_begin(model_t *m, int block, int backward);
 void model_block_end(model_t *m, int block, int backward);
+
+/* Sums x [n] over the tp group in place (no-op without tp); the _f32 one
+ * for fp32 buffers. */
+void model_tp_allreduce(model_t *m, fb_act *x, size_t n);
+void model_tp_allreduce_f32(model_t *m, float *x, size_t n);
+/* y[M,N] += (a[M,K] w[N,K]^T) summed over the tp group: a row-parallel
+ * projection (o, down) whose K columns are split over the tp ranks. Uses
+ * m->dtmp as scratch under tp. */
+void model_tp_row_matmul_add(model_t *m, fb_act *y, const fb_act *a, const fb_act *w, int M, int N, int K);
+
+/* The embedding lookup (vocabulary-parallel under tp: masked lookup and a
+ * tp sum) and its gradient; the cross-entropy of the logits into
+ * m->host_loss and m->dlogits (vocabulary-parallel under tp). */
+void model_embedding_fwd(model_t *m, const model_input_t *in);
+void model_embedding_bwd(model_t *m);
+void model_cross_entropy(model_t *m, const int32_t *host_targets, float grad_scale);
 
 void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model_stats_t *stats);
 void model_backward_moe(model_t *m, int l, fb_act *dh2_out);

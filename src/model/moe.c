@@ -92,6 +92,8 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
         model_expert_ffn_forward(m, l, &rows, a->eo);
     }
     o->combine_fwd(m->dtmp, a->eo, p->d_token_rows, a->topk_w, T, K, D);
+    /* under tp the experts' outputs are partial sums over their split FFN */
+    model_tp_allreduce(m, m->dtmp, (size_t)T * D);
     o->act_axpy(x_out, m->dtmp, (size_t)T * D, 1.0f);
 }
 
@@ -115,6 +117,7 @@ void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
     const int E = mc->num_local_experts, K = mc->num_experts_per_tok, R = p->R;
 
     o->combine_bwd(m->dxp, m->dtw, m->dx, a->eo, p->d_token_rows, a->topk_w, T, K, D);
+    model_tp_allreduce_f32(m, m->dtw, (size_t)T * K); /* dot(dy, eo) of partial eo */
     o->zero(dh2_out, ACT_BYTES(m, (size_t)T * D));
     if (m->ep_size > 1) {
         moe_ep_backward(m, l);
@@ -126,6 +129,8 @@ void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
         model_expert_ffn_backward(m, l, &rows, m->dxp, m->dtmp, m->dg, m->du, m->dact);
         o->permute_bwd(dh2_out, m->dxp, p->d_token_rows, T, K, D);
     }
+    /* the experts' share of d(h2) is partial under tp; the router's below is whole on every rank */
+    model_tp_allreduce(m, dh2_out, (size_t)T * D);
     const float z_scale = (float)(2.0 * m->sc.mb_weight * model_loss_scale(&m->sc) * mc->router_z_loss_coef /
                                   (m->nmoe * (double)T));
     o->router_bwd(m->drl, a->probs, a->rlse, a->topk_idx, a->topk_w, m->dtw, a->aux_dprob, z_scale, T, E, K);

@@ -39,14 +39,42 @@ static void add_view(param_table_t *t, int group, enum param_init init, int64_t 
     v->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     v->offset = t->numel[group];
     v->block = t->build_block;
+    v->tp_dim = -1;
+    v->full_shape[0] = v->shape[0];
+    v->full_shape[1] = v->shape[1];
     t->numel[group] += v->numel;
+}
+
+/* Cuts the view just added down to this rank's slice along `dim`. */
+static void tp_split(param_table_t *t, int dim)
+{
+    if (t->tp_size == 1)
+        return;
+    param_view_t *v = &t->views[t->n - 1];
+    FB_ASSERT(v->ndim == 2 && v->shape[dim] % t->tp_size == 0);
+    const int64_t part = v->shape[dim] / t->tp_size;
+    v->tp_dim = dim;
+    v->tp_off = part * t->tp_rank;
+    v->shape[dim] = part;
+    t->numel[v->group] -= v->numel;
+    v->numel = (size_t)v->shape[0] * (size_t)v->shape[1];
+    t->numel[v->group] += v->numel;
 }
 
 void param_table_build(param_table_t *t, const model_config_t *mc) { param_table_build_ep(t, mc, 1, 0); }
 
 void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank)
 {
+    param_table_build_tp(t, mc, ep_size, ep_rank, 1, 0);
+}
+
+void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
+                          int tp_rank)
+{
     memset(t, 0, sizeof *t);
+    FB_ASSERT(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size);
+    t->tp_size = tp_size;
+    t->tp_rank = tp_rank;
     FB_ASSERT(ep_size >= 1 && ep_rank >= 0 && ep_rank < ep_size);
     FB_ASSERT(mc->num_local_experts <= 1 ? ep_size == 1 : mc->num_local_experts % ep_size == 0);
     t->ep_size = ep_size;
@@ -61,36 +89,53 @@ void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_siz
 
     t->build_block = 0;
     add_view(t, dense, PARAM_INIT_NORMAL, V, D, "model.embed_tokens.weight");
+    tp_split(t, 0);
     for (int l = 0; l < mc->num_hidden_layers; l++) {
         const char *p = "model.layers";
         t->build_block = 1 + l;
         add_view(t, dense, PARAM_INIT_ONES, D, 0, "%s.%d.input_layernorm.weight", p, l);
         add_view(t, dense, PARAM_INIT_NORMAL, QD, D, "%s.%d.self_attn.q_proj.weight", p, l);
+        tp_split(t, 0);
         add_view(t, dense, PARAM_INIT_NORMAL, KVD, D, "%s.%d.self_attn.k_proj.weight", p, l);
+        tp_split(t, 0);
         add_view(t, dense, PARAM_INIT_NORMAL, KVD, D, "%s.%d.self_attn.v_proj.weight", p, l);
+        tp_split(t, 0);
         add_view(t, dense, PARAM_INIT_NORMAL_SCALED, D, QD, "%s.%d.self_attn.o_proj.weight", p, l);
+        tp_split(t, 1);
         add_view(t, dense, PARAM_INIT_ONES, D, 0, "%s.%d.post_attention_layernorm.weight", p, l);
         if (!model_layer_is_moe(mc, l)) {
             add_view(t, dense, PARAM_INIT_NORMAL, I, D, "%s.%d.mlp.gate_proj.weight", p, l);
+            tp_split(t, 0);
             add_view(t, dense, PARAM_INIT_NORMAL, I, D, "%s.%d.mlp.up_proj.weight", p, l);
+            tp_split(t, 0);
             add_view(t, dense, PARAM_INIT_NORMAL_SCALED, D, I, "%s.%d.mlp.down_proj.weight", p, l);
+            tp_split(t, 1);
             continue;
         }
         add_view(t, dense, PARAM_INIT_NORMAL, E, D, "%s.%d.block_sparse_moe.gate.weight", p, l);
         /* Each projection of all experts is contiguous ([E, out, in]) so the
          * grouped matmul reads one strided block. */
         const int e0 = t->expert_lo, e1 = t->expert_lo + t->experts_local;
-        for (int e = e0; e < e1; e++)
+        for (int e = e0; e < e1; e++) {
             add_view(t, expert, PARAM_INIT_NORMAL, I, D, "%s.%d.block_sparse_moe.experts.%d.w1.weight", p, l, e);
-        for (int e = e0; e < e1; e++)
+            tp_split(t, 0);
+        }
+        for (int e = e0; e < e1; e++) {
             add_view(t, expert, PARAM_INIT_NORMAL, I, D, "%s.%d.block_sparse_moe.experts.%d.w3.weight", p, l, e);
-        for (int e = e0; e < e1; e++)
+            tp_split(t, 0);
+        }
+        for (int e = e0; e < e1; e++) {
             add_view(t, expert, PARAM_INIT_NORMAL_SCALED, D, I, "%s.%d.block_sparse_moe.experts.%d.w2.weight", p, l, e);
+            tp_split(t, 1);
+        }
     }
     t->build_block = 1 + mc->num_hidden_layers;
     add_view(t, dense, PARAM_INIT_ONES, D, 0, "model.norm.weight");
     if (!mc->tie_word_embeddings)
+    {
         add_view(t, dense, PARAM_INIT_NORMAL, V, D, "lm_head.weight");
+        tp_split(t, 0);
+    }
 
     t->nblocks = mc->num_hidden_layers + 2;
     t->block_range = fb_calloc((size_t)t->nblocks, sizeof *t->block_range);

@@ -25,6 +25,13 @@ typedef struct param_view {
     size_t numel;
     enum param_init init;
     int block;          /* 0 embedding, 1+l layer l, L+1 final norm and head */
+    /* Tensor parallelism (docs/parallel.md): this rank's slice of the
+     * Hugging Face tensor of shape full_shape, rows (tp_dim 0) or columns
+     * (tp_dim 1) [tp_off, tp_off + shape[tp_dim]); tp_dim -1: the whole
+     * tensor, replicated on every tp rank. */
+    int tp_dim;
+    int64_t full_shape[2];
+    int64_t tp_off;
 } param_view_t;
 
 typedef struct param_table {
@@ -40,6 +47,10 @@ typedef struct param_table {
      * global experts [expert_lo, expert_lo + experts_local), still named by
      * their global index (docs/expert-parallel.md). ep 1: all of them. */
     int ep_size, ep_rank, expert_lo, experts_local;
+    /* Tensor parallelism: the embedding, lm_head, q/k/v, gate/up and the
+     * experts' w1/w3 split by rows (vocabulary, heads, FFN columns), o, down
+     * and w2 by columns; tp 1: none. */
+    int tp_size, tp_rank;
 } param_table_t;
 
 /* Builds the table for a model config, in the order of docs/model.md. */
@@ -48,6 +59,11 @@ void param_table_build(param_table_t *t, const model_config_t *mc);
  * expert group keeps num_local_experts / ep_size experts per MoE layer
  * (ep_size must divide num_local_experts). */
 void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank);
+/* ... and for tp_rank of a tensor-parallel group of tp_size ranks (tp_size
+ * divides the vocabulary, the attention heads, the kv heads and
+ * intermediate_size). */
+void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
+                          int tp_rank);
 void param_table_free(param_table_t *t);
 /* NULL if absent. */
 const param_view_t *param_table_find(const param_table_t *t, const char *name);

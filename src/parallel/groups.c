@@ -8,6 +8,7 @@
 #include "util/error.h"
 
 #define EP_KEY "parallel.expert_parallel_size"
+#define TP_KEY "parallel.tensor_parallel_size"
 
 /* A config error every rank detects alike: rank 0 prints it once and every
  * rank exits cleanly (fb_fatal_all). */
@@ -25,30 +26,40 @@ static _Noreturn void refuse(const comm_t *world, const char *fmt, ...)
 
 /* Every rank must build the same layout, or the splits below would pair
  * ranks that disagree on who their partners are. */
-static void check_agreement(comm_t *world, int ep_size, int num_local_experts)
+static void check_agreement(comm_t *world, int tp_size, int ep_size, int num_local_experts)
 {
-    int64_t lo[2] = {ep_size, num_local_experts}, hi[2] = {ep_size, num_local_experts};
-    comm_allreduce(world, lo, 2, COMM_I64, COMM_MIN);
-    comm_allreduce(world, hi, 2, COMM_I64, COMM_MAX);
-    if (lo[0] != hi[0] || lo[1] != hi[1]) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "ranks disagree on the layout: ep_size %lld..%lld, num_local_experts %lld..%lld",
-                 (long long)lo[0], (long long)hi[0], (long long)lo[1], (long long)hi[1]);
+    int64_t lo[3] = {ep_size, num_local_experts, tp_size}, hi[3] = {ep_size, num_local_experts, tp_size};
+    comm_allreduce(world, lo, 3, COMM_I64, COMM_MIN);
+    comm_allreduce(world, hi, 3, COMM_I64, COMM_MAX);
+    if (lo[0] != hi[0] || lo[1] != hi[1] || lo[2] != hi[2]) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "ranks disagree on the layout: ep_size %lld..%lld, num_local_experts %lld..%lld, tp_size %lld..%lld",
+                 (long long)lo[0], (long long)hi[0], (long long)lo[1], (long long)hi[1], (long long)lo[2],
+                 (long long)hi[2]);
         fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "groups_create", msg);
     }
 }
 
-static void validate(const comm_t *world, int ep, int experts)
+static void validate(const comm_t *world, int tp, int ep, int experts)
 {
     int n = comm_size(world);
+    if (tp < 1)
+        refuse(world, "config key '" TP_KEY "' = %d: expected a positive integer", tp);
+    if (n % tp != 0)
+        refuse(world, "config key '" TP_KEY "' = %d: expected a divisor of the world size (%d ranks)", tp, n);
+    n /= tp;
     if (ep < 1)
         refuse(world, "config key '" EP_KEY "' = %d: expected a positive integer", ep);
     if (experts <= 1 && ep > 1)
         refuse(world,
                "config key '" EP_KEY "' = %d: expected 1 for a dense model (model.num_local_experts = %d: no "
                "experts to distribute)", ep, experts);
-    if (n % ep != 0)
+    if (n % ep != 0 && tp == 1)
         refuse(world, "config key '" EP_KEY "' = %d: expected a divisor of the world size (%d ranks)", ep, n);
+    if (n % ep != 0)
+        refuse(world, "config key '" EP_KEY "' = %d: expected a divisor of the world size (%d ranks) / " TP_KEY
+               " = %d, i.e. of %d", ep, n * tp, tp, n);
     if (experts > 1 && experts % ep != 0)
         refuse(world, "config key '" EP_KEY "' = %d: expected a divisor of model.num_local_experts = %d", ep,
                experts);
@@ -56,18 +67,27 @@ static void validate(const comm_t *world, int ep, int experts)
 
 void groups_create(groups_t *g, int ep_size, int num_local_experts)
 {
+    groups_create_tp(g, 1, ep_size, num_local_experts);
+}
+
+void groups_create_tp(groups_t *g, int tp_size, int ep_size, int num_local_experts)
+{
     memset(g, 0, sizeof *g);
     g->world = comm_create_world();
-    check_agreement(g->world, ep_size, num_local_experts);
-    validate(g->world, ep_size, num_local_experts);
+    check_agreement(g->world, tp_size, ep_size, num_local_experts);
+    validate(g->world, tp_size, ep_size, num_local_experts);
 
-    int rank = comm_rank(g->world), size = comm_size(g->world);
-    g->dp = comm_split(g->world, 0, rank);
-    g->ep = comm_split(g->world, rank / ep_size, rank);
-    g->edp = comm_split(g->world, rank % ep_size, rank);
+    /* rank = tp_rank + tp (ep_rank + ep edp_rank), the dp index rank / tp */
+    const int rank = comm_rank(g->world), size = comm_size(g->world), tp = tp_size, ep = ep_size;
+    g->tp = comm_split(g->world, rank / tp, rank);
+    g->dp = comm_split(g->world, rank % tp, rank);
+    g->ep = comm_split(g->world, rank / (tp * ep) * tp + rank % tp, rank);
+    g->edp = comm_split(g->world, rank % (tp * ep), rank);
 
     g->world_rank = rank;
     g->world_size = size;
+    g->tp_rank = comm_rank(g->tp);
+    g->tp_size = comm_size(g->tp);
     g->dp_rank = comm_rank(g->dp);
     g->dp_size = comm_size(g->dp);
     g->ep_rank = comm_rank(g->ep);
@@ -75,9 +95,10 @@ void groups_create(groups_t *g, int ep_size, int num_local_experts)
     g->edp_rank = comm_rank(g->edp);
     g->edp_size = comm_size(g->edp);
     /* The rest of fabula computes partners from these formulas. */
-    FB_ASSERT(g->dp_rank == rank && g->dp_size == size);
-    FB_ASSERT(g->ep_rank == rank % ep_size && g->ep_size == ep_size);
-    FB_ASSERT(g->edp_rank == rank / ep_size && g->edp_size == size / ep_size);
+    FB_ASSERT(g->tp_rank == rank % tp && g->tp_size == tp);
+    FB_ASSERT(g->dp_rank == rank / tp && g->dp_size == size / tp);
+    FB_ASSERT(g->ep_rank == rank / tp % ep && g->ep_size == ep);
+    FB_ASSERT(g->edp_rank == rank / (tp * ep) && g->edp_size == size / (tp * ep));
 }
 
 void groups_attach_device(groups_t *g)
@@ -85,13 +106,18 @@ void groups_attach_device(groups_t *g)
     g->dp_dev = comm_device_create(g->dp);
     g->ep_dev = comm_device_create(g->ep);
     g->edp_dev = comm_device_create(g->edp);
+    /* a size-1 tp group carries nothing: no device comm for it */
+    if (g->tp_size > 1)
+        g->tp_dev = comm_device_create(g->tp);
 }
 
 void groups_free(groups_t *g)
 {
+    comm_free(&g->tp_dev);
     comm_free(&g->edp_dev);
     comm_free(&g->ep_dev);
     comm_free(&g->dp_dev);
+    comm_free(&g->tp);
     comm_free(&g->edp);
     comm_free(&g->ep);
     comm_free(&g->dp);

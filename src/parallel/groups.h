@@ -1,10 +1,14 @@
-/* The process groups of DESIGN.md: world = dp x ep, expert-parallel ranks
- * contiguous (ep_rank = rank % ep) so that the token all-to-all stays inside
- * a node.
+/* The process groups of DESIGN.md: world = dp x tp, tensor-parallel ranks
+ * innermost (tp_rank = rank % tp: consecutive, inside a node), then the
+ * expert-parallel ranks (ep_rank = (rank / tp) % ep) so that the token
+ * all-to-all stays inside a node too; the data-parallel index is rank / tp
+ * (pipeline parallelism, outermost, is not implemented: pp = 1).
  *
- *   dp   all ranks                     dense parameters: reduce and ZeRO shard
- *   ep   the ep consecutive ranks      token dispatch/combine (all-to-all)
- *   edp  ranks with the same ep_rank   expert parameters: reduce and ZeRO shard
+ *   tp   the tp consecutive ranks              sharded matmuls (all-reduce)
+ *   dp   ranks with the same tp_rank           dense parameters: reduce and ZeRO shard
+ *   ep   ep ranks of one dp..: same tp_rank,   token dispatch/combine (all-to-all)
+ *        rank / (tp * ep) equal
+ *   edp  ranks with the same (tp_rank, ep_rank) expert parameters: reduce and ZeRO shard
  *
  * See docs/parallel.md. */
 #ifndef FABULA_PARALLEL_GROUPS_H
@@ -13,14 +17,15 @@
 #include "parallel/comm.h"
 
 typedef struct groups {
-    comm_t *world, *dp, *ep, *edp;
+    comm_t *world, *dp, *ep, *edp, *tp;
     /* The same groups for buffers in device memory (groups_attach_device);
      * NULL on host backends. */
-    comm_t *dp_dev, *ep_dev, *edp_dev;
+    comm_t *dp_dev, *ep_dev, *edp_dev, *tp_dev;
     int world_rank, world_size;
-    int dp_rank, dp_size;       /* == world */
-    int ep_rank, ep_size;       /* rank % ep, ep */
-    int edp_rank, edp_size;     /* rank / ep, world / ep */
+    int tp_rank, tp_size;       /* rank % tp, tp */
+    int dp_rank, dp_size;       /* rank / tp, world / tp (== world without tp) */
+    int ep_rank, ep_size;       /* (rank / tp) % ep, ep */
+    int edp_rank, edp_size;     /* rank / (tp ep), world / (tp ep) */
 } groups_t;
 
 /* Collective over all processes (after parallel_init). `num_local_experts`
@@ -30,7 +35,12 @@ typedef struct groups {
  * FB_EXIT_USAGE, message from rank 0. Ranks passing different arguments is an
  * internal error. */
 void groups_create(groups_t *g, int ep_size, int num_local_experts);
-/* Collective: adds the device twins of dp, ep and edp (comm_device_create:
+/* The same with tensor parallelism over tp_size consecutive ranks; a tp_size
+ * below 1 or not dividing the world size is a config error naming
+ * parallel.tensor_parallel_size (the model's own divisibility is checked by
+ * the config reader), and ep must divide world / tp. */
+void groups_create_tp(groups_t *g, int tp_size, int ep_size, int num_local_experts);
+/* Collective: adds the device twins of dp, ep, edp and (tp > 1) tp (comm_device_create:
  * NCCL where each rank has its own GPU, else MPI staging through pinned
  * host memory). Call after the CUDA backend is bound. */
 void groups_attach_device(groups_t *g);

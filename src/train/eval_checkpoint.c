@@ -91,7 +91,7 @@ int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, 
 
     batch_t batch = {0};
     eval_result_t r;
-    evaluate_split(model, &src, &batch, samples, rank, world, &r);
+    evaluate_split(model, &src, &batch, samples, groups.dp, &r);
     if (rank == 0) {
         printf("fabula eval: %s (step %ld), %s split of %s: the first %ld of %lld samples, %d rank(s)\n",
                ckpt_path ? ckpt_path : cfg->init_from, ckpt_step, valid ? "validation" : "training",

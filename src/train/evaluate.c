@@ -9,9 +9,9 @@
 
 enum { NG = BYTETOK_NGENRES };
 
-void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, int rank, int world,
-                    eval_result_t *out)
+void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, comm_t *dp, eval_result_t *out)
 {
+    const int rank = comm_rank(dp), world = comm_size(dp);
     if (n > src->n)
         n = src->n;
     const int64_t rounds = (n + world - 1) / world;
@@ -38,7 +38,7 @@ void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t 
             sums[4 + 3 * g] += 1.0;
         }
     }
-    comm_allreduce(comm_world(), sums, 2 + 3 * NG, COMM_F64, COMM_SUM);
+    comm_allreduce(dp, sums, 2 + 3 * NG, COMM_F64, COMM_SUM);
     memset(out, 0, sizeof *out);
     out->lm_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
     out->ppl = exp(out->lm_loss);

@@ -24,13 +24,14 @@ typedef struct eval_result {
 } eval_result_t;
 
 /* Collective over the world. Samples 0..n-1 of `src` (n at most src->n):
- * one sample per forward, sample i on rank i mod world, so every sample's
+ * one sample per forward, sample i on rank i mod world of the data-parallel
+ * group `dp` (the world without tensor parallelism; the tp ranks of one dp
+ * rank run its forwards together and count once), so every sample's
  * loss is the same on any layout (capacity is per micro-batch) and only the
  * order of the final sum differs. All ranks run the same number of forwards
  * (empty ones at the end): the ep exchanges and ZeRO-3 gathers need every
  * rank. No gradient, no dropout. `batch` is a reusable buffer. */
-void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, int rank, int world,
-                    eval_result_t *out);
+void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, comm_t *dp, eval_result_t *out);
 
 /* "valid_ppl" and "valid_genre_lm_loss" ({genre: loss}, the genres with
  * targets) into a metrics record; "valid_lm_loss" is the caller's. */

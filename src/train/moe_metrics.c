@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "parallel/comm.h"
-#include "parallel/world.h"
 #include "util/error.h"
 
 /* the counts are long; the world sums take long long */
@@ -60,7 +59,7 @@ void moe_metrics_add(moe_metrics_t *mm, const model_stats_t *st, double mb_weigh
             mm->tag_tokens[i] += st->tag_expert_tokens[i];
 }
 
-void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep)
+void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep, comm_t *dp)
 {
     if (ep) {
         const comm_kind_t kinds[2] = {COMM_KIND_ALLTOALL, COMM_KIND_ALLTOALLV};
@@ -73,16 +72,16 @@ void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep)
             mm->a2a_seconds += s->wait_seconds;
         }
     }
-    if (mm->E == 0 || parallel_size() == 1)
+    if (mm->E == 0 || comm_size(dp) == 1)
         return;
-    comm_allreduce(comm_world(), mm->dropped, (size_t)mm->L, COMM_I64, COMM_SUM);
+    comm_allreduce(dp, mm->dropped, (size_t)mm->L, COMM_I64, COMM_SUM);
     double *buf = fb_malloc(2 * (size_t)mm->L * sizeof *buf);
     memcpy(buf, mm->aux, (size_t)mm->L * sizeof *buf);
     memcpy(buf + mm->L, mm->z, (size_t)mm->L * sizeof *buf);
-    comm_allreduce(comm_world(), buf, 2 * (size_t)mm->L, COMM_F64, COMM_SUM);
+    comm_allreduce(dp, buf, 2 * (size_t)mm->L, COMM_F64, COMM_SUM);
     memcpy(mm->aux, buf, (size_t)mm->L * sizeof *buf);
     memcpy(mm->z, buf + mm->L, (size_t)mm->L * sizeof *buf);
     free(buf);
     if (mm->ntags > 0)
-        comm_allreduce(comm_world(), mm->tag_tokens, (size_t)mm->ntags * mm->L * mm->E, COMM_I64, COMM_SUM);
+        comm_allreduce(dp, mm->tag_tokens, (size_t)mm->ntags * mm->L * mm->E, COMM_I64, COMM_SUM);
 }

@@ -27,8 +27,9 @@ void moe_metrics_free(moe_metrics_t *mm);
 void moe_metrics_begin_step(moe_metrics_t *mm, comm_t *ep);
 /* Adds one micro-batch's statistics; mb_weight as in model_scales_t. */
 void moe_metrics_add(moe_metrics_t *mm, const model_stats_t *st, double mb_weight);
-/* Sums over all ranks (collective over the world) and reads this rank's
- * all-to-all statistics of the step from `ep`. */
-void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep);
+/* Sums over the data-parallel group `dp` (collective; the world without
+ * tensor parallelism, whose tp ranks hold the same figures) and reads this
+ * rank's all-to-all statistics of the step from `ep`. */
+void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep, comm_t *dp);
 
 #endif

@@ -68,13 +68,17 @@ void train_tboard_scalars(train_tboard_t *t, const json_t *record, long step)
 }
 
 /* This rank's elements of global tensor `gv` inside its write range: the
- * tensor's elements [*a, *b), at *off in the buffers of shard *s (from lo). */
+ * tensor's elements [*a, *b), at *off in the buffers of shard *s (from lo).
+ * Under tensor parallelism the elements of this rank's slice (a histogram
+ * needs no positions). */
 static int piece(const param_table_t *local, const param_view_t *gv, const zero_shard_t *sh, size_t *a,
                  size_t *b, size_t *off, const zero_shard_t **sp)
 {
     const param_view_t *lv = param_table_find(local, gv->name);
     if (!lv)
         return 0; /* an expert held by another expert-parallel rank */
+    if (lv->tp_dim < 0 && local->tp_rank != 0)
+        return 0; /* replicated over tp: counted by tp rank 0 alone */
     const zero_shard_t *s = &sh[lv->group];
     *sp = s;
     size_t lo = lv->offset > s->write_lo ? lv->offset : s->write_lo;

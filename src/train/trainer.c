@@ -115,8 +115,9 @@ static void global_aux_freq(trainer_t *tr, long step)
         for (size_t i = 0; i < nexp && in.T > 0; i++)
             tr->routed[i] += st.routed_per_expert[i];
     }
-    if (tr->world > 1)
-        comm_allreduce(comm_world(), tr->routed, nexp, COMM_I64, COMM_SUM);
+    /* over the data-parallel ranks: the tp ranks of one share route alike */
+    if (tr->dp_size > 1)
+        comm_allreduce(tr->groups.dp, tr->routed, nexp, COMM_I64, COMM_SUM);
     for (size_t i = 0; i < nexp; i++)
         tr->aux_freq[i] = (double)tr->routed[i] / tr->plan.tokens;
 }
@@ -130,7 +131,7 @@ static int global_aux(const model_config_t *mc)
  * validation split (train/evaluate.h), with the weights after the step. */
 static void evaluate(trainer_t *tr, eval_result_t *out)
 {
-    evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->rank, tr->world, out);
+    evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->groups.dp, out);
 }
 
 /* Model FLOPs of the micro-batch in tr->batch, from its real sample
@@ -197,9 +198,11 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
             tr->expert_tokens[i] += st.tokens_per_expert[i];
         moe_metrics_add(&tr->moe, &st, sc.mb_weight);
     }
-    comm_allreduce(comm_world(), sums, 5, COMM_F64, COMM_SUM);
-    if (tr->world > 1)
-        comm_allreduce(comm_world(), tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
+    /* the tp ranks of one data-parallel share hold the same figures: each
+     * counts once, summed over the data-parallel group */
+    comm_allreduce(tr->groups.dp, sums, 5, COMM_F64, COMM_SUM);
+    if (tr->dp_size > 1)
+        comm_allreduce(tr->groups.dp, tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
     rec->lm_loss = sums[0] / targets;
     rec->aux_loss = sums[1];
     rec->z_loss = sums[2];
@@ -212,7 +215,7 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->packing = tr->plan.packing;
     rec->max_len = tr->plan.max_len;
     rec->expert_tokens = tr->expert_tokens;
-    moe_metrics_end_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL);
+    moe_metrics_end_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL, tr->groups.dp);
     rec->moe = &tr->moe;
 }
 
@@ -247,6 +250,12 @@ static void print_setup(const trainer_t *tr)
            tr->dp_size, cfg->loader.max_tokens_per_batch, config_sampler_name(cfg->loader.sampler),
            config_packing_name(cfg->loader.packing), cfg->loader.curriculum ? ", length curriculum" : "",
            cfg->run.steps, cfg->run.run_dir);
+    if (tr->groups.tp_size > 1)
+        printf("fabula: layout: tp %d x ep %d x dp %d (docs/parallel.md); the parameter counts above are one tp "
+               "rank's share (%.3fM): vocabulary rows, heads, kv heads and FFN columns split %d ways, norms and "
+               "routers replicated\n",
+               tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
+               param_table_total(t) / 1e6, tr->groups.tp_size);
     zero_memory_t mem = zero_memory(tr->zero);
     printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "
            "optimizer state %.2f MiB%s, workspaces %.2f MiB, activations %.2f MiB\n",
@@ -397,7 +406,8 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     /* after the input checks, so that a refused input leaves no run dir */
     lock_run_dir(cfg, tr.rank);
 
-    groups_create(&tr.groups, cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
+    groups_create_tp(&tr.groups, cfg->parallel.tensor_parallel_size, cfg->parallel.expert_parallel_size,
+                     cfg->model.num_local_experts);
     tr.dp_rank = tr.groups.dp_rank;
     tr.dp_size = tr.groups.dp_size;
     backend_open(&tr.be, cfg);
@@ -480,6 +490,15 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         prog.step = step + 1;
         prog.tokens_seen += rec.tokens;
         const int sig = preempt_agree();
+        if (sig && tr.groups.tp_size > 1) {
+            /* checkpoints of tensor-parallel runs are not implemented */
+            if (tr.rank == 0)
+                printf("fabula: preempted (%s) at step %ld: no checkpoint written (parallel.tensor_parallel_size "
+                       "= %d: tensor-parallel runs write none yet), exit %d\n", preempt_signal_name(sig), prog.step,
+                       tr.groups.tp_size, FB_EXIT_PREEMPTED);
+            code = FB_EXIT_PREEMPTED;
+            break;
+        }
         if (sig) {
             ckpt_policy_save(&tr.ckpt, &prog);
             if (tr.rank == 0)

@@ -441,9 +441,13 @@ zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_
         flags |= MODEL_NO_PARAM_BUFFER;
     const int dev = ops->device_memory;
     FB_ASSERT(!dev || (groups->dp_dev && groups->ep_dev && groups->edp_dev));
-    z->model = model_create_ep(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep);
+    FB_ASSERT(!dev || groups->tp_size == 1 || groups->tp_dev);
+    z->tp = groups->tp_size > 1 ? groups->tp : NULL;
+    comm_t *tp = groups->tp_size > 1 ? (dev ? groups->tp_dev : groups->tp) : NULL;
+    z->model = model_create_tp(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep, tp);
     model_set_a2a_chunks(z->model, cfg->parallel.moe_a2a_chunks);
     model_set_ep_host_comm(z->model, groups->ep);
+    model_set_tp_host_comm(z->model, groups->tp_size > 1 ? groups->tp : NULL);
     z->t = model_params_table(z->model);
     z->nblocks = z->t->nblocks;
     group_init(z, PARAM_GROUP_DENSE, dev ? groups->dp_dev : groups->dp, groups->dp);

@@ -54,6 +54,7 @@ struct zero {
     int stage, overlap, offload_opt, offload_param, tied, nblocks;
     size_t reduce_bucket, allgather_bucket;
     comm_t *ep;
+    comm_t *tp;         /* host comm of the tensor-parallel group; NULL without tp */
     zgroup_t g[PARAM_NGROUPS];
     int reduce_now;     /* this micro-batch's gradients are reduced */
     inflight_t inflight[ZERO_MAX_INFLIGHT];

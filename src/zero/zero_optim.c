@@ -22,6 +22,30 @@ static float *owned_params(zero_t *z, int gi)
     return z->stage == 3 ? g->param_shard : model_params(z->model, gi) + g->lo;
 }
 
+/* The sum of squares of group gi's owned gradient [g->lo, g->hi). Under
+ * tensor parallelism a replicated tensor (tp_dim -1) holds the same gradient
+ * on every tp rank (its inputs and output gradients are the summed ones,
+ * docs/parallel.md), so it enters as 1/tp of its square on each: the sum
+ * over the tp group then counts every parameter once. */
+static double owned_sumsq(zero_t *z, int gi)
+{
+    zgroup_t *g = &z->g[gi];
+    const float *grads = owned_grads(z, gi);
+    if (!z->tp)
+        return z->ops->sumsq(grads, g->hi - g->lo);
+    double split = 0.0, repl = 0.0;
+    for (int i = 0; i < z->t->n; i++) {
+        const param_view_t *v = &z->t->views[i];
+        const size_t lo = v->offset > g->lo ? v->offset : g->lo;
+        const size_t hi = v->offset + v->numel < g->hi ? v->offset + v->numel : g->hi;
+        if (v->group != gi || hi <= lo)
+            continue;
+        const double ss = z->ops->sumsq(grads + (lo - g->lo), hi - lo);
+        *(v->tp_dim < 0 ? &repl : &split) += ss;
+    }
+    return split + repl / comm_size(z->tp);
+}
+
 /* Global L2 norm of the reduced gradient (collective). */
 static double grad_norm(zero_t *z)
 {
@@ -29,7 +53,7 @@ static double grad_norm(zero_t *z)
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
         if (g->hi > g->lo)
-            ss[gi] = z->ops->sumsq(owned_grads(z, gi), g->hi - g->lo);
+            ss[gi] = owned_sumsq(z, gi);
     }
     double total;
     if (z->stage == 0) {
@@ -41,6 +65,8 @@ static double grad_norm(zero_t *z)
         total = ss[PARAM_GROUP_DENSE] + ss[PARAM_GROUP_EXPERT];
         comm_allreduce(z->g[PARAM_GROUP_DENSE].hcomm, &total, 1, COMM_F64, COMM_SUM);
     }
+    if (z->tp)
+        comm_allreduce(z->tp, &total, 1, COMM_F64, COMM_SUM);
     return sqrt(total);
 }
 

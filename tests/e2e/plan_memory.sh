@@ -145,7 +145,8 @@ bad "neither --world nor --layout" "give exactly one of"
 check "kv heads (2) below tp (4): replicated, planned as a prediction" \
     '[ $? -eq 0 ] && grep -q "predictions of the Megatron-style implementation" "$SCRATCH/kv.out"'
 
-# tp/pp/sp in a config: train refuses them by name (exit 2)
+# pp/sp in a config: train refuses them by name (exit 2); tp 2 on one rank
+# too (it does not divide the world size)
 for kv in parallel.tensor_parallel_size=2 parallel.pipeline_parallel_size=2 parallel.sequence_parallel=true; do
     (cd "$FB_SRCDIR" && "$FABULA" train --dry-run --set "$kv") >"$SCRATCH/refuse.out" 2>&1
     rc=$?

@@ -10,6 +10,8 @@
 #    equal metrics.jsonl, trimmed alike on resume;
 #  - 2 ranks, ZeRO 3 (every tensor sharded) and 2 ranks, expert parallel 2 with
 #    ZeRO 1 and fp16: the histograms merged from the shards are exact;
+#  - 2 ranks, tensor parallel 2: the histograms merged from the tp slices
+#    (replicated tensors once) equal 1 rank's;
 #  - off by default; bad keys exit 2 naming them; an output folder that cannot
 #    be created exits 4 naming it.
 # Skips (77) without a Python that has tensorboard, h5py and numpy
@@ -98,6 +100,38 @@ check "a csv_monitor output_path that cannot be created: exit 4 naming it, no MP
 run_fabula 2 train --steps 2 --run-dir /dev/null/run $SMALL
 check "a run dir that cannot be created: exit 4 naming it, no MPI_Abort" \
     '[ $RC -eq 4 ] && grep -q "/dev/null/run" "$SCRATCH/out.txt" && ! grep -q "MPI_Abort" "$SCRATCH/out.txt"'
+
+# 2 ranks, tensor parallel 2 (no checkpoints under tp): each tensor's
+# histograms hold its elements once, the replicated norms and routers
+# included, as on 1 rank; the gradients' squares add up to the norm
+TPARGS="--set parallel.tensor_parallel_size=2 --set checkpoint.save_interval=-1 --set run.resume=\"none\""
+run_fabula 1 train --steps 2 --run-dir "$SCRATCH/tp1" $SMALL $TB --set csv_monitor.enabled=false \
+    --set checkpoint.save_interval=-1
+check "1 rank, reference for tp (exit $RC)" '[ $RC -eq 0 ]'
+run_fabula 2 train --steps 2 --run-dir "$SCRATCH/tp2" $SMALL $TB --set csv_monitor.enabled=false $TPARGS
+check "2 ranks, tp 2 (exit $RC)" '[ $RC -eq 0 ]'
+"$PY" - "$SCRATCH/tp1" "$SCRATCH/tp2" >"$SCRATCH/tpcheck.txt" 2>&1 <<'PYEOF'
+import json, math, os, sys
+from tensorboard.backend.event_processing import event_accumulator as ea
+def load(run):
+    acc = ea.EventAccumulator(os.path.join(run, "tensorboard/fabula"), size_guidance={ea.HISTOGRAMS: 0})
+    acc.Reload()
+    h = {t: [x for x in acc.Histograms(t) if x.step == 2][0].histogram_value for t in acc.Tags()["histograms"]}
+    rec = [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl"))][-1]
+    return h, rec
+(h1, r1), (h2, r2) = load(sys.argv[1]), load(sys.argv[2])
+bad = [t for t in h1 if t not in h2 or h2[t].num != h1[t].num or
+       not math.isclose(h2[t].sum_squares, h1[t].sum_squares, rel_tol=1e-4)]
+ss = sum(v.sum_squares for t, v in h2.items() if t.startswith("grads/"))
+coef = min(1.0, 1.0 / (r2["grad_norm"] + 1e-6))
+ok = not bad and set(h1) == set(h2) and math.isclose(ss, (coef * r2["grad_norm"]) ** 2, rel_tol=1e-5)
+print("tp 2: %d histograms, %d differ from 1 rank (%s); gradient squares %.9g vs (clipped norm)^2 %.9g"
+      % (len(h2), len(bad), bad[:3], ss, (coef * r2["grad_norm"]) ** 2))
+sys.exit(0 if ok else 1)
+PYEOF
+CRC=$?
+sed 's/^/  /' "$SCRATCH/tpcheck.txt"
+check "2 ranks tp 2: every histogram counts its tensor's elements once, as 1 rank" '[ $CRC -eq 0 ]'
 
 for bad in "tensorboard.histogram_interval=-1:tensorboard.histogram_interval" \
     "tensorboard.job_name=a/b:tensorboard.job_name" "csv_monitor.enabled=3:csv_monitor.enabled"; do

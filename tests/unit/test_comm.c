@@ -803,6 +803,41 @@ static void test_groups(int ep, int run_collectives)
     CHECK(!g.world && !g.dp && !g.ep && !g.edp && g.world_size == 0, "groups_free clears the struct");
 }
 
+/* The tensor-parallel layout (docs/parallel.md): every group's members, in
+ * group-rank order, are the ranks the formulas give, r = tp_rank + tp
+ * (ep_rank + ep edp_rank); each rank checks its own groups, so together
+ * they check the world-wide partition. */
+static void test_groups_tp(int tp, int ep)
+{
+    const int rank = parallel_rank(), size = parallel_size();
+    groups_t g;
+    groups_create_tp(&g, tp, ep, 4);
+    const int tr = rank % tp, er = rank / tp % ep, xr = rank / (tp * ep);
+    CHECK(g.tp_rank == tr && g.tp_size == tp && g.dp_rank == rank / tp && g.dp_size == size / tp &&
+              g.ep_rank == er && g.ep_size == ep && g.edp_rank == xr && g.edp_size == size / (tp * ep),
+          "tp %d ep %d: ranks and sizes by formula", tp, ep);
+    int32_t *mt = members(g.tp, rank), *md = members(g.dp, rank), *me = members(g.ep, rank),
+            *mx = members(g.edp, rank);
+    int bad = 0;
+    for (int i = 0; i < tp; i++)
+        bad += mt[i] != rank - tr + i; /* consecutive */
+    for (int i = 0; i < size / tp; i++)
+        bad += md[i] != tr + tp * i; /* same tp_rank */
+    for (int i = 0; i < ep; i++)
+        bad += me[i] != tr + tp * (i + ep * xr); /* same tp_rank and edp_rank */
+    for (int i = 0; i < size / (tp * ep); i++)
+        bad += mx[i] != tr + tp * (er + ep * i); /* same tp_rank and ep_rank */
+    CHECK(bad == 0, "tp %d ep %d: %d members off the formula", tp, ep, bad);
+    if (rank == 0)
+        printf("checked groups tp=%d ep=%d world=%d: tp consecutive, dp = same tp_rank, ep = same tp_rank and "
+               "edp_rank, edp = same tp_rank and ep_rank, by formula\n", tp, ep, size);
+    free(mt);
+    free(md);
+    free(me);
+    free(mx);
+    groups_free(&g);
+}
+
 /* ---- error modes ------------------------------------------------------- */
 
 static int overflow(const char *kind)
@@ -860,6 +895,10 @@ int main(int argc, char **argv)
     for (int ep = 1; ep <= 4; ep *= 2)
         if (size % ep == 0)
             test_groups(ep, ep == 2);
+    for (int tp = 1; tp <= size; tp *= 2)
+        for (int ep = 1; tp * ep <= size; ep *= 2)
+            if (size % (tp * ep) == 0)
+                test_groups_tp(tp, ep);
 
     long long total = failures;
     comm_allreduce(comm_world(), &total, 1, COMM_I64, COMM_SUM);

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Tensor-parallel layouts that cannot be built, and the features tensor
+# parallelism refuses: `fabula train --dry-run` exits 2 with one message
+# naming the key and the numbers (docs/parallel.md). Layouts that fit pass.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+TP=parallel.tensor_parallel_size
+
+# expect_usage NAME KEY NEEDLE NP ARGS...: exit 2, stderr names KEY and
+# holds NEEDLE, exactly one "fabula: error:" line
+expect_usage() {
+    name=$1; key=$2; needle=$3; np=$4; shift 4
+    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$np" "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
+        "$@") >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
+    rc=$?
+    check "$name: exit 2 naming $key and '$needle', one message" \
+        '[ $rc -eq 2 ] && grep -qF "$key" "$SCRATCH/err.txt" && grep -qF -- "$needle" "$SCRATCH/err.txt" &&
+         [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ]'
+    [ "$rc" -eq 2 ] && [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ] ||
+        { echo "  exit $rc, stderr:"; sed 's/^/  | /' "$SCRATCH/err.txt"; }
+}
+# what a tensor-parallel run must set today
+OK="--set checkpoint.save_interval=-1 --set run.resume=\"none\""
+
+expect_usage "world 3, tp 2" $TP "world size (3 ranks)" 3 $OK --set $TP=2
+expect_usage "tp 0" $TP "positive integer" 1 $OK --set $TP=0
+expect_usage "3 heads, tp 2" $TP "model.num_attention_heads = 3" 2 $OK --set $TP=2 \
+    --set model.hidden_size=96 --set model.num_attention_heads=3 --set model.num_key_value_heads=3
+expect_usage "2 kv heads, tp 4" $TP "model.num_key_value_heads = 2" 4 $OK --set $TP=4
+expect_usage "intermediate 130, tp 4" $TP "model.intermediate_size = 130" 4 $OK --set $TP=4 \
+    --set model.num_key_value_heads=4 --set model.intermediate_size=130
+expect_usage "world 4, tp 2, ep 4" parallel.expert_parallel_size "/ $TP = 2, i.e. of 2" 4 $OK --set $TP=2 \
+    --set parallel.expert_parallel_size=4
+expect_usage "autotp_size 2 against tensor_parallel_size 4" tensor_parallel.autotp_size "value of $TP (4)" 4 $OK \
+    --set $TP=4 --set tensor_parallel.autotp_size=2 --set model.num_key_value_heads=4
+expect_usage "autotp_size 4 on 2 ranks" tensor_parallel.autotp_size "world size (2 ranks)" 2 $OK \
+    --set tensor_parallel.autotp_size=4 --set model.num_key_value_heads=4
+expect_usage "vocab 274, tp 4" $TP "model.vocab_size = 274" 4 $OK --set $TP=4 --set model.num_key_value_heads=4 \
+    --set model.vocab_size=274
+expect_usage "tp 2, checkpoints" checkpoint.save_interval "-1 (no checkpoints)" 2 --set 'run.resume="none"' \
+    --set $TP=2
+expect_usage "tp 2, resume auto" run.resume "\"none\"" 2 --set checkpoint.save_interval=-1 --set $TP=2
+expect_usage "tp 2, bf16" bf16.enabled "$TP = 2" 2 $OK --set $TP=2 --set bf16.enabled=true
+expect_usage "tp 2, expert dropout" model.expert_dropout "$TP = 2" 2 $OK --set $TP=2 --set model.expert_dropout=0.1
+
+# Layouts that fit: the dry run accepts them (DeepSpeed's autotp_size too),
+# and the batch identity counts world / tp data-parallel ranks.
+for layout in "2 2 1" "4 2 2" "4 4 1"; do
+    set -- $layout
+    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$1" "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
+        $OK --set $TP=$2 --set parallel.expert_parallel_size=$3 --set model.num_key_value_heads=4 \
+        --set train_batch_size=$((2 * $1 / $2)) --set train_micro_batch_size_per_gpu=2) >"$SCRATCH/out.txt" 2>&1
+    rc=$?
+    check "world $1, tp $2, ep $3 accepted (batch 2 x $(($1 / $2)) dp ranks)" '[ $rc -eq 0 ]'
+    [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
+done
+(cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" $OK \
+    --set tensor_parallel.autotp_size=2) >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "DeepSpeed tensor_parallel.autotp_size 2 accepted on 2 ranks" '[ $rc -eq 0 ]'
+finish
