@@ -4,7 +4,7 @@
 # step records of "none" bit for bit (every loss part, the gradient norm,
 # the tokens per expert and per genre, the drops in all and per layer), on
 # 1 rank (with expert dropout, and with 16-bit activations of run.backend
-# cpu16), 2 ranks ZeRO 3, and 2 ranks with expert parallelism 2 and ZeRO 3
+# cpu16), 2 ranks ZeRO 3, 2 ranks tensor-parallel (tp 2), and 2 ranks with expert parallelism 2 and ZeRO 3
 # whose micro-batches 2 and 3 are empty (the idle ranks' exchanges of the
 # recomputed forward must line up, or the run hangs and the timeout fails
 # it). The memory line's activation figure drops by what docs/model.md says
@@ -95,6 +95,11 @@ modes np2-ep2 2 --set data.max_tokens_per_batch=256 --set parallel.expert_parall
     --set gradient_accumulation_steps=3
 same np2-ep2 "2 ranks, ep 2, ZeRO 3, empty micro-batches"
 check "2 ranks, ep 2: the activations drop as docs/model.md says" "memory np2-ep2 4 2 256"
+
+# tensor parallelism: the recomputed forward repeats the tp sums of its
+# row-parallel blocks on every tp rank (and reuses the scratch they use)
+modes np2-tp2 2 --set parallel.tensor_parallel_size=2 --set checkpoint.save_interval=-1 --set 'run.resume="none"'
+same np2-tp2 "2 ranks, tp 2"
 
 # bad values: exit 2, one message naming the key
 bad() {
