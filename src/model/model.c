@@ -350,18 +350,41 @@ void model_grads_release(model_t *m, int block)
 
 /* The sizing pass alone, on a model that holds only what carve_buffers
  * reads: the shapes, the ep size and an op table's element size. */
-size_t model_arena_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
+void model_config_tp_local(const model_config_t *full, int tp, model_config_t *local)
+{
+    *local = *full;
+    local->num_attention_heads /= tp;
+    local->num_key_value_heads /= tp;
+    local->intermediate_size /= tp;
+    local->vocab_size /= tp;
+}
+
+/* The shapes of one tp rank of `full` (model_create_tp and the sizing
+ * below): its heads, FFN columns and vocabulary rows; the head dimension
+ * is the full model's. */
+static void set_shapes(model_t *m, const model_config_t *full, int tp)
+{
+    FB_ASSERT(tp >= 1 && full->num_attention_heads % tp == 0 && full->num_key_value_heads % tp == 0 &&
+              full->intermediate_size % tp == 0 && full->vocab_size % tp == 0);
+    m->full = *full;
+    m->tp_size = tp;
+    m->hd = full->hidden_size / full->num_attention_heads;
+    model_config_tp_local(full, tp, &m->mc);
+    m->qdim = m->hd * m->mc.num_attention_heads;
+    m->kvdim = m->hd * m->mc.num_key_value_heads;
+}
+
+/* The sizing pass alone, on a model that holds only what carve_buffers
+ * reads: the shapes, the ep size and an op table's element size. */
+size_t model_arena_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size, int tp_size)
 {
     ops_t o;
     memset(&o, 0, sizeof o);
     o.act_bytes = act_bytes;
     model_t *m = fb_calloc(1, sizeof *m);
-    m->mc = *mc;
+    set_shapes(m, mc, tp_size);
     m->ops = &o;
     m->max_tokens = max_tokens;
-    m->hd = mc->hidden_size / mc->num_attention_heads;
-    m->qdim = m->hd * mc->num_attention_heads;
-    m->kvdim = m->hd * mc->num_key_value_heads;
     m->ep_size = ep_size;
     m->acts = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->acts);
     carve_buffers(m);
@@ -371,10 +394,20 @@ size_t model_arena_bytes(const model_config_t *mc, size_t act_bytes, int max_tok
     return bytes;
 }
 
-size_t model_activation_bytes_for(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
+/* The tensor-parallel embedding's three token maps on the device
+ * (model_create_tp). */
+static size_t tp_device_bytes(int max_tokens, int tp_size)
 {
-    return model_arena_bytes(mc, act_bytes, max_tokens, ep_size) +
-           model_ep_buffer_bytes(mc, act_bytes, max_tokens, ep_size);
+    return tp_size > 1 ? 3 * (size_t)max_tokens * sizeof(int32_t) : 0;
+}
+
+size_t model_activation_bytes_for(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                  int tp_size)
+{
+    model_config_t local;
+    model_config_tp_local(mc, tp_size, &local);
+    return model_arena_bytes(mc, act_bytes, max_tokens, ep_size, tp_size) +
+           model_ep_buffer_bytes(&local, act_bytes, max_tokens, ep_size) + tp_device_bytes(max_tokens, tp_size);
 }
 
 model_t *model_create(const model_config_t *mc, const ops_t *ops, int max_tokens)
@@ -396,23 +429,12 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
                          comm_t *tp)
 {
     model_t *m = fb_calloc(1, sizeof *m);
-    m->full = *mc;
-    m->mc = *mc;
+    /* from here on m->mc holds this tp rank's share of the shapes */
+    set_shapes(m, mc, tp ? comm_size(tp) : 1);
     m->ops = ops;
     m->max_tokens = max_tokens;
-    m->tp_size = tp ? comm_size(tp) : 1;
     m->tp_rank = tp ? comm_rank(tp) : 0;
     m->tp = m->tp_size > 1 ? tp : NULL;
-    FB_ASSERT(mc->num_attention_heads % m->tp_size == 0 && mc->num_key_value_heads % m->tp_size == 0 &&
-              mc->intermediate_size % m->tp_size == 0 && mc->vocab_size % m->tp_size == 0);
-    m->hd = mc->hidden_size / mc->num_attention_heads;
-    /* from here on the shapes are this tp rank's share */
-    m->mc.num_attention_heads /= m->tp_size;
-    m->mc.num_key_value_heads /= m->tp_size;
-    m->mc.intermediate_size /= m->tp_size;
-    m->mc.vocab_size /= m->tp_size;
-    m->qdim = m->hd * m->mc.num_attention_heads;
-    m->kvdim = m->hd * m->mc.num_key_value_heads;
     m->ep_size = ep ? comm_size(ep) : 1;
     m->ep_rank = ep ? comm_rank(ep) : 0;
     m->ep = m->ep_size > 1 ? ep : NULL;
@@ -470,12 +492,12 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
         m->tp_htoken_rows = fb_calloc(T, sizeof(int32_t));
         m->tp_hlogits = fb_calloc(T * (size_t)m->mc.vocab_size, sizeof(float));
         m->tp_hred = fb_calloc(3 * T, sizeof(double));
-        m->alloc_bytes += 3 * T * sizeof(int32_t);
+        m->alloc_bytes += tp_device_bytes(max_tokens, m->tp_size);
     }
     /* what `fabula plan memory` predicts for this model must be what it
-     * holds (its tensor-parallel prediction is its own, docs/plan.md) */
-    FB_ASSERT(m->tp_size > 1 ||
-              m->alloc_bytes == model_activation_bytes_for(mc, ops->act_bytes, max_tokens, m->ep_size));
+     * holds */
+    FB_ASSERT(m->alloc_bytes ==
+              model_activation_bytes_for(&m->full, ops->act_bytes, max_tokens, m->ep_size, m->tp_size));
     return m;
 }
 

@@ -1,10 +1,10 @@
 /* Per-rank memory of a layout (docs/plan.md, "Memory").
  *
- * The layouts `fabula train` runs today (tp = pp = 1, no sequence
- * parallelism; any model.recompute) are sized by the very functions train's
+ * The layouts `fabula train` runs today (pp = 1, no sequence parallelism;
+ * any tp, model.recompute) are sized by the very functions train's
  * objects are built from: zero_memory_of for the ZeRO states and workspaces,
  * model_arena_bytes and model_ep_buffer_bytes for the activations, so the
- * figures equal train's start-up "memory bytes:" line. Tensor and pipeline
+ * figures equal train's start-up "memory bytes:" line. Pipeline
  * parallelism and sequence parallelism (and recomputation with them) are
  * applied to fabula's own buffers by Megatron's rules: predictions of that
  * implementation until issue 17 lands. */
@@ -164,6 +164,16 @@ static void fill_states(const config_t *cfg, const plan_layout_t *lay, const zer
     o->weight_copy = lay->act_bytes != 4 ? (shape[0].numel + shape[1].numel) * (size_t)lay->act_bytes : 0;
 }
 
+int plan_memory_exact(const config_t *cfg, const plan_layout_t *lay)
+{
+    /* what train's tensor parallelism splits without replicating (kv
+     * heads below tp it refuses; Megatron replicates them) */
+    const model_config_t *mc = &cfg->model;
+    const int tp = lay->tp;
+    return lay->pp == 1 && !lay->sequence_parallel && mc->num_attention_heads % tp == 0 &&
+           mc->num_key_value_heads % tp == 0 && mc->intermediate_size % tp == 0 && mc->vocab_size % tp == 0;
+}
+
 static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const param_table_t *t, int stage,
                        plan_memory_t *o)
 {
@@ -171,7 +181,7 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     memset(o, 0, sizeof *o);
     o->stage = stage;
     zero_group_shape_t shape[PARAM_NGROUPS];
-    const int plain = lay->tp == 1 && lay->pp == 1 && !lay->sequence_parallel;
+    const int plain = plan_memory_exact(cfg, lay);
     if (plain) {
         for (int g = 0; g < PARAM_NGROUPS; g++)
             zero_group_shape_of(t, g, &shape[g]);
@@ -182,12 +192,17 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     const int L = mc->num_hidden_layers;
     if (plain) {
         /* the layout's recomputation, which may differ from the config's */
-        model_config_t rc = *mc;
+        model_config_t rc = *mc, local;
         rc.recompute = (int)lay->recompute;
-        o->activations = model_arena_bytes(&rc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
-        o->moe_buffers = model_ep_buffer_bytes(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
+        model_config_tp_local(mc, lay->tp, &local);
+        o->moe_buffers = model_ep_buffer_bytes(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
+        /* the arena and the tensor-parallel token maps: train's
+         * activations less the expert-parallel buffers */
+        o->activations =
+            model_activation_bytes_for(&rc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep, lay->tp) -
+            o->moe_buffers;
         o->moe_buffers_capacity =
-            model_ep_buffer_bytes_at_capacity(mc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
+            model_ep_buffer_bytes_at_capacity(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
         o->inflight_microbatches = 1;
         o->activations_peak = o->activations;
     } else {
@@ -232,7 +247,9 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
 void plan_memory(const config_t *cfg, const plan_layout_t *lay, plan_memory_t *out)
 {
     param_table_t t;
-    param_table_build_ep(&t, &cfg->model, lay->ep, 0);
+    /* the exact layouts size tp rank 0's own tensors; the predictions
+     * split the whole model's themselves */
+    param_table_build_tp(&t, &cfg->model, lay->ep, 0, plan_memory_exact(cfg, lay) ? lay->tp : 1, 0);
     plan_stage(cfg, lay, &t, 0, out);
     for (int s = 1; s < lay->pp; s++) {
         plan_memory_t m;

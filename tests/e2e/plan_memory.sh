@@ -2,7 +2,8 @@
 # fabula plan memory (docs/plan.md, "Memory"): for every layout the suite
 # trains (1, 2, 4 ranks x ZeRO 0-3, optimizer and parameter offload, expert
 # parallelism 2 on the MoE model, 16-bit activations of run.backend cpu16,
-# model.recompute selective and full, and a layout's recompute=full)
+# model.recompute selective and full, a layout's recompute=full, and tensor
+# parallelism 2 with dp 2, ep 2 ZeRO 3 and full recomputation)
 # train's start-up "memory bytes:" line equals `plan memory --world N` field
 # by field, and the peak RSS of the run (the step records'
 # ranks.rss_max_bytes) is within 10% of the plan's total plus the process
@@ -102,6 +103,14 @@ same np2-z1-cpu16 2 $BIG --set run.backend=cpu16 --set zero_optimization.stage=1
 same np1-z0-full 1 $BIG --set zero_optimization.stage=0 --set model.recompute=full
 same np2-ep2-sel 2 $BIG --set parallel.expert_parallel_size=2 --set model.recompute=selective
 same np2-z3-full-cpu16 2 $MID --set zero_optimization.stage=3 --set model.recompute=full --set run.backend=cpu16
+# tensor parallelism: each tp rank's slices of the weights (ZeRO shards them
+# over the dp ranks), its heads' and FFN columns' activations, the
+# vocabulary-parallel logits and the embedding's token maps
+TP2="--set parallel.tensor_parallel_size=2 --set run.resume=\"none\" --set checkpoint.save_interval=-1"
+same np2-tp2 2 $BIG $TP2
+same np4-dp2-tp2-z1 4 $BIG $TP2 --set zero_optimization.stage=1
+same np4-tp2-ep2-z3 4 $MID $TP2 --set parallel.expert_parallel_size=2 --set zero_optimization.stage=3
+same np2-tp2-full 2 $BIG $TP2 --set model.recompute=full
 # a layout's recompute part stands for model.recompute: --layout dp=1,recompute=full
 # of a config without it gives the line train printed with model.recompute=full
 (cd "$FB_SRCDIR" && "$FABULA" plan memory --layout dp=1,zero=0,recompute=full --json $COMMON \
