@@ -17,6 +17,7 @@
 #include "io/rundir.h"
 #include "kernels_info.h"
 #include "model/model.h"
+#include "model/stages.h"
 #include "monitor/counters.h"
 #include "monitor/phase.h"
 #include "monitor/timer.h"
@@ -329,6 +330,19 @@ static void print_setup(const trainer_t *tr)
                "routers replicated\n",
                tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
                param_table_total(t) / 1e6, tr->groups.tp_size);
+    if (tr->groups.pp_size > 1) {
+        const int pp = tr->groups.pp_size;
+        int first[PARALLEL_MAX_STAGES + 1];
+        model_stage_split(&cfg->model, pp, cfg->parallel.pipeline_layers, first);
+        printf("fabula: layout: pp %d x tp %d x ep %d x dp %d (docs/parallel.md), 1F1B over %d micro-batches a "
+               "step:", pp, tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
+               tr->plan.nmicro);
+        for (int s = 0; s < pp; s++)
+            printf("%s stage %d layers %d-%d", s ? "," : "", s, first[s], first[s + 1] - 1);
+        printf(" (the embedding on stage 0, the head and the loss on stage %d; stage s keeps the activations of "
+               "pp - s micro-batches in flight); the counts above and below are stage 0's (activations: one "
+               "micro-batch's)\n", pp - 1);
+    }
     zero_memory_t mem = zero_memory(tr->zero);
     printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "
            "optimizer state %.2f MiB%s, workspaces %.2f MiB, activations %.2f MiB\n",
