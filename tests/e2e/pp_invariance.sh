@@ -103,6 +103,27 @@ check "reference run (1 rank, MoE, empty micro-batches)" \
 train 4 sparse-pp4 $SPARSE --set $PP=4
 check "MoE, pp 4, empty micro-batches: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare sparse-ref sparse-pp4 $SAME"
+# The balanced split (docs/parallel.md): 6 dense layers, 3 stages and a
+# vocabulary of 2048 rows, whose embedding and head (V D each) outweigh a
+# layer: the printed split's largest stage cost must be the smallest over all
+# contiguous splits, found here by enumerating them (the equal split 2-2-2
+# is not: 1-4-1 is)
+STEPS=1
+train 3 split-pp3 $DENSE --set model.num_hidden_layers=6 --set model.vocab_size=2048 --set $PP=3
+check "pp 3 of 6 layers, vocabulary 2048: the default split minimises the largest stage cost" \
+    '[ $RC -eq 0 ] && "$PY" - "$SCRATCH/split-pp3.out" <<PYEOF
+import itertools, re, sys
+m = re.search(r"stage 0 layers 0-(\\d+), stage 1 layers \\d+-(\\d+), stage 2 layers \\d+-5", open(sys.argv[1]).read())
+assert m, "no layout line"
+D, I, V, H, KV = 64, 128, 2048, 4, 2
+cost = [D * (D // H) * (2 * H + 2 * KV) + 3 * D * I] * 6
+def worst(a, b):
+    return max(sum(cost[:a]) + V * D, sum(cost[a:b]), sum(cost[b:]) + V * D)
+best = min(worst(a, b) for a, b in itertools.combinations(range(1, 6), 2))
+got = worst(int(m.group(1)) + 1, int(m.group(2)) + 1)
+print("split", m.group(0), "largest cost", got, "best", best, "equal split", worst(2, 4))
+sys.exit(0 if got == best else 1)
+PYEOF'
 check "the start-up line and the bubble line show the pipeline" \
     'grep -q "pp 4" "$SCRATCH/moe-pp4.out" && grep -q "fabula: pipeline: 4 stages x 4 micro-batches" "$SCRATCH/moe-pp4.out"'
 finish
