@@ -440,6 +440,60 @@ static void test_bcast(comm_t *c)
             "non-blocking");
 }
 
+/* ---- point to point ----------------------------------------------------- */
+
+/* A ring: every rank sends n i32 to the next rank and receives from the
+ * previous one, two messages of different tags in flight at once (received
+ * in the opposite order); the received values come from the sender's rank
+ * by formula, the element past them untouched. */
+static void p2p_case(comm_t *c, size_t n)
+{
+    const int r = comm_rank(c), P = comm_size(c), next = (r + 1) % P, prev = (r + P - 1) % P;
+    int32_t *a = fb_calloc(n + 1, sizeof *a), *b = fb_calloc(n + 1, sizeof *b);
+    int32_t *ra = fb_calloc(n + 1, sizeof *ra), *rb = fb_calloc(n + 1, sizeof *rb);
+    for (size_t k = 0; k < n; k++) {
+        a[k] = (int32_t)(r * 100003 + (int)k);
+        b[k] = -(int32_t)(r * 7 + (int)k);
+    }
+    ra[n] = rb[n] = 77;
+    comm_request_t *qa = comm_isend(c, a, n, COMM_I32, next, 2);
+    comm_request_t *qb = comm_isend(c, b, n, COMM_I32, next, 3);
+    comm_recv(c, rb, n, COMM_I32, prev, 3);
+    comm_recv(c, ra, n, COMM_I32, prev, 2);
+    comm_wait(&qa);
+    comm_wait(&qb);
+    size_t bad = 0;
+    for (size_t k = 0; k < n; k++)
+        bad += ra[k] != (int32_t)(prev * 100003 + (int)k) || rb[k] != -(int32_t)(prev * 7 + (int)k);
+    CHECK(bad == 0 && ra[n] == 77 && rb[n] == 77 && !qa && !qb, "send/recv %zu i32 (limit %zu): %zu wrong", n,
+          comm_max_count(), bad);
+    free(a);
+    free(b);
+    free(ra);
+    free(rb);
+}
+
+static void test_p2p(comm_t *c)
+{
+    if (comm_size(c) < 2)
+        return;
+    comm_stats_reset(c);
+    p2p_case(c, 0);
+    p2p_case(c, 5);
+    p2p_case(c, (size_t)1 << 20);
+    comm_set_max_count(1000);
+    p2p_case(c, 5003);
+    comm_set_max_count(0);
+    const comm_stats_t *s = comm_stats(c, COMM_KIND_SEND), *q = comm_stats(c, COMM_KIND_RECV);
+    const uint64_t bytes = 2 * 4 * (uint64_t)(5 + ((size_t)1 << 20) + 5003);
+    CHECK(s->calls == 8 && q->calls == 8 && s->bytes == bytes && q->bytes == bytes,
+          "send/recv statistics: %llu/%llu calls, %llu/%llu bytes, expected 8 and %llu",
+          (unsigned long long)s->calls, (unsigned long long)q->calls, (unsigned long long)s->bytes,
+          (unsigned long long)q->bytes, (unsigned long long)bytes);
+    said(c, "isend/recv around the ring: 0, 5, 1 Mi and 5003 i32 (pieces of 1000), two tags in flight; "
+            "statistics", "");
+}
+
 /* ---- exscan ------------------------------------------------------------ */
 
 static void exscan_case(comm_t *c, size_t n)
@@ -696,6 +750,7 @@ static void test_collectives(comm_t *c)
     test_alltoallv(c);
     test_alltoall(c);
     test_bcast(c);
+    test_p2p(c);
     test_exscan(c);
     test_gather_bytes(c);
     test_barrier(c);
