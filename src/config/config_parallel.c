@@ -104,6 +104,9 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
     const int tp = cfg->parallel.tensor_parallel_size, pp = cfg->parallel.pipeline_parallel_size;
     if (world_size / tp / pp % ep != 0 && tp == 1 && pp == 1)
         cj_invalid(c, EP, "a divisor of the world size (%d ranks)", world_size);
+    else if (world_size / tp / pp % ep != 0 && pp == 1)
+        cj_invalid(c, EP, "a divisor of the world size (%d ranks) / " TP " = %d, i.e. of %d", world_size, tp,
+                   world_size / tp);
     else if (world_size / tp / pp % ep != 0)
         cj_invalid(c, EP, "a divisor of the world size (%d ranks) / (" TP " = %d x " PP " = %d), i.e. of %d",
                    world_size, tp, pp, world_size / tp / pp);
