@@ -881,6 +881,40 @@ static int overflow(const char *kind)
     return 1;
 }
 
+/* pp stages outermost (docs/parallel.md): with S = world / pp, rank r is
+ * stage r / S; its pp group holds the ranks r % S + i S, its dp group the
+ * S ranks of its stage (tp 1), its ep group ep consecutive ranks inside the
+ * stage; the members gathered and compared with those formulas. */
+static void test_pipeline_groups(int pp, int ep)
+{
+    const int rank = parallel_rank(), size = parallel_size(), S = size / pp, q = rank % S;
+    groups_t g;
+    groups_create_pp(&g, pp, 1, ep, 4);
+    CHECK(g.pp_rank == rank / S && g.pp_size == pp && g.dp_rank == q && g.dp_size == S && g.ep_rank == q % ep &&
+              g.edp_rank == q / ep && g.edp_size == S / ep,
+          "pp %d ep %d: pp %d/%d dp %d/%d ep %d edp %d/%d", pp, ep, g.pp_rank, g.pp_size, g.dp_rank, g.dp_size,
+          g.ep_rank, g.edp_rank, g.edp_size);
+    int32_t *mp = members(g.pp, rank), *md = members(g.dp, rank), *me = members(g.ep, rank), *mx = members(g.edp, rank);
+    int bad = comm_size(g.pp) != pp || comm_size(g.dp) != S || comm_size(g.ep) != ep || comm_size(g.edp) != S / ep;
+    for (int i = 0; i < pp && !bad; i++)
+        bad += mp[i] != q + i * S;
+    for (int i = 0; i < S && !bad; i++)
+        bad += md[i] != rank - q + i;
+    for (int i = 0; i < ep && !bad; i++)
+        bad += me[i] != rank - q % ep + i;
+    for (int i = 0; i < S / ep && !bad; i++)
+        bad += mx[i] != rank - q + q % ep + i * ep;
+    CHECK(bad == 0, "pp %d ep %d: group members of rank %d", pp, ep, rank);
+    if (rank == 0)
+        printf("checked groups pp=%d ep=%d world=%d: pp = the ranks of equal position in each stage, dp, ep and "
+               "edp inside the stage, by formula\n", pp, ep, size);
+    free(mp);
+    free(md);
+    free(me);
+    free(mx);
+    groups_free(&g);
+}
+
 int main(int argc, char **argv)
 {
     parallel_init(&argc, &argv);
@@ -906,6 +940,10 @@ int main(int argc, char **argv)
     for (int ep = 1; ep <= 4; ep *= 2)
         if (size % ep == 0)
             test_groups(ep, ep == 2);
+    for (int pp = 2; pp <= size; pp *= 2)
+        for (int ep = 1; ep <= size / pp; ep *= 2)
+            if (size % (pp * ep) == 0)
+                test_pipeline_groups(pp, ep);
 
     long long total = failures;
     comm_allreduce(comm_world(), &total, 1, COMM_I64, COMM_SUM);
