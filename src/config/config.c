@@ -184,9 +184,10 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     config_read_tboard(&c, cfg);
     config_read_model(&c, cfg);
     config_read_data(&c, cfg);
-    /* DeepSpeed's batch identity counts data-parallel ranks: world / tp */
+    /* DeepSpeed's batch identity counts data-parallel ranks: world / (tp pp) */
     const int tp = config_read_tensor_parallel(&c, cfg, world_size);
-    config_read_batch(&c, cfg, world_size / tp);
+    const int pp = config_read_pipeline_parallel(&c, cfg, world_size);
+    config_read_batch(&c, cfg, world_size / tp / pp);
     config_read_loader(&c, cfg);
     config_read_optimizer(&c, cfg);
     config_read_scheduler(&c, cfg, linked);
@@ -196,6 +197,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     config_read_monitor(&c, cfg, world_size);
     config_read_compat(&c);
     config_check_tensor_parallel(&c, cfg);
+    config_check_pipeline_parallel(&c, cfg);
     if (cj_nerrors(&c) == 0)
         config_check_memory(&c, cfg, world_size);
 

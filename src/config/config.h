@@ -132,8 +132,13 @@ typedef struct zero_config {
     double allgather_bucket_size;
 } zero_config_t;
 
-/* Process layout (src/parallel/groups.h): world = dp x tp, dp = edp x ep. */
+/* Process layout (src/parallel/groups.h): world = pp x dp x tp, dp = edp x ep. */
+#define PARALLEL_MAX_STAGES 64
 typedef struct parallel_config {
+    int pipeline_parallel_size; /* stages, outermost; divides the world size, at most the layers */
+    /* layers of each stage (parallel.pipeline_layers), summing to
+     * model.num_hidden_layers; all 0: the cost-balanced split (model/pipeline.h) */
+    int pipeline_layers[PARALLEL_MAX_STAGES];
     int tensor_parallel_size;   /* consecutive ranks splitting each layer's matmuls; divides the world size */
     int expert_parallel_size;   /* ranks sharing one MoE layer's experts; divides world size and experts */
     int moe_a2a_chunks;         /* pieces of each MoE token exchange, overlapping the expert compute */

@@ -39,6 +39,11 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
 /* parallel.tensor_parallel_size (after the model, before the batch keys,
  * whose world is the data-parallel world / tp): returns tp (1 when refused). */
 int config_read_tensor_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
+/* parallel.pipeline_parallel_size and .pipeline_layers (after the model and
+ * tp: the stages divide world / tp and split the layers); returns pp. */
+int config_read_pipeline_parallel(cj_ctx_t *c, config_t *cfg, int world_size);
+/* What pipeline-parallel training refuses, by name. */
+void config_check_pipeline_parallel(cj_ctx_t *c, const config_t *cfg);
 /* After every section: the features tensor parallelism refuses by name. */
 void config_check_tensor_parallel(cj_ctx_t *c, const config_t *cfg);
 /* checkpoint.* and run.resume (needs run.run_dir). */

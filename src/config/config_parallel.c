@@ -7,6 +7,8 @@
 
 #define EP "parallel.expert_parallel_size"
 #define TP "parallel.tensor_parallel_size"
+#define PP "parallel.pipeline_parallel_size"
+#define PP_LAYERS "parallel.pipeline_layers"
 
 /* parallel.tensor_parallel_size, or DeepSpeed's tensor_parallel.autotp_size
  * (the same number: the ranks one layer's matmuls are split over); *key is
@@ -98,12 +100,15 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
     }
     if (experts <= 1 && ep > 1)
         cj_invalid(c, EP, "1 for a dense model (model.num_local_experts = %d: no experts to distribute)", experts);
-    const int tp = cfg->parallel.tensor_parallel_size;
-    if (world_size / tp % ep != 0 && tp == 1)
+    const int tp = cfg->parallel.tensor_parallel_size, pp = cfg->parallel.pipeline_parallel_size;
+    if (world_size / tp / pp % ep != 0 && tp == 1 && pp == 1)
         cj_invalid(c, EP, "a divisor of the world size (%d ranks)", world_size);
-    else if (world_size / tp % ep != 0)
+    else if (world_size / tp / pp % ep != 0 && pp == 1)
         cj_invalid(c, EP, "a divisor of the world size (%d ranks) / " TP " = %d, i.e. of %d", world_size, tp,
                    world_size / tp);
+    else if (world_size / tp / pp % ep != 0)
+        cj_invalid(c, EP, "a divisor of the world size (%d ranks) / (" TP " = %d x " PP " = %d), i.e. of %d",
+                   world_size, tp, pp, world_size / tp / pp);
     if (experts > 1 && experts % ep != 0)
         cj_invalid(c, EP, "a divisor of model.num_local_experts = %d", experts);
     cfg->parallel.expert_parallel_size = ep;
@@ -111,13 +116,102 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
     if (chunks < 1 || chunks > 64)
         cj_invalid(c, "parallel.moe_a2a_chunks", "an integer from 1 to 64");
     cfg->parallel.moe_a2a_chunks = chunks;
-    /* Pipeline and sequence parallelism are planned (`fabula plan memory
-     * --layout`) but not trained yet (issue 17): a config asking for them is
-     * refused by name rather than run as plain data parallelism. */
-    if (cj_int(c, "parallel.pipeline_parallel_size", 1) != 1)
-        cj_invalid(c, "parallel.pipeline_parallel_size", "1 (pipeline parallelism is not implemented yet; `fabula "
-                                                         "plan memory --layout dp=..,pp=..` predicts its memory)");
+    /* Sequence parallelism is planned (`fabula plan memory --layout`) but
+     * not trained yet (issue 17): a config asking for it is refused by name
+     * rather than run as plain data parallelism. */
     if (cj_bool(c, "parallel.sequence_parallel", 0))
         cj_invalid(c, "parallel.sequence_parallel", "false (sequence parallelism is not implemented yet; `fabula "
                                                     "plan memory --layout ..,sp` predicts it)");
+}
+
+/* parallel.pipeline_layers: an array of pp positive integers summing to
+ * the layers, read by hand (the getters read fixed-length number arrays). */
+static void read_pipeline_layers(cj_ctx_t *c, config_t *cfg, int pp)
+{
+    if (!cj_strs_has(&c->known, PP_LAYERS))
+        cj_strs_push(&c->known, PP_LAYERS);
+    json_t *arr = cj_lookup(c, c->root, PP_LAYERS);
+    if (!arr || json_is_null(arr) || cj_is_auto(arr))
+        return;
+    const int L = cfg->model.num_hidden_layers;
+    int sum = 0, ok = json_is_array(arr) && json_array_size(arr) == (size_t)pp;
+    for (size_t i = 0; ok && i < json_array_size(arr); i++) {
+        json_t *v = json_array_get(arr, i);
+        ok = json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) <= L;
+        if (ok) {
+            cfg->parallel.pipeline_layers[i] = (int)json_integer_value(v);
+            sum += cfg->parallel.pipeline_layers[i];
+        }
+    }
+    if (!ok || sum != L) {
+        cj_invalid(c, PP_LAYERS, "an array of " PP " = %d positive integers, the layers of each stage, summing to "
+                                 "model.num_hidden_layers = %d", pp, L);
+        memset(cfg->parallel.pipeline_layers, 0, sizeof cfg->parallel.pipeline_layers);
+    }
+}
+
+int config_read_pipeline_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
+{
+    cj_section(c, "parallel");
+    const int pp = cj_int(c, PP, 1), tp = cfg->parallel.tensor_parallel_size;
+    const int L = cfg->model.num_hidden_layers;
+    int ok = 1;
+    if (pp < 1 || pp > PARALLEL_MAX_STAGES) {
+        cj_invalid(c, PP, "an integer from 1 to %d", PARALLEL_MAX_STAGES);
+        ok = 0;
+    } else if (world_size % (pp * tp) != 0 && tp == 1) {
+        cj_invalid(c, PP, "a divisor of the world size (%d ranks)", world_size);
+        ok = 0;
+    } else if (world_size % (pp * tp) != 0) {
+        cj_invalid(c, PP, "a divisor of the world size (%d ranks) / " TP " = %d", world_size, tp);
+        ok = 0;
+    } else if (pp > L) {
+        cj_invalid(c, PP, "at most model.num_hidden_layers = %d (each stage holds at least one layer)", L);
+        ok = 0;
+    }
+    cfg->parallel.pipeline_parallel_size = ok ? pp : 1;
+    memset(cfg->parallel.pipeline_layers, 0, sizeof cfg->parallel.pipeline_layers);
+    if (ok && pp > 1)
+        read_pipeline_layers(c, cfg, pp);
+    else if (cj_given(c, c->root, PP_LAYERS) && ok) {
+        cj_strs_push(&c->known, PP_LAYERS);
+        cj_invalid(c, PP_LAYERS, "unset without pipeline parallelism (" PP " = 1)");
+    }
+    /* interleaved (virtual) stages are not implemented: one chunk a stage */
+    if (cj_int(c, "parallel.virtual_pipeline_stages", 1) != 1)
+        cj_invalid(c, "parallel.virtual_pipeline_stages", "1 (the interleaved 1F1B schedule is not implemented: "
+                                                          "each stage holds one contiguous run of layers)");
+    return cfg->parallel.pipeline_parallel_size;
+}
+
+/* What pipeline-parallel training does not do yet, refused by name. */
+void config_check_pipeline_parallel(cj_ctx_t *c, const config_t *cfg)
+{
+    const int pp = cfg->parallel.pipeline_parallel_size;
+    if (pp <= 1)
+        return;
+#define NEED(key, cond, what)                                                                                   \
+    do {                                                                                                        \
+        if (!(cond))                                                                                            \
+            cj_invalid(c, key, what " with " PP " = %d (not implemented for pipeline parallelism yet)", pp);   \
+    } while (0)
+    NEED("checkpoint.save_interval", cfg->checkpoint.save_interval == -1, "-1 (no checkpoints)");
+    NEED("run.resume", !strcmp(cfg->run.resume, "none"), "\"none\"");
+    NEED("run.eval_interval", cfg->run.eval_interval <= 0, "0 (no validation passes)");
+    NEED("model.init_from", !cfg->init_from, "unset (no import)");
+    /* the embedding and the head live on different stages */
+    NEED("model.tie_word_embeddings", !cfg->model.tie_word_embeddings, "false");
+    /* stages 2/3 reduce (and gather) per micro-batch inside the pipeline's
+     * interleaved passes; only 0 and 1 are done and tested */
+    NEED("zero_optimization.stage", cfg->zero.stage <= 1, "0 or 1");
+    /* its first pass needs every stage's forward before any backward */
+    NEED("model.router_aux_loss_scope",
+         cfg->model.router_aux_loss_scope != MODEL_AUX_SCOPE_GLOBAL_BATCH || cfg->model.num_local_experts <= 1,
+         "\"micro_batch\"");
+    NEED("model.expert_dropout", cfg->model.expert_dropout == 0.0, "0");
+    NEED("bf16.enabled", !cfg->bf16_enabled, "false");
+    NEED("fp16.enabled", !cfg->fp16.enabled, "false");
+    /* activations go through host buffers; only the CPU backend is tested */
+    NEED("run.backend", cfg->run.backend == RUN_BACKEND_CPU, "\"cpu\"");
+#undef NEED
 }

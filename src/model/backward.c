@@ -76,11 +76,14 @@ void model_backward(model_t *m)
     /* An empty micro-batch computes nothing but still takes every block's
      * hooks and its layers' ep exchanges: the collectives behind them must
      * line up across ranks. */
-    model_block_begin(m, L + 1, 1);
-    if (!empty)
-        head_backward(m);
-    model_block_end(m, L + 1, 1);
-    for (int l = L - 1; l >= 0; l--) {
+    if (m->last) {
+        model_block_begin(m, L + 1, 1);
+        if (!empty)
+            head_backward(m);
+        model_block_end(m, L + 1, 1);
+    }
+    /* a stage without the head starts from d(output) in m->dx (model_stage_grad) */
+    for (int l = m->layer_hi - 1; l >= m->layer_lo; l--) {
         model_block_begin(m, 1 + l, 1);
         if (empty) {
             /* the recomputed forward's exchanges too, as a rank with tokens issues them */
@@ -92,8 +95,10 @@ void model_backward(model_t *m)
         }
         model_block_end(m, 1 + l, 1);
     }
-    model_block_begin(m, 0, 1);
-    if (!empty)
-        model_embedding_bwd(m);
-    model_block_end(m, 0, 1);
+    if (m->first) {
+        model_block_begin(m, 0, 1);
+        if (!empty)
+            model_embedding_bwd(m);
+        model_block_end(m, 0, 1);
+    }
 }

@@ -59,8 +59,8 @@ static void layer_forward(model_t *m, int l, model_stats_t *stats)
     const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
     layer_acts_t *a = &m->acts[l];
-    const int T = m->T, D = mc->hidden_size, L = mc->num_hidden_layers;
-    fb_act *x_out = l + 1 < L ? m->acts[l + 1].x_in : m->x_final;
+    const int T = m->T, D = mc->hidden_size;
+    fb_act *x_out = l + 1 < m->layer_hi ? m->acts[l + 1].x_in : m->x_final;
     attention_block(m, l);
     o->rmsnorm_fwd(a->h2, a->rstd2, a->x_mid, m->w.layers[l].ln2, T, D, (float)mc->rms_norm_eps);
     o->copy(x_out, a->x_mid, ACT_BYTES(m, (size_t)T * D));
@@ -124,11 +124,13 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     /* An empty micro-batch computes nothing but still takes every block's
      * hooks and its layers' ep exchanges: the collectives behind them must
      * line up across ranks. */
-    model_block_begin(m, 0, 0);
-    if (!empty)
-        model_embedding_fwd(m, in);
-    model_block_end(m, 0, 0);
-    for (int l = 0; l < L; l++) {
+    if (m->first) {
+        model_block_begin(m, 0, 0);
+        if (!empty)
+            model_embedding_fwd(m, in);
+        model_block_end(m, 0, 0);
+    }
+    for (int l = m->layer_lo; l < m->layer_hi; l++) {
         model_block_begin(m, 1 + l, 0);
         if (empty)
             model_moe_idle_forward(m, l);
@@ -136,23 +138,27 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
             layer_forward(m, l, stats);
         model_block_end(m, 1 + l, 0);
     }
-    model_block_begin(m, L + 1, 0);
-    if (!empty)
-        head_forward(m);
-    model_block_end(m, L + 1, 0);
+    if (m->last) {
+        model_block_begin(m, L + 1, 0);
+        if (!empty)
+            head_forward(m);
+        model_block_end(m, L + 1, 0);
+    }
     if (empty)
         return;
 
-    model_cross_entropy(m, in->targets, (float)(model_loss_scale(sc) / sc->lm_denominator));
-
-    double sum = 0.0;
-    for (int t = 0; t < T; t++)
-        sum += m->host_loss[t];
-    long ntargets = 0;
-    for (int t = 0; t < T; t++)
-        ntargets += in->targets[t] >= 0;
-    stats->lm_sum = sum;
-    stats->ntargets = ntargets;
+    if (m->last) {
+        model_cross_entropy(m, in->targets, (float)(model_loss_scale(sc) / sc->lm_denominator));
+        double sum = 0.0;
+        for (int t = 0; t < T; t++)
+            sum += m->host_loss[t];
+        long ntargets = 0;
+        for (int t = 0; t < T; t++)
+            ntargets += in->targets[t] >= 0;
+        stats->lm_sum = sum;
+        stats->ntargets = ntargets;
+    }
+    /* nmoe counts the whole model's MoE layers: the stages' parts sum to the mean */
     if (m->nmoe > 0) {
         stats->aux /= m->nmoe;
         stats->z /= m->nmoe;

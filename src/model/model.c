@@ -122,7 +122,6 @@ static void carve_buffers(model_t *m)
     const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
     const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
     const size_t R = T * K; /* most rows a dispatch can produce */
-    const int L = mc->num_hidden_layers;
     const int own = mc->recompute == MODEL_RECOMPUTE_NONE ? PART_KEPT | PART_SELECTIVE
                     : mc->recompute == MODEL_RECOMPUTE_SELECTIVE ? PART_KEPT : 0;
     const int shared = (PART_KEPT | PART_SELECTIVE) & ~own;
@@ -133,7 +132,8 @@ static void carve_buffers(model_t *m)
     m->cu_seqlens = balloc_i(m, T + 1);
     size_t ffn_max = 0, mask_max = 0;
     int any_moe = 0;
-    for (int l = 0; l < L; l++) {
+    /* a pipeline stage's layers only */
+    for (int l = m->layer_lo; l < m->layer_hi; l++) {
         layer_acts_t *a = &m->acts[l];
         const int moe = model_layer_is_moe(mc, l);
         const size_t rows = ffn_rows_of(m, l), mrows = moe && m->ep_size == 1 ? R : 0;
@@ -144,18 +144,20 @@ static void carve_buffers(model_t *m)
         ffn_max = rows > ffn_max ? rows : ffn_max;
         mask_max = mrows > mask_max ? mrows : mask_max;
     }
-    if (shared && L > 0) {
+    if (shared && m->layer_hi > m->layer_lo) {
         layer_acts_t s;
         memset(&s, 0, sizeof s);
         carve_layer(m, &s, shared, any_moe, ffn_max, mask_max);
-        for (int l = 0; l < L; l++)
+        for (int l = m->layer_lo; l < m->layer_hi; l++)
             share_layer(&m->acts[l], &s, shared);
     }
     m->x_final = balloc_a(m, T * D);
-    m->hf = balloc_a(m, T * D);
-    m->rstdf = balloc_f(m, T);
-    m->logits = balloc_a(m, T * V);
-    m->token_loss = balloc_f(m, T);
+    if (m->last) {
+        m->hf = balloc_a(m, T * D);
+        m->rstdf = balloc_f(m, T);
+        m->logits = balloc_a(m, T * V);
+        m->token_loss = balloc_f(m, T);
+    }
 
     const size_t widest = (size_t)(m->qdim > mc->hidden_size ? m->qdim : mc->hidden_size);
     m->dx = balloc_a(m, T * D);
@@ -185,11 +187,14 @@ static void find_views(model_t *m)
     const model_config_t *mc = &m->mc;
     const param_table_t *t = &m->table;
     char name[128];
-    m->v_embed = find_view(t, "model.embed_tokens.weight");
-    m->v_norm = find_view(t, "model.norm.weight");
-    m->v_head = mc->tie_word_embeddings ? m->v_embed : find_view(t, "lm_head.weight");
+    if (m->first)
+        m->v_embed = find_view(t, "model.embed_tokens.weight");
+    if (m->last) {
+        m->v_norm = find_view(t, "model.norm.weight");
+        m->v_head = mc->tie_word_embeddings ? m->v_embed : find_view(t, "lm_head.weight");
+    }
     m->lv = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->lv);
-    for (int l = 0; l < mc->num_hidden_layers; l++) {
+    for (int l = m->layer_lo; l < m->layer_hi; l++) {
         layer_views_t *lv = &m->lv[l];
 #define FIND(field, suffix)                                                    \
     do {                                                                       \
@@ -383,6 +388,9 @@ size_t model_arena_bytes(const model_config_t *mc, size_t act_bytes, int max_tok
     o.act_bytes = act_bytes;
     model_t *m = fb_calloc(1, sizeof *m);
     set_shapes(m, mc, tp_size);
+    m->layer_lo = 0;
+    m->layer_hi = mc->num_hidden_layers;
+    m->first = m->last = 1;
     m->ops = &o;
     m->max_tokens = max_tokens;
     m->ep_size = ep_size;
@@ -428,7 +436,20 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
 model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
                          comm_t *tp)
 {
+    return model_create_pp(mc, ops, max_tokens, flags, ep, tp, 0, mc->num_hidden_layers);
+}
+
+model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
+                         comm_t *tp, int layer_lo, int layer_hi)
+{
+    FB_ASSERT(layer_lo >= 0 && layer_lo < layer_hi && layer_hi <= mc->num_hidden_layers);
     model_t *m = fb_calloc(1, sizeof *m);
+    m->layer_lo = layer_lo;
+    m->layer_hi = layer_hi;
+    m->first = layer_lo == 0;
+    m->last = layer_hi == mc->num_hidden_layers;
+    /* the head's weight is the embedding's: both on one stage */
+    FB_ASSERT(!mc->tie_word_embeddings || (m->first && m->last));
     /* from here on m->mc holds this tp rank's share of the shapes */
     set_shapes(m, mc, tp ? comm_size(tp) : 1);
     m->ops = ops;
@@ -440,7 +461,7 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
     m->ep = m->ep_size > 1 ? ep : NULL;
     m->ep_host = m->ep;
     m->a2a_chunks = 1;
-    param_table_build_tp(&m->table, mc, m->ep_size, m->ep_rank, m->tp_size, m->tp_rank);
+    param_table_build_pp(&m->table, mc, m->ep_size, m->ep_rank, m->tp_size, m->tp_rank, layer_lo, layer_hi);
     mc = &m->mc;
     for (int g = 0; g < PARAM_NGROUPS; g++) {
         if (!(flags & MODEL_NO_PARAM_BUFFER))
@@ -495,11 +516,36 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
         m->alloc_bytes += tp_device_bytes(max_tokens, m->tp_size);
     }
     /* what `fabula plan memory` predicts for this model must be what it
-     * holds */
-    FB_ASSERT(m->alloc_bytes ==
-              model_activation_bytes_for(&m->full, ops->act_bytes, max_tokens, m->ep_size, m->tp_size));
+     * holds (a pipeline stage's is its own, docs/plan.md) */
+    FB_ASSERT(!m->first || !m->last ||
+              m->alloc_bytes == model_activation_bytes_for(&m->full, ops->act_bytes, max_tokens, m->ep_size, m->tp_size));
     return m;
 }
+
+model_t *model_create_sibling(model_t *m)
+{
+    model_t *s = model_create_pp(&m->full, m->ops, m->max_tokens, MODEL_NO_PARAM_BUFFER | MODEL_NO_GRAD_BUFFER,
+                                 m->ep, m->tp, m->layer_lo, m->layer_hi);
+    /* m's hooks: ZeRO's, or the defaults, whose ctx is m (its buffers) */
+    s->hooks = m->hooks;
+    s->a2a_chunks = m->a2a_chunks;
+    if (s->ep_size > 1)
+        s->ep_host = m->ep_host;
+    if (s->tp_size > 1)
+        s->tp_host = m->tp_host;
+    return s;
+}
+
+void model_stage_layers(const model_t *m, int *layer_lo, int *layer_hi)
+{
+    *layer_lo = m->layer_lo;
+    *layer_hi = m->layer_hi;
+}
+
+fb_act *model_stage_input(model_t *m) { return m->acts[m->layer_lo].x_in; }
+fb_act *model_stage_output(model_t *m) { return m->x_final; }
+fb_act *model_stage_grad(model_t *m) { return m->dx; }
+size_t model_stage_bytes(const model_t *m, int T) { return ACT_BYTES(m, (size_t)T * (size_t)m->mc.hidden_size); }
 
 void model_set_ep_host_comm(model_t *m, comm_t *ep_host)
 {
@@ -534,7 +580,7 @@ void model_free(model_t *m)
         if (m->grads[g])
             o->release(m->grads[g]);
     }
-    for (int l = 0; l < m->mc.num_hidden_layers; l++)
+    for (int l = m->layer_lo; l < m->layer_hi; l++)
         moe_plan_free(&m->acts[l].plan);
     o->release(m->arena);
     if (m->dlogits != m->logits)

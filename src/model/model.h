@@ -101,6 +101,28 @@ model_t *model_create_ep(const model_config_t *mc, const ops_t *ops, int max_tok
  * the whole model's. */
 model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
                          comm_t *tp);
+/* Pipeline parallelism (docs/parallel.md): the stage of layers [layer_lo,
+ * layer_hi) of the whole model (0 and num_hidden_layers: model_create_tp).
+ * A stage without layer 0 reads its input hidden states from
+ * model_stage_input() instead of embedding tokens; one without the last
+ * layer leaves its output in model_stage_output() and computes no head or
+ * loss, and its backward starts from d(loss)/d(output), put into
+ * model_stage_grad() beforehand; after the backward of a stage without
+ * layer 0, model_stage_grad() holds d(loss)/d(input). Statistics count this
+ * stage's layers only (lm_sum and ntargets: the last stage's). */
+model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
+                         comm_t *tp, int layer_lo, int layer_hi);
+/* Another model over the same stage, parameters and gradients (with m's
+ * hooks: ZeRO's, or m's own buffers), with activations of its own: the
+ * pipeline keeps one per micro-batch in flight. Free it before m. */
+model_t *model_create_sibling(model_t *m);
+void model_stage_layers(const model_t *m, int *layer_lo, int *layer_hi);
+/* Backend buffers of [max_tokens, hidden_size] compute-dtype elements;
+ * model_stage_bytes(m, T) the bytes of T rows of them. */
+fb_act *model_stage_input(model_t *m);
+fb_act *model_stage_output(model_t *m);
+fb_act *model_stage_grad(model_t *m);
+size_t model_stage_bytes(const model_t *m, int T);
 /* The same tp group for host buffers (the vocabulary-parallel
  * cross-entropy's row statistics) when the `tp` given at creation carries
  * device buffers; by default that `tp` carries both. */

@@ -116,6 +116,11 @@ struct model {
     comm_t *tp, *tp_host;           /* tp_host: the same group for host buffers */
     int tp_size, tp_rank;
     model_config_t full;
+
+    /* pipeline parallelism (docs/parallel.md): this stage's layers [layer_lo,
+     * layer_hi); first: it holds the embedding, last: the final norm, the
+     * head and the loss. Layer numbers stay the whole model's. */
+    int layer_lo, layer_hi, first, last;
     /* the vocabulary-parallel embedding: this micro-batch's tokens that fall
      * in this rank's rows (backend and host copies, [max_tokens] each) */
     int32_t *tp_ids, *tp_row_token, *tp_token_rows;

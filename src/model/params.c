@@ -71,7 +71,14 @@ void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_siz
 void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
                           int tp_rank)
 {
+    param_table_build_pp(t, mc, ep_size, ep_rank, tp_size, tp_rank, 0, mc->num_hidden_layers);
+}
+
+void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
+                          int tp_rank, int layer_lo, int layer_hi)
+{
     memset(t, 0, sizeof *t);
+    FB_ASSERT(layer_lo >= 0 && layer_lo < layer_hi && layer_hi <= mc->num_hidden_layers);
     FB_ASSERT(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size);
     t->tp_size = tp_size;
     t->tp_rank = tp_rank;
@@ -88,9 +95,11 @@ void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_siz
     const int dense = PARAM_GROUP_DENSE, expert = PARAM_GROUP_EXPERT;
 
     t->build_block = 0;
-    add_view(t, dense, PARAM_INIT_NORMAL, V, D, "model.embed_tokens.weight");
-    tp_split(t, 0);
-    for (int l = 0; l < mc->num_hidden_layers; l++) {
+    if (layer_lo == 0) {
+        add_view(t, dense, PARAM_INIT_NORMAL, V, D, "model.embed_tokens.weight");
+        tp_split(t, 0);
+    }
+    for (int l = layer_lo; l < layer_hi; l++) {
         const char *p = "model.layers";
         t->build_block = 1 + l;
         add_view(t, dense, PARAM_INIT_ONES, D, 0, "%s.%d.input_layernorm.weight", p, l);
@@ -130,11 +139,12 @@ void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_siz
         }
     }
     t->build_block = 1 + mc->num_hidden_layers;
-    add_view(t, dense, PARAM_INIT_ONES, D, 0, "model.norm.weight");
-    if (!mc->tie_word_embeddings)
-    {
-        add_view(t, dense, PARAM_INIT_NORMAL, V, D, "lm_head.weight");
-        tp_split(t, 0);
+    if (layer_hi == mc->num_hidden_layers) { /* the final norm and the head are the last stage's */
+        add_view(t, dense, PARAM_INIT_ONES, D, 0, "model.norm.weight");
+        if (!mc->tie_word_embeddings) {
+            add_view(t, dense, PARAM_INIT_NORMAL, V, D, "lm_head.weight");
+            tp_split(t, 0);
+        }
     }
 
     t->nblocks = mc->num_hidden_layers + 2;

@@ -64,6 +64,12 @@ void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_siz
  * intermediate_size). */
 void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
                           int tp_rank);
+/* ... and for the pipeline stage holding layers [layer_lo, layer_hi): the
+ * embedding only where layer_lo is 0, the final norm and the head only where
+ * layer_hi is num_hidden_layers. Blocks keep their whole-model numbers (an
+ * absent block's ranges are empty). */
+void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
+                          int tp_rank, int layer_lo, int layer_hi);
 void param_table_free(param_table_t *t);
 /* NULL if absent. */
 const param_view_t *param_table_find(const param_table_t *t, const char *name);

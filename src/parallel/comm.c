@@ -183,7 +183,7 @@ const char *comm_kind_name(comm_kind_t kind)
 {
     static const char *const names[COMM_KIND_COUNT] = {"allreduce", "reduce_scatter", "allgather", "alltoallv",
                                                        "alltoall",  "bcast",          "barrier",   "exscan",
-                                                       "gather"};
+                                                       "gather",    "send",           "recv"};
     FB_ASSERT(kind >= 0 && kind < COMM_KIND_COUNT);
     return names[kind];
 }

@@ -146,6 +146,17 @@ void comm_gather_bytes(comm_t *c, const void *buf, size_t n, int root, comm_byte
  * only, bytes at most comm_max_count(). */
 void comm_gather(comm_t *c, const void *send, size_t bytes, void *recv, int root);
 
+/* ---- point to point ----------------------------------------------------- */
+
+/* `count` elements of buf to rank `dest` of c with `tag` (the pipeline's
+ * activations and their gradients between consecutive stages). The send
+ * does not block: buf must stay untouched until comm_wait on the request.
+ * comm_recv blocks until `count` elements from rank `src` with `tag` have
+ * arrived in buf (the sender's count must be the same). Host comms only;
+ * count 0 sends and receives nothing (both sides must agree on it). */
+comm_request_t *comm_isend(comm_t *c, const void *buf, size_t count, comm_dtype_t t, int dest, int tag);
+void comm_recv(comm_t *c, void *buf, size_t count, comm_dtype_t t, int src, int tag);
+
 /* ---- completion --------------------------------------------------------- */
 
 /* Blocks until *req is complete, frees it and sets *req = NULL (a NULL *req
@@ -181,6 +192,8 @@ typedef enum {
     COMM_KIND_BARRIER,
     COMM_KIND_EXSCAN,
     COMM_KIND_GATHER,
+    COMM_KIND_SEND,
+    COMM_KIND_RECV,
     COMM_KIND_COUNT
 } comm_kind_t;
 
@@ -188,7 +201,7 @@ typedef enum {
  * this rank hands to the call (docs/parallel.md: allreduce the buffer,
  * reduce-scatter the whole send buffer, allgather its own piece, alltoall(v)
  * what it addresses to other ranks, bcast and exscan the buffer,
- * gather_bytes its own buffer). `wait_seconds` is the
+ * gather_bytes its own buffer, send and recv their buffer). `wait_seconds` is the
  * time spent inside blocking calls and comm_wait/comm_waitall. */
 typedef struct comm_stats {
     uint64_t calls;

@@ -9,6 +9,7 @@
 
 #define EP_KEY "parallel.expert_parallel_size"
 #define TP_KEY "parallel.tensor_parallel_size"
+#define PP_KEY "parallel.pipeline_parallel_size"
 
 /* A config error every rank detects alike: rank 0 prints it once and every
  * rank exits cleanly (fb_fatal_all). */
@@ -26,24 +27,30 @@ static _Noreturn void refuse(const comm_t *world, const char *fmt, ...)
 
 /* Every rank must build the same layout, or the splits below would pair
  * ranks that disagree on who their partners are. */
-static void check_agreement(comm_t *world, int tp_size, int ep_size, int num_local_experts)
+static void check_agreement(comm_t *world, int pp_size, int tp_size, int ep_size, int num_local_experts)
 {
-    int64_t lo[3] = {ep_size, num_local_experts, tp_size}, hi[3] = {ep_size, num_local_experts, tp_size};
-    comm_allreduce(world, lo, 3, COMM_I64, COMM_MIN);
-    comm_allreduce(world, hi, 3, COMM_I64, COMM_MAX);
-    if (lo[0] != hi[0] || lo[1] != hi[1] || lo[2] != hi[2]) {
-        char msg[200];
+    int64_t lo[4] = {ep_size, num_local_experts, tp_size, pp_size}, hi[4] = {ep_size, num_local_experts, tp_size, pp_size};
+    comm_allreduce(world, lo, 4, COMM_I64, COMM_MIN);
+    comm_allreduce(world, hi, 4, COMM_I64, COMM_MAX);
+    if (lo[0] != hi[0] || lo[1] != hi[1] || lo[2] != hi[2] || lo[3] != hi[3]) {
+        char msg[240];
         snprintf(msg, sizeof msg,
-                 "ranks disagree on the layout: ep_size %lld..%lld, num_local_experts %lld..%lld, tp_size %lld..%lld",
+                 "ranks disagree on the layout: ep_size %lld..%lld, num_local_experts %lld..%lld, tp_size %lld..%lld, "
+                 "pp_size %lld..%lld",
                  (long long)lo[0], (long long)hi[0], (long long)lo[1], (long long)hi[1], (long long)lo[2],
-                 (long long)hi[2]);
+                 (long long)hi[2], (long long)lo[3], (long long)hi[3]);
         fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "groups_create", msg);
     }
 }
 
-static void validate(const comm_t *world, int tp, int ep, int experts)
+static void validate(const comm_t *world, int pp, int tp, int ep, int experts)
 {
     int n = comm_size(world);
+    if (pp < 1)
+        refuse(world, "config key '" PP_KEY "' = %d: expected a positive integer", pp);
+    if (n % pp != 0)
+        refuse(world, "config key '" PP_KEY "' = %d: expected a divisor of the world size (%d ranks)", pp, n);
+    n /= pp;
     if (tp < 1)
         refuse(world, "config key '" TP_KEY "' = %d: expected a positive integer", tp);
     if (n % tp != 0)
@@ -72,20 +79,31 @@ void groups_create(groups_t *g, int ep_size, int num_local_experts)
 
 void groups_create_tp(groups_t *g, int tp_size, int ep_size, int num_local_experts)
 {
+    groups_create_pp(g, 1, tp_size, ep_size, num_local_experts);
+}
+
+void groups_create_pp(groups_t *g, int pp_size, int tp_size, int ep_size, int num_local_experts)
+{
     memset(g, 0, sizeof *g);
     g->world = comm_create_world();
-    check_agreement(g->world, tp_size, ep_size, num_local_experts);
-    validate(g->world, tp_size, ep_size, num_local_experts);
+    check_agreement(g->world, pp_size, tp_size, ep_size, num_local_experts);
+    validate(g->world, pp_size, tp_size, ep_size, num_local_experts);
 
-    /* rank = tp_rank + tp (ep_rank + ep edp_rank), the dp index rank / tp */
+    /* rank = S pp_rank + q, q = tp_rank + tp (ep_rank + ep edp_rank), the
+     * dp index q / tp; the colors below keep every group inside its stage
+     * (tp and ep already are: S is a multiple of tp ep) */
     const int rank = comm_rank(g->world), size = comm_size(g->world), tp = tp_size, ep = ep_size;
+    const int S = size / pp_size, stage = rank / S, q = rank % S;
     g->tp = comm_split(g->world, rank / tp, rank);
-    g->dp = comm_split(g->world, rank % tp, rank);
+    g->dp = comm_split(g->world, stage * tp + q % tp, rank);
     g->ep = comm_split(g->world, rank / (tp * ep) * tp + rank % tp, rank);
-    g->edp = comm_split(g->world, rank % (tp * ep), rank);
+    g->edp = comm_split(g->world, stage * tp * ep + q % (tp * ep), rank);
+    g->pp = comm_split(g->world, q, rank);
 
     g->world_rank = rank;
     g->world_size = size;
+    g->pp_rank = comm_rank(g->pp);
+    g->pp_size = comm_size(g->pp);
     g->tp_rank = comm_rank(g->tp);
     g->tp_size = comm_size(g->tp);
     g->dp_rank = comm_rank(g->dp);
@@ -95,10 +113,11 @@ void groups_create_tp(groups_t *g, int tp_size, int ep_size, int num_local_exper
     g->edp_rank = comm_rank(g->edp);
     g->edp_size = comm_size(g->edp);
     /* The rest of fabula computes partners from these formulas. */
+    FB_ASSERT(g->pp_rank == stage && g->pp_size == pp_size);
     FB_ASSERT(g->tp_rank == rank % tp && g->tp_size == tp);
-    FB_ASSERT(g->dp_rank == rank / tp && g->dp_size == size / tp);
-    FB_ASSERT(g->ep_rank == rank / tp % ep && g->ep_size == ep);
-    FB_ASSERT(g->edp_rank == rank / (tp * ep) && g->edp_size == size / (tp * ep));
+    FB_ASSERT(g->dp_rank == q / tp && g->dp_size == S / tp);
+    FB_ASSERT(g->ep_rank == q / tp % ep && g->ep_size == ep);
+    FB_ASSERT(g->edp_rank == q / (tp * ep) && g->edp_size == S / (tp * ep));
 }
 
 void groups_attach_device(groups_t *g)
@@ -117,6 +136,7 @@ void groups_free(groups_t *g)
     comm_free(&g->edp_dev);
     comm_free(&g->ep_dev);
     comm_free(&g->dp_dev);
+    comm_free(&g->pp);
     comm_free(&g->tp);
     comm_free(&g->edp);
     comm_free(&g->ep);

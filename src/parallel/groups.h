@@ -1,8 +1,12 @@
-/* The process groups of DESIGN.md: world = dp x tp, tensor-parallel ranks
- * innermost (tp_rank = rank % tp: consecutive, inside a node), then the
- * expert-parallel ranks (ep_rank = (rank / tp) % ep) so that the token
- * all-to-all stays inside a node too; the data-parallel index is rank / tp
- * (pipeline parallelism, outermost, is not implemented: pp = 1).
+/* The process groups of DESIGN.md: world = pp x dp x tp. Pipeline stages
+ * outermost: stage s holds the S = world / pp ranks s S .. s S + S - 1
+ * (pp_rank = rank / S, the position inside the stage q = rank % S). Inside
+ * a stage, tensor-parallel ranks innermost (tp_rank = q % tp: consecutive,
+ * inside a node), then the expert-parallel ranks (ep_rank = (q / tp) % ep)
+ * so that the token all-to-all stays inside a node too; the data-parallel
+ * index is q / tp. So rank = pp_rank S + dp_rank tp + tp_rank.
+ *
+ *   pp   the pp ranks of equal q, one a stage  activations and their gradients (send/recv)
  *
  *   tp   the tp consecutive ranks              sharded matmuls (all-reduce)
  *   dp   ranks with the same tp_rank           dense parameters: reduce and ZeRO shard
@@ -17,15 +21,16 @@
 #include "parallel/comm.h"
 
 typedef struct groups {
-    comm_t *world, *dp, *ep, *edp, *tp;
+    comm_t *world, *dp, *ep, *edp, *tp, *pp;
     /* The same groups for buffers in device memory (groups_attach_device);
      * NULL on host backends. */
     comm_t *dp_dev, *ep_dev, *edp_dev, *tp_dev;
     int world_rank, world_size;
+    int pp_rank, pp_size;       /* rank / S, pp (S = world / pp: a stage's ranks) */
     int tp_rank, tp_size;       /* rank % tp, tp */
-    int dp_rank, dp_size;       /* rank / tp, world / tp (== world without tp) */
-    int ep_rank, ep_size;       /* (rank / tp) % ep, ep */
-    int edp_rank, edp_size;     /* rank / (tp ep), world / (tp ep) */
+    int dp_rank, dp_size;       /* q / tp, S / tp (q = rank % S; == world without tp and pp) */
+    int ep_rank, ep_size;       /* (q / tp) % ep, ep */
+    int edp_rank, edp_size;     /* q / (tp ep), S / (tp ep) */
 } groups_t;
 
 /* Collective over all processes (after parallel_init). `num_local_experts`
@@ -40,6 +45,10 @@ void groups_create(groups_t *g, int ep_size, int num_local_experts);
  * parallel.tensor_parallel_size (the model's own divisibility is checked by
  * the config reader), and ep must divide world / tp. */
 void groups_create_tp(groups_t *g, int tp_size, int ep_size, int num_local_experts);
+/* The same with pp_size pipeline stages outermost; a pp_size below 1 or not
+ * dividing the world size is a config error naming
+ * parallel.pipeline_parallel_size; tp and ep then divide world / pp. */
+void groups_create_pp(groups_t *g, int pp_size, int tp_size, int ep_size, int num_local_experts);
 /* Collective: adds the device twins of dp, ep, edp and (tp > 1) tp (comm_device_create:
  * NCCL where each rank has its own GPU, else MPI staging through pinned
  * host memory). Call after the CUDA backend is bound. */

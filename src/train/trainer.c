@@ -17,6 +17,7 @@
 #include "io/rundir.h"
 #include "kernels_info.h"
 #include "model/model.h"
+#include "model/stages.h"
 #include "monitor/counters.h"
 #include "monitor/phase.h"
 #include "monitor/timer.h"
@@ -29,6 +30,7 @@
 #include "zero/loss_scale.h"
 #include "train/evaluate.h"
 #include "train/moe_metrics.h"
+#include "train/pipeline.h"
 #include "train/preempt.h"
 #include "train/step_monitor.h"
 #include "zero/schedule.h"
@@ -68,6 +70,14 @@ typedef struct trainer {
     backend_t be;
     long skipped;           /* steps skipped by the scaler in this process */
     step_monitor_t mon;     /* phase times, MFU, the gather and the verdicts */
+    pipeline_t *pipe;       /* pipeline parallelism; NULL without */
+    /* the current step's pipeline figures (run_pipeline's micro-batch passes) */
+    long step;
+    double sums[5];
+    step_record_t *rec;
+    double pipe_wait, pipe_time; /* this stage's waits and step times, all steps */
+    int *mb_tokens;         /* [mb_cap] each micro-batch's tokens, for its backward */
+    int mb_cap;
 } trainer_t;
 
 /* Micro-batch mb of this rank's share of the step, in tr->batch, and how
@@ -164,6 +174,53 @@ static void debug_delays(const trainer_t *tr)
     }
 }
 
+/* One micro-batch's forward on this pipeline stage, between its input's
+ * arrival and its output's departure; the statistics of this stage's
+ * layers (the loss: the last stage's) into tr->sums. */
+static void pipe_forward(void *ctx, int mb)
+{
+    trainer_t *tr = ctx;
+    const model_config_t *mc = &tr->cfg->model;
+    const size_t nexp = (size_t)mc->num_hidden_layers * (mc->num_local_experts > 1 ? mc->num_local_experts : 1);
+    pipeline_t *p = tr->pipe;
+    model_t *m = pipeline_model(p, mb);
+    model_input_t in;
+    model_scales_t sc;
+    micro_batch_load(tr, tr->step, mb, &in, &sc);
+    tr->mb_tokens[mb] = in.T;
+    if (pipeline_stage(p) > 0)
+        pipeline_recv_input(p, mb, in.T);
+    model_stats_t st;
+    TIMED(tr, PHASE_FORWARD, model_forward(m, &in, &sc, &st));
+    if (pipeline_stage(p) < pipeline_stages(p) - 1)
+        pipeline_send_output(p, mb, in.T);
+    /* the micro-batch's FLOPs once, on the first stage */
+    if (pipeline_stage(p) == 0)
+        tr->sums[4] += batch_flops(tr);
+    tr->sums[0] += st.lm_sum;
+    tr->sums[1] += st.aux * sc.mb_weight;
+    tr->sums[2] += st.z * sc.mb_weight;
+    tr->sums[3] += (double)st.dropped;
+    for (size_t i = 0; i < nexp && in.T > 0; i++)
+        tr->expert_tokens[i] += st.tokens_per_expert[i];
+    moe_metrics_add(&tr->moe, &st, sc.mb_weight);
+}
+
+static void pipe_backward(void *ctx, int mb)
+{
+    trainer_t *tr = ctx;
+    pipeline_t *p = tr->pipe;
+    model_t *m = pipeline_model(p, mb);
+    const int T = tr->mb_tokens[mb];
+    /* the last backward of the step is the last micro-batch's on every stage */
+    zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
+    if (pipeline_stage(p) < pipeline_stages(p) - 1)
+        pipeline_recv_grad(p, mb, T);
+    TIMED(tr, PHASE_BACKWARD, model_backward(m));
+    if (pipeline_stage(p) > 0)
+        pipeline_send_grad(p, mb, T);
+}
+
 /* Forward and backward over this rank's micro-batches of the global batch. */
 static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
 {
@@ -179,7 +236,18 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     debug_delays(tr);
     if (global_aux(mc))
         global_aux_freq(tr, step);
-    for (int mb = 0; mb < tr->plan.nmicro; mb++) {
+    if (tr->pipe) {
+        tr->step = step;
+        memset(tr->sums, 0, sizeof tr->sums);
+        if (tr->plan.nmicro > tr->mb_cap) {
+            tr->mb_cap = tr->plan.nmicro;
+            tr->mb_tokens = fb_realloc(tr->mb_tokens, (size_t)tr->mb_cap * sizeof *tr->mb_tokens);
+        }
+        pipeline_run(tr->pipe, tr->plan.nmicro, pipe_forward, pipe_backward, tr);
+        pipeline_end_step(tr->pipe);
+        memcpy(sums, tr->sums, sizeof sums);
+    }
+    for (int mb = 0; mb < tr->plan.nmicro && !tr->pipe; mb++) {
         model_input_t in;
         model_scales_t sc;
         micro_batch_load(tr, step, mb, &in, &sc);
@@ -203,6 +271,11 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     comm_allreduce(tr->groups.dp, sums, 5, COMM_F64, COMM_SUM);
     if (tr->dp_size > 1)
         comm_allreduce(tr->groups.dp, tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
+    /* each stage measured its own layers (the loss: the last stage) */
+    if (tr->pipe) {
+        comm_allreduce(tr->groups.pp, sums, 5, COMM_F64, COMM_SUM);
+        comm_allreduce(tr->groups.pp, tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
+    }
     rec->lm_loss = sums[0] / targets;
     rec->aux_loss = sums[1];
     rec->z_loss = sums[2];
@@ -216,6 +289,8 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->max_len = tr->plan.max_len;
     rec->expert_tokens = tr->expert_tokens;
     moe_metrics_end_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL, tr->groups.dp);
+    if (tr->pipe)
+        moe_metrics_end_step(&tr->moe, NULL, tr->groups.pp);
     rec->moe = &tr->moe;
 }
 
@@ -256,6 +331,19 @@ static void print_setup(const trainer_t *tr)
                "routers replicated\n",
                tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
                param_table_total(t) / 1e6, tr->groups.tp_size);
+    if (tr->groups.pp_size > 1) {
+        const int pp = tr->groups.pp_size;
+        int first[PARALLEL_MAX_STAGES + 1];
+        model_stage_split(&cfg->model, pp, cfg->parallel.pipeline_layers, first);
+        printf("fabula: layout: pp %d x tp %d x ep %d x dp %d (docs/parallel.md), 1F1B over %d micro-batches a "
+               "step:", pp, tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
+               tr->plan.nmicro);
+        for (int s = 0; s < pp; s++)
+            printf("%s stage %d layers %d-%d", s ? "," : "", s, first[s], first[s + 1] - 1);
+        printf(" (the embedding on stage 0, the head and the loss on stage %d; stage s keeps the activations of "
+               "pp - s micro-batches in flight); the counts above and below are stage 0's (activations: one "
+               "micro-batch's)\n", pp - 1);
+    }
     zero_memory_t mem = zero_memory(tr->zero);
     printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "
            "optimizer state %.2f MiB%s, workspaces %.2f MiB, activations %.2f MiB\n",
@@ -370,6 +458,28 @@ static char *with_vocab_size(const char *text, int V)
     return copy;
 }
 
+/* The measured bubble: every stage's share of the run's step time spent
+ * waiting on the pipeline, against the 1F1B idle share (p - 1) / (m + p - 1)
+ * of p stages and m micro-batches of equal cost (docs/parallel.md). */
+static void pipeline_report(trainer_t *tr)
+{
+    const int p = tr->groups.pp_size, m = tr->plan.nmicro;
+    double *idle = fb_calloc((size_t)p, sizeof *idle);
+    idle[tr->groups.pp_rank] = tr->pipe_time > 0 ? tr->pipe_wait / tr->pipe_time : 0.0;
+    comm_allreduce(tr->groups.pp, idle, (size_t)p, COMM_F64, COMM_SUM);
+    if (tr->rank == 0) {
+        double mean = 0.0;
+        printf("fabula: pipeline: %d stages x %d micro-batches a step; idle share of the step time by stage:", p, m);
+        for (int s = 0; s < p; s++) {
+            printf(" %.3f", idle[s]);
+            mean += idle[s] / p;
+        }
+        printf("; mean %.3f, 1F1B theory (p-1)/(m+p-1) = %.3f\n", mean, (double)(p - 1) / (m + p - 1));
+        fflush(stdout);
+    }
+    free(idle);
+}
+
 int trainer_run(const config_t *cfg) { return trainer_run_losses(cfg, NULL); }
 
 int trainer_run_losses(const config_t *cfg, double *losses)
@@ -406,8 +516,8 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     /* after the input checks, so that a refused input leaves no run dir */
     lock_run_dir(cfg, tr.rank);
 
-    groups_create_tp(&tr.groups, cfg->parallel.tensor_parallel_size, cfg->parallel.expert_parallel_size,
-                     cfg->model.num_local_experts);
+    groups_create_pp(&tr.groups, cfg->parallel.pipeline_parallel_size, cfg->parallel.tensor_parallel_size,
+                     cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
     tr.dp_rank = tr.groups.dp_rank;
     tr.dp_size = tr.groups.dp_size;
     backend_open(&tr.be, cfg);
@@ -422,6 +532,8 @@ int trainer_run_losses(const config_t *cfg, double *losses)
                timer_now() - t_import);
     hf_weights_close(hfw);
     tr.model = zero_model(tr.zero);
+    if (tr.groups.pp_size > 1)
+        tr.pipe = pipeline_create(tr.model, tr.groups.pp, cfg->loader.max_tokens_per_batch);
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
     tr.expert_tokens = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.expert_tokens);
@@ -472,6 +584,10 @@ int trainer_run_losses(const config_t *cfg, double *losses)
                        rec.step, zs.loss_scale, loss_scale_value(zero_loss_scaler(tr.zero)));
         }
         rec.step_time = timer_now() - t0;
+        if (tr.pipe) {
+            tr.pipe_wait += pipeline_take_wait(tr.pipe);
+            tr.pipe_time += rec.step_time;
+        }
         monitor_report_t mrep;
         step_monitor_end(&tr.mon, rec.step, rec.step_time, rec.model_flops, rec.imbalance, &mrep);
         rec.mon = &mrep;
@@ -490,6 +606,15 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         prog.step = step + 1;
         prog.tokens_seen += rec.tokens;
         const int sig = preempt_agree();
+        if (sig && tr.groups.pp_size > 1) {
+            /* checkpoints of pipeline-parallel runs are not implemented */
+            if (tr.rank == 0)
+                printf("fabula: preempted (%s) at step %ld: no checkpoint written (parallel.pipeline_parallel_size "
+                       "= %d: pipeline-parallel runs write none yet), exit %d\n", preempt_signal_name(sig), prog.step,
+                       tr.groups.pp_size, FB_EXIT_PREEMPTED);
+            code = FB_EXIT_PREEMPTED;
+            break;
+        }
         if (sig && tr.groups.tp_size > 1) {
             /* checkpoints of tensor-parallel runs are not implemented */
             if (tr.rank == 0)
@@ -515,6 +640,10 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         ckpt_policy_save_final(&tr.ckpt, &prog);
     train_log_close(&tr.log, code);
     step_monitor_close(&tr.mon);
+    if (tr.pipe)
+        pipeline_report(&tr);
+    pipeline_free(tr.pipe);
+    free(tr.mb_tokens);
 
     free(tr.expert_tokens);
     free(tr.routed);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/stages.h"
 #include "zero/zero_impl.h"
 #include "util/error.h"
 
@@ -444,7 +445,14 @@ zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_
     FB_ASSERT(!dev || groups->tp_size == 1 || groups->tp_dev);
     z->tp = groups->tp_size > 1 ? groups->tp : NULL;
     comm_t *tp = groups->tp_size > 1 ? (dev ? groups->tp_dev : groups->tp) : NULL;
-    z->model = model_create_tp(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep, tp);
+    /* a pipeline stage holds its layers only (model/stages.h) */
+    const int pp = groups->pp_size > 1 ? groups->pp_size : 1;
+    int first[PARALLEL_MAX_STAGES + 1];
+    model_stage_split(&cfg->model, pp, cfg->parallel.pipeline_layers, first);
+    const int stage = pp > 1 ? groups->pp_rank : 0;
+    z->pp = pp > 1 ? groups->pp : NULL;
+    z->model = model_create_pp(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep,
+                               tp, first[stage], first[stage + 1]);
     model_set_a2a_chunks(z->model, cfg->parallel.moe_a2a_chunks);
     model_set_ep_host_comm(z->model, groups->ep);
     model_set_tp_host_comm(z->model, groups->tp_size > 1 ? groups->tp : NULL);

@@ -55,6 +55,7 @@ struct zero {
     size_t reduce_bucket, allgather_bucket;
     comm_t *ep;
     comm_t *tp;         /* host comm of the tensor-parallel group; NULL without tp */
+    comm_t *pp;         /* the pipeline group (each stage holds other parameters); NULL without pp */
     zgroup_t g[PARAM_NGROUPS];
     int reduce_now;     /* this micro-batch's gradients are reduced */
     inflight_t inflight[ZERO_MAX_INFLIGHT];

@@ -67,6 +67,9 @@ static double grad_norm(zero_t *z)
     }
     if (z->tp)
         comm_allreduce(z->tp, &total, 1, COMM_F64, COMM_SUM);
+    /* the stages hold disjoint parameters (tied embeddings are refused) */
+    if (z->pp)
+        comm_allreduce(z->pp, &total, 1, COMM_F64, COMM_SUM);
     return sqrt(total);
 }
 

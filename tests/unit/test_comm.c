@@ -442,6 +442,60 @@ static void test_bcast(comm_t *c)
             "non-blocking");
 }
 
+/* ---- point to point ----------------------------------------------------- */
+
+/* A ring: every rank sends n i32 to the next rank and receives from the
+ * previous one, two messages of different tags in flight at once (received
+ * in the opposite order); the received values come from the sender's rank
+ * by formula, the element past them untouched. */
+static void p2p_case(comm_t *c, size_t n)
+{
+    const int r = comm_rank(c), P = comm_size(c), next = (r + 1) % P, prev = (r + P - 1) % P;
+    int32_t *a = fb_calloc(n + 1, sizeof *a), *b = fb_calloc(n + 1, sizeof *b);
+    int32_t *ra = fb_calloc(n + 1, sizeof *ra), *rb = fb_calloc(n + 1, sizeof *rb);
+    for (size_t k = 0; k < n; k++) {
+        a[k] = (int32_t)(r * 100003 + (int)k);
+        b[k] = -(int32_t)(r * 7 + (int)k);
+    }
+    ra[n] = rb[n] = 77;
+    comm_request_t *qa = comm_isend(c, a, n, COMM_I32, next, 2);
+    comm_request_t *qb = comm_isend(c, b, n, COMM_I32, next, 3);
+    comm_recv(c, rb, n, COMM_I32, prev, 3);
+    comm_recv(c, ra, n, COMM_I32, prev, 2);
+    comm_wait(&qa);
+    comm_wait(&qb);
+    size_t bad = 0;
+    for (size_t k = 0; k < n; k++)
+        bad += ra[k] != (int32_t)(prev * 100003 + (int)k) || rb[k] != -(int32_t)(prev * 7 + (int)k);
+    CHECK(bad == 0 && ra[n] == 77 && rb[n] == 77 && !qa && !qb, "send/recv %zu i32 (limit %zu): %zu wrong", n,
+          comm_max_count(), bad);
+    free(a);
+    free(b);
+    free(ra);
+    free(rb);
+}
+
+static void test_p2p(comm_t *c)
+{
+    if (comm_size(c) < 2)
+        return;
+    comm_stats_reset(c);
+    p2p_case(c, 0);
+    p2p_case(c, 5);
+    p2p_case(c, (size_t)1 << 20);
+    comm_set_max_count(1000);
+    p2p_case(c, 5003);
+    comm_set_max_count(0);
+    const comm_stats_t *s = comm_stats(c, COMM_KIND_SEND), *q = comm_stats(c, COMM_KIND_RECV);
+    const uint64_t bytes = 2 * 4 * (uint64_t)(5 + ((size_t)1 << 20) + 5003);
+    CHECK(s->calls == 8 && q->calls == 8 && s->bytes == bytes && q->bytes == bytes,
+          "send/recv statistics: %llu/%llu calls, %llu/%llu bytes, expected 8 and %llu",
+          (unsigned long long)s->calls, (unsigned long long)q->calls, (unsigned long long)s->bytes,
+          (unsigned long long)q->bytes, (unsigned long long)bytes);
+    said(c, "isend/recv around the ring: 0, 5, 1 Mi and 5003 i32 (pieces of 1000), two tags in flight; "
+            "statistics", "");
+}
+
 /* ---- exscan ------------------------------------------------------------ */
 
 static void exscan_case(comm_t *c, size_t n)
@@ -698,6 +752,7 @@ static void test_collectives(comm_t *c)
     test_alltoallv(c);
     test_alltoall(c);
     test_bcast(c);
+    test_p2p(c);
     test_exscan(c);
     test_gather_bytes(c);
     test_barrier(c);
@@ -863,6 +918,40 @@ static int overflow(const char *kind)
     return 1;
 }
 
+/* pp stages outermost (docs/parallel.md): with S = world / pp, rank r is
+ * stage r / S; its pp group holds the ranks r % S + i S, its dp group the
+ * S ranks of its stage (tp 1), its ep group ep consecutive ranks inside the
+ * stage; the members gathered and compared with those formulas. */
+static void test_pipeline_groups(int pp, int ep)
+{
+    const int rank = parallel_rank(), size = parallel_size(), S = size / pp, q = rank % S;
+    groups_t g;
+    groups_create_pp(&g, pp, 1, ep, 4);
+    CHECK(g.pp_rank == rank / S && g.pp_size == pp && g.dp_rank == q && g.dp_size == S && g.ep_rank == q % ep &&
+              g.edp_rank == q / ep && g.edp_size == S / ep,
+          "pp %d ep %d: pp %d/%d dp %d/%d ep %d edp %d/%d", pp, ep, g.pp_rank, g.pp_size, g.dp_rank, g.dp_size,
+          g.ep_rank, g.edp_rank, g.edp_size);
+    int32_t *mp = members(g.pp, rank), *md = members(g.dp, rank), *me = members(g.ep, rank), *mx = members(g.edp, rank);
+    int bad = comm_size(g.pp) != pp || comm_size(g.dp) != S || comm_size(g.ep) != ep || comm_size(g.edp) != S / ep;
+    for (int i = 0; i < pp && !bad; i++)
+        bad += mp[i] != q + i * S;
+    for (int i = 0; i < S && !bad; i++)
+        bad += md[i] != rank - q + i;
+    for (int i = 0; i < ep && !bad; i++)
+        bad += me[i] != rank - q % ep + i;
+    for (int i = 0; i < S / ep && !bad; i++)
+        bad += mx[i] != rank - q + q % ep + i * ep;
+    CHECK(bad == 0, "pp %d ep %d: group members of rank %d", pp, ep, rank);
+    if (rank == 0)
+        printf("checked groups pp=%d ep=%d world=%d: pp = the ranks of equal position in each stage, dp, ep and "
+               "edp inside the stage, by formula\n", pp, ep, size);
+    free(mp);
+    free(md);
+    free(me);
+    free(mx);
+    groups_free(&g);
+}
+
 int main(int argc, char **argv)
 {
     parallel_init(&argc, &argv);
@@ -899,6 +988,10 @@ int main(int argc, char **argv)
         for (int ep = 1; tp * ep <= size; ep *= 2)
             if (size % (tp * ep) == 0)
                 test_groups_tp(tp, ep);
+    for (int pp = 2; pp <= size; pp *= 2)
+        for (int ep = 1; ep <= size / pp; ep *= 2)
+            if (size % (pp * ep) == 0)
+                test_pipeline_groups(pp, ep);
 
     long long total = failures;
     comm_allreduce(comm_world(), &total, 1, COMM_I64, COMM_SUM);

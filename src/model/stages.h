@@ -1,0 +1,21 @@
+/* Which layers each pipeline stage holds (docs/parallel.md, "Pipeline
+ * parallelism"). */
+#ifndef FABULA_MODEL_STAGES_H
+#define FABULA_MODEL_STAGES_H
+
+#include "config/config.h"
+
+/* The cost the balanced split evens out: a layer's matmul weights that a
+ * token passes through (attention, and the dense FFN or the router and
+ * top-k experts, as model_active_params counts them); the first stage adds
+ * the embedding's V D, the last the head's V D (and its loss). */
+double model_stage_layer_cost(const model_config_t *mc, int l);
+
+/* Stage s of pp holds layers [first[s], first[s + 1]) (first[0] = 0,
+ * first[pp] = num_hidden_layers, each at least one layer): `layers` [pp]
+ * given (parallel.pipeline_layers, summing to the layers), else the
+ * contiguous split that minimises the largest stage cost above (ties: the
+ * one found first, moving layers to earlier stages). 1 <= pp <= layers. */
+void model_stage_split(const model_config_t *mc, int pp, const int *layers, int *first);
+
+#endif

@@ -1,0 +1,163 @@
+/* The stage's side of the pipeline. Activations cross between stages
+ * through host buffers (the CPU backend's are the model's own; a copy
+ * either way), one per model in flight and direction, so that a send
+ * still in progress is never overwritten: a model's next send waits for
+ * its previous one first. Sends never block, receives do; with the 1F1B
+ * order that cannot deadlock (every receive's send is issued by a stage
+ * that reaches it without waiting on the receiver). */
+#include "train/pipeline.h"
+
+#include <stdlib.h>
+
+#include "monitor/timer.h"
+#include "util/error.h"
+
+struct pipeline {
+    comm_t *pp;
+    int stage, nstages, nslots;
+    model_t **slot;             /* slot[0] the caller's model */
+    char **out_buf, **grad_buf; /* host staging per slot */
+    comm_request_t **out_req, **grad_req;
+    char *in_buf;               /* host staging of what arrives */
+    size_t max_bytes;
+    double wait;
+};
+
+/* A message's tag: the micro-batch and the direction (forward even). */
+static int tag(int mb, int backward) { return 2 * mb + backward; }
+
+pipeline_t *pipeline_create(model_t *m, comm_t *pp, int max_tokens)
+{
+    FB_ASSERT(comm_size(pp) >= 2);
+    pipeline_t *p = fb_calloc(1, sizeof *p);
+    p->pp = pp;
+    p->stage = comm_rank(pp);
+    p->nstages = comm_size(pp);
+    p->nslots = p->nstages - p->stage;
+    p->slot = fb_calloc((size_t)p->nslots, sizeof *p->slot);
+    p->out_buf = fb_calloc((size_t)p->nslots, sizeof *p->out_buf);
+    p->grad_buf = fb_calloc((size_t)p->nslots, sizeof *p->grad_buf);
+    p->out_req = fb_calloc((size_t)p->nslots, sizeof *p->out_req);
+    p->grad_req = fb_calloc((size_t)p->nslots, sizeof *p->grad_req);
+    p->max_bytes = model_stage_bytes(m, max_tokens);
+    p->slot[0] = m;
+    for (int s = 1; s < p->nslots; s++)
+        p->slot[s] = model_create_sibling(m);
+    for (int s = 0; s < p->nslots; s++) {
+        p->out_buf[s] = fb_malloc(p->max_bytes ? p->max_bytes : 1);
+        p->grad_buf[s] = fb_malloc(p->max_bytes ? p->max_bytes : 1);
+    }
+    p->in_buf = fb_malloc(p->max_bytes ? p->max_bytes : 1);
+    return p;
+}
+
+void pipeline_free(pipeline_t *p)
+{
+    if (!p)
+        return;
+    pipeline_end_step(p);
+    for (int s = 0; s < p->nslots; s++) {
+        if (s > 0)
+            model_free(p->slot[s]);
+        free(p->out_buf[s]);
+        free(p->grad_buf[s]);
+    }
+    free(p->slot);
+    free(p->out_buf);
+    free(p->grad_buf);
+    free(p->out_req);
+    free(p->grad_req);
+    free(p->in_buf);
+    free(p);
+}
+
+int pipeline_stage(const pipeline_t *p) { return p->stage; }
+int pipeline_stages(const pipeline_t *p) { return p->nstages; }
+
+/* At most nslots consecutive micro-batches are in flight on this stage. */
+static int slot_of(const pipeline_t *p, int mb) { return mb % p->nslots; }
+
+model_t *pipeline_model(pipeline_t *p, int mb) { return p->slot[slot_of(p, mb)]; }
+
+void pipeline_run(pipeline_t *p, int nmicro, void (*fwd)(void *ctx, int mb), void (*bwd)(void *ctx, int mb),
+                  void *ctx)
+{
+    int warm = p->nstages - p->stage - 1;
+    if (warm > nmicro)
+        warm = nmicro;
+    for (int mb = 0; mb < warm; mb++)
+        fwd(ctx, mb);
+    for (int mb = 0; mb + warm < nmicro; mb++) {
+        fwd(ctx, mb + warm);
+        bwd(ctx, mb);
+    }
+    for (int mb = nmicro - warm > 0 ? nmicro - warm : 0; mb < nmicro; mb++)
+        bwd(ctx, mb);
+}
+
+static void recv_into(pipeline_t *p, fb_act *dst, const ops_t *o, int src, int mb, int backward, size_t bytes)
+{
+    FB_ASSERT(bytes <= p->max_bytes);
+    const double t0 = timer_now();
+    comm_recv(p->pp, p->in_buf, bytes, COMM_BYTE, src, tag(mb, backward));
+    p->wait += timer_now() - t0;
+    if (bytes)
+        o->to_backend(dst, p->in_buf, bytes);
+}
+
+static void send_from(pipeline_t *p, char *buf, comm_request_t **req, const fb_act *src, const ops_t *o, int dest,
+                      int mb, int backward, size_t bytes)
+{
+    FB_ASSERT(bytes <= p->max_bytes);
+    comm_wait(req); /* this slot's previous message has left its buffer */
+    if (bytes)
+        o->to_host(buf, src, bytes);
+    *req = comm_isend(p->pp, buf, bytes, COMM_BYTE, dest, tag(mb, backward));
+}
+
+void pipeline_recv_input(pipeline_t *p, int mb, int T)
+{
+    model_t *m = pipeline_model(p, mb);
+    FB_ASSERT(p->stage > 0);
+    recv_into(p, model_stage_input(m), model_ops(m), p->stage - 1, mb, 0, model_stage_bytes(m, T));
+}
+
+void pipeline_send_output(pipeline_t *p, int mb, int T)
+{
+    model_t *m = pipeline_model(p, mb);
+    const int s = slot_of(p, mb);
+    FB_ASSERT(p->stage < p->nstages - 1);
+    send_from(p, p->out_buf[s], &p->out_req[s], model_stage_output(m), model_ops(m), p->stage + 1, mb, 0,
+              model_stage_bytes(m, T));
+}
+
+void pipeline_recv_grad(pipeline_t *p, int mb, int T)
+{
+    model_t *m = pipeline_model(p, mb);
+    FB_ASSERT(p->stage < p->nstages - 1);
+    recv_into(p, model_stage_grad(m), model_ops(m), p->stage + 1, mb, 1, model_stage_bytes(m, T));
+}
+
+void pipeline_send_grad(pipeline_t *p, int mb, int T)
+{
+    model_t *m = pipeline_model(p, mb);
+    const int s = slot_of(p, mb);
+    FB_ASSERT(p->stage > 0);
+    send_from(p, p->grad_buf[s], &p->grad_req[s], model_stage_grad(m), model_ops(m), p->stage - 1, mb, 1,
+              model_stage_bytes(m, T));
+}
+
+void pipeline_end_step(pipeline_t *p)
+{
+    const double t0 = timer_now();
+    comm_waitall(p->out_req, p->nslots);
+    comm_waitall(p->grad_req, p->nslots);
+    p->wait += timer_now() - t0;
+}
+
+double pipeline_take_wait(pipeline_t *p)
+{
+    const double w = p->wait;
+    p->wait = 0.0;
+    return w;
+}

@@ -1,0 +1,69 @@
+#!/bin/sh
+# Pipeline-parallel layouts that cannot be built, and the features pipeline
+# parallelism refuses: `fabula train --dry-run` exits 2 with one message
+# naming the key (docs/parallel.md). Layouts that fit pass.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+PP=parallel.pipeline_parallel_size
+
+# expect_usage NAME KEY NEEDLE NP ARGS...: exit 2, stderr names KEY and
+# holds NEEDLE, exactly one "fabula: error:" line
+expect_usage() {
+    name=$1; key=$2; needle=$3; np=$4; shift 4
+    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$np" "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
+        "$@") >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
+    rc=$?
+    check "$name: exit 2 naming $key and '$needle', one message" \
+        '[ $rc -eq 2 ] && grep -qF "$key" "$SCRATCH/err.txt" && grep -qF -- "$needle" "$SCRATCH/err.txt" &&
+         [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ]'
+    [ "$rc" -eq 2 ] && [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ] ||
+        { echo "  exit $rc, stderr:"; sed 's/^/  | /' "$SCRATCH/err.txt"; }
+}
+# what a pipeline-parallel run must set today
+OK="--set checkpoint.save_interval=-1 --set run.resume=\"none\""
+L4="--set model.num_hidden_layers=4"
+
+expect_usage "world 3, pp 2" $PP "world size (3 ranks)" 3 $OK --set $PP=2
+expect_usage "world 4, tp 2, pp 4" $PP "world size (4 ranks) / parallel.tensor_parallel_size = 2" 4 $OK \
+    --set $PP=4 --set parallel.tensor_parallel_size=2 $L4
+expect_usage "pp 0" $PP "an integer from 1 to 64" 1 $OK --set $PP=0
+expect_usage "pp 4 > 2 layers" $PP "at most model.num_hidden_layers = 2" 4 $OK --set $PP=4
+expect_usage "world 4, pp 2, ep 4" parallel.expert_parallel_size "i.e. of 2" 4 $OK --set $PP=2 \
+    --set parallel.expert_parallel_size=4
+expect_usage "pipeline_layers not summing to the layers" parallel.pipeline_layers "summing to model.num_hidden_layers = 4" \
+    2 $OK $L4 --set $PP=2 --set 'parallel.pipeline_layers=[2,1]'
+expect_usage "pipeline_layers of 3 stages at pp 2" parallel.pipeline_layers "$PP = 2 positive integers" 2 $OK $L4 \
+    --set $PP=2 --set 'parallel.pipeline_layers=[2,1,1]'
+expect_usage "pipeline_layers with a 0" parallel.pipeline_layers "positive integers" 2 $OK $L4 --set $PP=2 \
+    --set 'parallel.pipeline_layers=[4,0]'
+expect_usage "pipeline_layers without pp" parallel.pipeline_layers "unset without pipeline parallelism" 1 $OK \
+    --set 'parallel.pipeline_layers=[2]'
+expect_usage "virtual stages 2" parallel.virtual_pipeline_stages "interleaved 1F1B schedule is not implemented" 2 \
+    $OK --set $PP=2 --set parallel.virtual_pipeline_stages=2
+expect_usage "pp 2, checkpoints" checkpoint.save_interval "$PP = 2" 2 --set 'run.resume="none"' --set $PP=2
+expect_usage "pp 2, resume auto" run.resume "$PP = 2" 2 --set checkpoint.save_interval=-1 --set $PP=2
+expect_usage "pp 2, validation" run.eval_interval "$PP = 2" 2 $OK --set $PP=2 --set run.eval_interval=5
+expect_usage "pp 2, tied embeddings" model.tie_word_embeddings "$PP = 2" 2 $OK --set $PP=2 \
+    --set model.tie_word_embeddings=true
+expect_usage "pp 2, ZeRO 2" zero_optimization.stage "0 or 1 with $PP = 2" 2 $OK --set $PP=2 \
+    --set zero_optimization.stage=2
+expect_usage "pp 2, ZeRO 3" zero_optimization.stage "0 or 1 with $PP = 2" 2 $OK --set $PP=2 \
+    --set zero_optimization.stage=3
+expect_usage "pp 2, global-batch aux loss" model.router_aux_loss_scope "$PP = 2" 2 $OK --set $PP=2 \
+    --set 'model.router_aux_loss_scope="global_batch"'
+expect_usage "pp 2, expert dropout" model.expert_dropout "$PP = 2" 2 $OK --set $PP=2 --set model.expert_dropout=0.1
+expect_usage "pp 2, bf16" bf16.enabled "$PP = 2" 2 $OK --set $PP=2 --set bf16.enabled=true
+expect_usage "pp 2, fp16" fp16.enabled "$PP = 2" 2 $OK --set $PP=2 --set fp16.enabled=true
+expect_usage "pp 2, cuda" run.backend "$PP = 2" 2 $OK --set $PP=2 --set 'run.backend="cuda"'
+
+# Layouts that fit: the dry run accepts them, and the batch identity counts
+# world / (tp pp) data-parallel ranks.
+for layout in "2 2 1" "4 2 1" "4 4 1" "4 2 2"; do
+    set -- $layout
+    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$1" "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
+        $OK $L4 --set $PP=$2 --set parallel.tensor_parallel_size=$3 \
+        --set train_batch_size=$((2 * $1 / $2 / $3)) --set train_micro_batch_size_per_gpu=2) >"$SCRATCH/out.txt" 2>&1
+    rc=$?
+    check "world $1, pp $2, tp $3 accepted (batch 2 x $(($1 / $2 / $3)) dp ranks)" '[ $rc -eq 0 ]'
+    [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
+done
+finish

@@ -1,0 +1,129 @@
+#!/bin/sh
+# Pipeline parallelism (docs/parallel.md): STEPS steps of 4-layer tiny
+# models split over pp = 2 and 4 stages (1F1B, activations and their
+# gradients sent between stages) give the per-step losses of the single-rank
+# run within 1e-5 relative (compare_losses.py), the same gradient norms and,
+# for the MoE, the same tokens per expert and dropped assignments per layer.
+# Gradient clipping is set low enough to act at every step, so a norm that
+# missed a stage's parameters (or counted one twice) would change the
+# losses too. Layouts: dense and MoE (capacity, aux and z losses) at pp 2
+# and pp 4, dp 2 x pp 2 with ZeRO 1 (dense and MoE), ep 2 x pp 2 (MoE),
+# tp 2 x pp 2 (dense), an explicit split parallel.pipeline_layers = [3, 1],
+# and steps whose micro-batches 1 and 2 are empty (the stages still pass
+# them along). Every launch runs under a timeout, so a hang fails the test.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+PY=${PYTHON:-python3}
+STEPS=20
+export OMP_NUM_THREADS=1
+PP=parallel.pipeline_parallel_size
+L4="--set model.num_hidden_layers=4"
+DENSE="$L4 --set model.num_local_experts=0"
+MOE="$L4 --set model.router_z_loss_coef=0.001"
+
+# train NP NAME ARGS...: into $SCRATCH/NAME, status in $RC
+train() {
+    np=$1; name=$2; shift 2
+    (cd "$FB_SRCDIR" && timeout 180 $MPIEXEC -n "$np" "$FABULA" train --steps $STEPS --run-dir "$SCRATCH/$name" \
+        --set checkpoint.save_interval=-1 --set 'run.resume="none"' --set train_batch_size=8 \
+        --set train_micro_batch_size_per_gpu=2 --set data.seq_len=64 --set model.hidden_size=64 \
+        --set model.intermediate_size=128 --set gradient_clipping=0.05 "$@") >"$SCRATCH/$name.out" 2>&1
+    RC=$?
+    [ $RC -eq 0 ] || { echo "--- $name failed ($RC):"; tail -n 20 "$SCRATCH/$name.out"; }
+}
+
+# compare A B KEY...: the losses within 1e-5 relative (compare_losses.py),
+# grad_norm too, the listed keys equal (layer_dropped: the per-layer drops)
+compare() {
+    a=$1; b=$2; shift 2
+    "$PY" "$FB_SRCDIR/tests/e2e/compare_losses.py" "$SCRATCH/$a/metrics.jsonl" "$SCRATCH/$b/metrics.jsonl" 1e-5 \
+        >"$SCRATCH/$b.cmp" || { tail -n 3 "$SCRATCH/$b.cmp"; return 1; }
+    "$PY" - "$SCRATCH/$a/metrics.jsonl" "$SCRATCH/$b/metrics.jsonl" "$STEPS" "$@" <<'PYEOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+steps, keys = int(sys.argv[3]), sys.argv[4:]
+for r in a + b:
+    if "moe_layers" in r:
+        r["layer_dropped"] = [x["dropped"] for x in r["moe_layers"]]
+ok = len(a) == steps and len(b) == steps
+if not ok:
+    print("steps: %d and %d, expected %d" % (len(a), len(b), steps))
+clipped = 0
+for x, y in zip(a, b):
+    if abs(x["grad_norm"] - y["grad_norm"]) > 1e-5 * abs(x["grad_norm"]):
+        print("step %d: grad_norm %.9g vs %.9g" % (x["step"], x["grad_norm"], y["grad_norm"])); ok = False
+    for k in keys:
+        if x.get(k) != y.get(k):
+            print("step %d: %s %s vs %s" % (x["step"], k, x.get(k), y.get(k))); ok = False
+    clipped += x["grad_norm"] > 0.05
+if clipped < steps:
+    print("clipping acted on %d of %d steps only" % (clipped, steps)); ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
+train 1 dense-ref $DENSE --set zero_optimization.stage=0
+check "reference run (1 rank, dense, 4 layers)" '[ $RC -eq 0 ]'
+train 2 dense-pp2 $DENSE --set zero_optimization.stage=0 --set $PP=2
+check "dense, pp 2, ZeRO 0: losses and norms of 1 rank" '[ $RC -eq 0 ] && compare dense-ref dense-pp2'
+train 4 dense-pp4 $DENSE --set zero_optimization.stage=1 --set $PP=4
+check "dense, pp 4 (one layer a stage), ZeRO 1: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare dense-ref dense-pp4'
+train 4 dense-dp2-pp2 $DENSE --set zero_optimization.stage=1 --set $PP=2
+check "dense, dp 2 x pp 2, ZeRO 1: losses and norms of 1 rank" '[ $RC -eq 0 ] && compare dense-ref dense-dp2-pp2'
+train 4 dense-tp2-pp2 $DENSE --set zero_optimization.stage=1 --set $PP=2 --set parallel.tensor_parallel_size=2
+check "dense, tp 2 x pp 2, ZeRO 1: losses and norms of 1 rank" '[ $RC -eq 0 ] && compare dense-ref dense-tp2-pp2'
+train 2 dense-pp2-31 $DENSE --set zero_optimization.stage=0 --set $PP=2 --set 'parallel.pipeline_layers=[3,1]'
+check "dense, pp 2 with pipeline_layers [3, 1]: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare dense-ref dense-pp2-31 && grep -q "stage 0 layers 0-2, stage 1 layers 3-3" "$SCRATCH/dense-pp2-31.out"'
+
+train 1 moe-ref $MOE --set zero_optimization.stage=0
+check "reference run (1 rank, MoE, 4 layers) drops assignments" \
+    '[ $RC -eq 0 ] && [ "$(grep -c "\"dropped\":[1-9]" "$SCRATCH/moe-ref/metrics.jsonl")" -gt 0 ]'
+SAME="expert_tokens dropped layer_dropped"
+train 2 moe-pp2 $MOE --set zero_optimization.stage=0 --set $PP=2
+check "MoE, pp 2, ZeRO 0: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-pp2 $SAME"
+train 4 moe-pp4 $MOE --set zero_optimization.stage=1 --set $PP=4
+check "MoE, pp 4, ZeRO 1: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-pp4 $SAME"
+train 4 moe-dp2-pp2 $MOE --set zero_optimization.stage=1 --set $PP=2
+check "MoE, dp 2 x pp 2, ZeRO 1: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-dp2-pp2 $SAME"
+train 4 moe-ep2-pp2 $MOE --set zero_optimization.stage=0 --set $PP=2 --set parallel.expert_parallel_size=2
+check "MoE, ep 2 x pp 2, ZeRO 0: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-ep2-pp2 $SAME"
+
+# 3 samples of <= 64 tokens a step fill micro-batch 0 of 256 tokens: 1 and 2 are empty
+SPARSE="$MOE --set train_batch_size=3 --set train_micro_batch_size_per_gpu=1 --set gradient_accumulation_steps=3 \
+    --set data.max_tokens_per_batch=256 --set zero_optimization.stage=1"
+train 1 sparse-ref $SPARSE
+check "reference run (1 rank, MoE, empty micro-batches)" \
+    '[ $RC -eq 0 ] && grep -q "\"packing\":0.75" "$SCRATCH/sparse-ref/metrics.jsonl"'
+train 4 sparse-pp4 $SPARSE --set $PP=4
+check "MoE, pp 4, empty micro-batches: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare sparse-ref sparse-pp4 $SAME"
+# The balanced split (docs/parallel.md): 6 dense layers, 3 stages and a
+# vocabulary of 2048 rows, whose embedding and head (V D each) outweigh a
+# layer: the printed split's largest stage cost must be the smallest over all
+# contiguous splits, found here by enumerating them (the equal split 2-2-2
+# is not: 1-4-1 is)
+STEPS=1
+train 3 split-pp3 $DENSE --set model.num_hidden_layers=6 --set model.vocab_size=2048 --set $PP=3
+check "pp 3 of 6 layers, vocabulary 2048: the default split minimises the largest stage cost" \
+    '[ $RC -eq 0 ] && "$PY" - "$SCRATCH/split-pp3.out" <<PYEOF
+import itertools, re, sys
+m = re.search(r"stage 0 layers 0-(\\d+), stage 1 layers \\d+-(\\d+), stage 2 layers \\d+-5", open(sys.argv[1]).read())
+assert m, "no layout line"
+D, I, V, H, KV = 64, 128, 2048, 4, 2
+cost = [D * (D // H) * (2 * H + 2 * KV) + 3 * D * I] * 6
+def worst(a, b):
+    return max(sum(cost[:a]) + V * D, sum(cost[a:b]), sum(cost[b:]) + V * D)
+best = min(worst(a, b) for a, b in itertools.combinations(range(1, 6), 2))
+got = worst(int(m.group(1)) + 1, int(m.group(2)) + 1)
+print("split", m.group(0), "largest cost", got, "best", best, "equal split", worst(2, 4))
+sys.exit(0 if got == best else 1)
+PYEOF'
+check "the start-up line and the bubble line show the pipeline" \
+    'grep -q "pp 4" "$SCRATCH/moe-pp4.out" && grep -q "fabula: pipeline: 4 stages x 4 micro-batches" "$SCRATCH/moe-pp4.out"'
+finish
