@@ -143,8 +143,8 @@ int plan_memory_cmd(int argc, char **argv)
         row("  grown to the configured capacity", m.moe_buffers_capacity, 0);
         row("total", m.device_total, m.host_total);
         if (m.predicted)
-            printf("note: tp/pp/sequence parallelism figures (recomputation with them) are predictions of the Megatron-style "
-                   "implementation (issue 17): fabula train does not run this layout yet\n");
+            printf("note: pipeline/sequence parallelism and replicated kv heads: these figures are predictions of the "
+                   "Megatron-style implementation, not train's own sizing (docs/plan.md)\n");
         printf("memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", params, m.grads,
                optimizer, m.workspace_zero, acts);
     }

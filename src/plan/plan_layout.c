@@ -22,8 +22,8 @@ void plan_layout_from_config(const config_t *cfg, int world, plan_layout_t *lay)
     memset(lay, 0, sizeof *lay);
     lay->world = world;
     lay->tp = cfg->parallel.tensor_parallel_size > 0 ? cfg->parallel.tensor_parallel_size : 1;
-    lay->pp = 1;
-    lay->dp = world / lay->tp > 0 ? world / lay->tp : 1;
+    lay->pp = cfg->parallel.pipeline_parallel_size > 0 ? cfg->parallel.pipeline_parallel_size : 1;
+    lay->dp = world / (lay->tp * lay->pp) > 0 ? world / (lay->tp * lay->pp) : 1;
     lay->ep = cfg->parallel.expert_parallel_size > 0 ? cfg->parallel.expert_parallel_size : 1;
     lay->zero = cfg->zero.stage;
     lay->offload_optimizer = cfg->zero.offload_optimizer;
