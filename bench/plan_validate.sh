@@ -1,6 +1,7 @@
 #!/bin/sh
 # The step-time model against measurement (docs/plan.md, "Validation"):
-# for each rank count and layout (ZeRO 0-3, ep 1 and 2),
+# for each rank count and layout (ZeRO 0-3, ep 1 and 2; tp 2, pp 2 and
+# their combinations with dp),
 # `fabula plan calibrate --write-machine` on that many ranks right before a
 # real training run of bench/configs/plan_small.json (so both see the same
 # load on a shared machine; --calibrate-once: one calibration per rank
@@ -14,11 +15,15 @@
 # the steps between and the ranks. On an idle machine with a core a rank
 # that is the wall time; on a loaded one it leaves out the time other jobs
 # held the cores.
-# Prints one table row per layout: the measured median step time (after 3
-# warm-up steps), the prediction and the error. Timings on a shared machine
-# vary: the load average is printed with every row.
+# --rounds R (default 3): the whole sweep R times, rounds outermost so that
+# a change of the machine's load hits every layout alike. Prints one table
+# row per layout: the median over rounds of the measured step time (each
+# round's: the median step after 3 warm-up steps) with the rounds' range,
+# the median prediction and the error between the two medians. Timings on
+# a shared machine vary: the highest load average seen is printed per row.
 #
-# usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--config FILE] [--calibrate-once] [--clock wall|cpu]
+# usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--rounds R] [--config FILE] [--calibrate-once]
+#                               [--clock wall|cpu]
 #        (from the repository top)
 # env:   FABULA (default ./fabula), MPIEXEC (default mpiexec.mpich)
 set -eu
@@ -28,16 +33,18 @@ STEPS=10
 RANKS="1 2 4"
 CFG=bench/configs/plan_small.json
 ONCE=0
+ROUNDS=3
 CLOCK=wall
 PY=${PYTHON:-python3}
 while [ $# -gt 0 ]; do
     case $1 in
     --steps) STEPS=$2; shift 2 ;;
     --ranks) RANKS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --config) CFG=$2; shift 2 ;;
     --calibrate-once) ONCE=1; shift ;;
     --clock) CLOCK=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--config FILE] [--calibrate-once] [--clock wall|cpu]" >&2
+    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--clock wall|cpu]" >&2
        exit 2 ;;
     esac
 done
@@ -49,15 +56,16 @@ esac
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
+median() { # numbers, one a line -> their median
+    sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 median_step_time() { # metrics.jsonl -> median step_time (s) after 3 warm-up steps
-    sed -n 's/.*"step_time": *\([0-9.e+-]*\).*/\1/p' "$1" | tail -n +4 | sort -g |
-        awk '{v[NR] = $1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+    sed -n 's/.*"step_time": *\([0-9.e+-]*\).*/\1/p' "$1" | tail -n +4 | median
 }
 
-echo "fabula plan time vs measured ($CLOCK clock): $CFG, $STEPS steps, $(getconf _NPROCESSORS_ONLN) cores," \
-     "$(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -n 1), $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "| ranks | ZeRO | ep | measured s/step | predicted s/step | error | load avg |"
-echo "|---|---|---|---|---|---|---|"
+echo "fabula plan time vs measured ($CLOCK clock): $CFG, $STEPS steps x $ROUNDS rounds," \
+     "$(getconf _NPROCESSORS_ONLN) cores, $(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -n 1)," \
+     "$(date -u '+%Y-%m-%d %H:%M UTC')"
 cpu_seconds() { # COMMAND... -> user + system seconds of it and every process it waited for
     "$PY" -c 'import resource, subprocess, sys
 r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
@@ -69,30 +77,65 @@ calibrate() { # NP
     $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CFG" --repeats 5 --clock "$CLOCK" --write-machine "$OUT/m$1.json" \
         >"$OUT/cal$1.log" 2>&1 || { cat "$OUT/cal$1.log"; exit 1; }
 }
-for np in $RANKS; do
-    [ "$ONCE" -eq 1 ] && calibrate "$np"
+# layouts NP: one line per layout on NP ranks, "ZERO EP TP PP": ZeRO 0-3 at
+# ep 1 and 2, then tensor (tp 2) and pipeline (pp 2) parallelism
+layouts() {
     for ep in 1 2; do
-        [ "$ep" -gt "$np" ] && continue
+        [ "$ep" -gt "$1" ] && continue
         for zero in 0 1 2 3; do
-            [ "$np" -eq 1 ] && [ "$zero" -gt 0 ] && continue
-            name="np${np}_z${zero}_ep${ep}"
+            [ "$1" -eq 1 ] && [ "$zero" -gt 0 ] && continue
+            echo "$zero $ep 1 1"
+        done
+    done
+    if [ "$1" -ge 2 ]; then
+        echo "0 1 2 1"
+        echo "0 1 1 2"
+    fi
+    if [ "$1" -ge 4 ]; then
+        echo "1 1 2 1"
+        echo "1 1 1 2"
+        echo "0 1 2 2"
+    fi
+}
+for round in $(seq "$ROUNDS"); do
+    for np in $RANKS; do
+        [ "$ONCE" -eq 1 ] && calibrate "$np"
+        layouts "$np" >"$OUT/list$np"
+        while read -r zero ep tp pp; do
+            name="np${np}_z${zero}_ep${ep}_tp${tp}_pp${pp}"
             [ "$ONCE" -eq 0 ] && calibrate "$np"
-            set -- --set zero_optimization.stage="$zero" --set parallel.expert_parallel_size="$ep"
+            set -- --set zero_optimization.stage="$zero" --set parallel.expert_parallel_size="$ep" \
+                --set parallel.tensor_parallel_size="$tp" --set parallel.pipeline_parallel_size="$pp"
+            # tensor and pipeline parallelism write no checkpoints yet
+            [ "$tp" -gt 1 ] || [ "$pp" -gt 1 ] && set -- "$@" --set checkpoint.save_interval=-1 --set 'run.resume="none"'
             if [ "$CLOCK" = cpu ]; then
-                c1=$(cpu_seconds $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps 3 --run-dir "$OUT/${name}_3" "$@")
-                c2=$(cpu_seconds $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/${name}_n" "$@")
+                c1=$(cpu_seconds $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps 3 --run-dir "$OUT/${name}_3" "$@" </dev/null)
+                c2=$(cpu_seconds $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/${name}_n" "$@" </dev/null)
                 meas=$(awk -v a="$c1" -v b="$c2" -v s="$STEPS" -v n="$np" 'BEGIN{print (b - a) / (s - 3) / n}')
             else
                 $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/$name" "$@" \
-                    >"$OUT/$name.log" 2>&1 || { cat "$OUT/$name.log"; exit 1; }
+                    >"$OUT/$name.log" 2>&1 </dev/null || { cat "$OUT/$name.log"; exit 1; }
                 meas=$(median_step_time "$OUT/$name/metrics.jsonl")
             fi
+            # the next round's run starts afresh, not as a resume
+            rm -rf "${OUT:?}/$name" "${OUT:?}/${name}_3" "${OUT:?}/${name}_n"
             "$FABULA" plan time "$CFG" --world "$np" --machine "$OUT/m$np.json" --jsonl "$(sed -n \
                 's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --json "$@" \
-                >"$OUT/$name.json" 2>"$OUT/$name.err" || { cat "$OUT/$name.err"; exit 1; }
+                >"$OUT/$name.json" 2>"$OUT/$name.err" </dev/null || { cat "$OUT/$name.err"; exit 1; }
             pred=$(sed -n 's/.*"step_s": *\([0-9.e+-]*\).*/\1/p' "$OUT/$name.json")
-            printf '| %d | %d | %d | %.4f | %.4f | %+.1f%% | %s |\n' "$np" "$zero" "$ep" "$meas" "$pred" \
-                "$(awk -v p="$pred" -v m="$meas" 'BEGIN{print 100 * (p - m) / m}')" "$(cut -d' ' -f1 /proc/loadavg)"
-        done
+            echo "$meas" >>"$OUT/$name.meas"
+            echo "$pred" >>"$OUT/$name.pred"
+            cut -d' ' -f1 /proc/loadavg >>"$OUT/$name.load"
+            [ "$round" -eq 1 ] && echo "$np $zero $ep $tp $pp $name" >>"$OUT/layouts"
+        done <"$OUT/list$np"
     done
 done
+echo "| ranks | ZeRO | ep | tp | pp | measured s/step (median; range over rounds) | predicted s/step | error | max load avg |"
+echo "|---|---|---|---|---|---|---|---|---|"
+while read -r np zero ep tp pp name; do
+    meas=$(median <"$OUT/$name.meas")
+    pred=$(median <"$OUT/$name.pred")
+    printf '| %d | %d | %d | %d | %d | %.4f (%.4f-%.4f) | %.4f | %+.1f%% | %s |\n' "$np" "$zero" "$ep" "$tp" "$pp" "$meas" \
+        "$(sort -g "$OUT/$name.meas" | head -n 1)" "$(sort -g "$OUT/$name.meas" | tail -n 1)" "$pred" \
+        "$(awk -v p="$pred" -v m="$meas" 'BEGIN{print 100 * (p - m) / m}')" "$(sort -g "$OUT/$name.load" | tail -n 1)"
+done <"$OUT/layouts"
