@@ -17,7 +17,7 @@
 #include "parallel/mpi_check.h"
 #include "util/error.h"
 
-static MPI_Datatype mpi_type(comm_dtype_t t)
+MPI_Datatype comm_mpi_type(comm_dtype_t t)
 {
     switch (t) {
     case COMM_F32: return MPI_FLOAT;
@@ -29,7 +29,7 @@ static MPI_Datatype mpi_type(comm_dtype_t t)
     case COMM_BF16: return MPI_UINT16_T;
     case COMM_F16: return MPI_UINT16_T;
     }
-    fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "mpi_type", "unknown comm_dtype_t");
+    fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_mpi_type", "unknown comm_dtype_t");
 }
 
 static MPI_Op mpi_op(comm_dtype_t t, comm_op_t op, const char *call)
@@ -105,7 +105,7 @@ void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_
         comm_wait(&r);
         return;
     }
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     MPI_Op mop = mpi_op(t, op, "comm_allreduce");
     size_t es = comm_dtype_size(t);
     comm_stats_count(c, COMM_KIND_ALLREDUCE, (uint64_t)(count * es));
@@ -123,7 +123,7 @@ comm_request_t *comm_iallreduce(comm_t *c, void *buf, size_t count, comm_dtype_t
 {
     if (c->backend)
         return c->backend->allreduce(c, buf, count, t, op);
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     MPI_Op mop = mpi_op(t, op, "comm_iallreduce");
     size_t es = comm_dtype_size(t);
     comm_stats_count(c, COMM_KIND_ALLREDUCE, (uint64_t)(count * es));
@@ -144,7 +144,7 @@ void comm_exscan_sum(comm_t *c, void *buf, size_t count, comm_dtype_t t)
 {
     if (c->backend)
         fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_exscan_sum", "takes host comms only");
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     MPI_Op mop = mpi_op(t, COMM_SUM, "comm_exscan_sum");
     size_t es = comm_dtype_size(t);
     comm_stats_count(c, COMM_KIND_EXSCAN, (uint64_t)(count * es));
@@ -203,7 +203,7 @@ void comm_reduce_scatter(comm_t *c, const void *send, void *recv, const size_t *
     MPI_Op mop = mpi_op(t, op, "comm_reduce_scatter");
     int *ic = scatter_counts(c, send, recv, recvcounts, t, "comm_reduce_scatter");
     double t0 = MPI_Wtime();
-    CHECK_MPI(MPI_Reduce_scatter(send, recv, ic, mpi_type(t), mop, c->mpi));
+    CHECK_MPI(MPI_Reduce_scatter(send, recv, ic, comm_mpi_type(t), mop, c->mpi));
     waited(c, COMM_KIND_REDUCE_SCATTER, t0);
     free(ic);
 }
@@ -216,7 +216,7 @@ comm_request_t *comm_ireduce_scatter(comm_t *c, const void *send, void *recv, co
     MPI_Op mop = mpi_op(t, op, "comm_ireduce_scatter");
     int *ic = scatter_counts(c, send, recv, recvcounts, t, "comm_ireduce_scatter");
     comm_request_t *r = comm_request_new(c, COMM_KIND_REDUCE_SCATTER, 1, ic);
-    CHECK_MPI(MPI_Ireduce_scatter(send, recv, ic, mpi_type(t), mop, c->mpi, &r->reqs[0]));
+    CHECK_MPI(MPI_Ireduce_scatter(send, recv, ic, comm_mpi_type(t), mop, c->mpi, &r->reqs[0]));
     return r;
 }
 
@@ -265,7 +265,7 @@ void comm_allgatherv(comm_t *c, const void *send, size_t sendcount, void *recv, 
         free(iv);
         return;
     }
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     double t0 = MPI_Wtime();
     CHECK_MPI(MPI_Allgatherv(send, iv[c->rank], type, recv, iv, iv + c->size, type, c->mpi));
     waited(c, COMM_KIND_ALLGATHER, t0);
@@ -281,7 +281,7 @@ comm_request_t *comm_iallgatherv(comm_t *c, const void *send, size_t sendcount, 
     int *iv = gather_layout(c, counts, displs, t, "comm_iallgatherv");
     if (gather_alone(c, send, sendcount, recv, displs, t))
         return comm_request_new(c, COMM_KIND_ALLGATHER, 0, iv);
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     comm_request_t *r = comm_request_new(c, COMM_KIND_ALLGATHER, 1, iv);
     CHECK_MPI(MPI_Iallgatherv(send, iv[c->rank], type, recv, iv, iv + c->size, type, c->mpi, &r->reqs[0]));
     return r;
@@ -302,7 +302,7 @@ void comm_allgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const s
     }
     int *iv = gather_layout(c, counts, displs, t, "comm_allgatherv_inplace");
     double t0 = MPI_Wtime();
-    CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, iv, iv + c->size, mpi_type(t), c->mpi));
+    CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, iv, iv + c->size, comm_mpi_type(t), c->mpi));
     waited(c, COMM_KIND_ALLGATHER, t0);
     free(iv);
 }
@@ -315,7 +315,7 @@ comm_request_t *comm_iallgatherv_inplace(comm_t *c, void *buf, const size_t *cou
                                       displs, t);
     int *iv = gather_layout(c, counts, displs, t, "comm_iallgatherv_inplace");
     comm_request_t *r = comm_request_new(c, COMM_KIND_ALLGATHER, 1, iv);
-    CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, iv, iv + c->size, mpi_type(t), c->mpi,
+    CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, iv, iv + c->size, comm_mpi_type(t), c->mpi,
                               &r->reqs[0]));
     return r;
 }
@@ -353,7 +353,7 @@ void comm_alltoallv(comm_t *c, const void *send, const size_t *sendcounts, const
     }
     int p = c->size;
     int *iv = alltoallv_layout(c, sendcounts, sdispls, recvcounts, rdispls, t, "comm_alltoallv");
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     double t0 = MPI_Wtime();
     CHECK_MPI(MPI_Alltoallv(send, iv, iv + p, type, recv, iv + 2 * p, iv + 3 * p, type, c->mpi));
     waited(c, COMM_KIND_ALLTOALLV, t0);
@@ -367,7 +367,7 @@ comm_request_t *comm_ialltoallv(comm_t *c, const void *send, const size_t *sendc
         return c->backend->alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t);
     int p = c->size;
     int *iv = alltoallv_layout(c, sendcounts, sdispls, recvcounts, rdispls, t, "comm_ialltoallv");
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     comm_request_t *r = comm_request_new(c, COMM_KIND_ALLTOALLV, 1, iv);
     CHECK_MPI(MPI_Ialltoallv(send, iv, iv + p, type, recv, iv + 2 * p, iv + 3 * p, type, c->mpi, &r->reqs[0]));
     return r;
@@ -393,7 +393,7 @@ void comm_alltoall(comm_t *c, const void *send, void *recv, size_t count, comm_d
         return;
     }
     int n = alltoall_count(c, count, t, "comm_alltoall");
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     double t0 = MPI_Wtime();
     CHECK_MPI(MPI_Alltoall(send, n, type, recv, n, type, c->mpi));
     waited(c, COMM_KIND_ALLTOALL, t0);
@@ -404,7 +404,7 @@ comm_request_t *comm_ialltoall(comm_t *c, const void *send, void *recv, size_t c
     if (c->backend)
         return c->backend->alltoall(c, send, recv, count, t);
     int n = alltoall_count(c, count, t, "comm_ialltoall");
-    MPI_Datatype type = mpi_type(t);
+    MPI_Datatype type = comm_mpi_type(t);
     comm_request_t *r = comm_request_new(c, COMM_KIND_ALLTOALL, 1, NULL);
     CHECK_MPI(MPI_Ialltoall(send, n, type, recv, n, type, c->mpi, &r->reqs[0]));
     return r;

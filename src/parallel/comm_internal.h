@@ -68,6 +68,9 @@ typedef struct comm_backend {
 int comm_piece(size_t count, size_t done);
 int comm_pieces(size_t count);
 
+/* The MPI datatype of a comm dtype (16-bit floats as raw 2-byte elements). */
+MPI_Datatype comm_mpi_type(comm_dtype_t t);
+
 /* docs/parallel.md, "Waiting". Set once by parallel_init (collective over
  * the node communicator) from FABULA_MPI_WAIT and the node's ranks and
  * CPUs; exits 2 on a bad value. */

@@ -10,21 +10,6 @@
 #include "parallel/mpi_check.h"
 #include "util/error.h"
 
-static MPI_Datatype p2p_type(comm_dtype_t t)
-{
-    /* moved, never reduced: the element's bytes are all that matters */
-    switch (t) {
-    case COMM_F32: return MPI_FLOAT;
-    case COMM_F64: return MPI_DOUBLE;
-    case COMM_I32: return MPI_INT32_T;
-    case COMM_I64: return MPI_INT64_T;
-    case COMM_BYTE: return MPI_BYTE;
-    case COMM_BF16:
-    case COMM_F16: return MPI_UINT16_T;
-    }
-    fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "p2p_type", "unknown comm_dtype_t");
-}
-
 comm_request_t *comm_isend(comm_t *c, const void *buf, size_t count, comm_dtype_t t, int dest, int tag)
 {
     FB_ASSERT(!c->backend && dest >= 0 && dest < c->size && dest != c->rank);
@@ -36,7 +21,7 @@ comm_request_t *comm_isend(comm_t *c, const void *buf, size_t count, comm_dtype_
     size_t done = 0;
     for (int i = 0; i < n; i++) {
         const int k = comm_piece(count, done);
-        CHECK_MPI(MPI_Isend(p + done * esz, k, p2p_type(t), dest, tag, c->mpi, &r->reqs[i]));
+        CHECK_MPI(MPI_Isend(p + done * esz, k, comm_mpi_type(t), dest, tag, c->mpi, &r->reqs[i]));
         done += (size_t)k;
     }
     return r;
@@ -49,9 +34,22 @@ void comm_recv(comm_t *c, void *buf, size_t count, comm_dtype_t t, int src, int 
     comm_stats_count(c, COMM_KIND_RECV, (uint64_t)(count * esz));
     const double t0 = MPI_Wtime();
     char *p = buf;
+    if (comm_wait_yields(c)) {
+        /* the wait policy's test-and-yield loop (docs/parallel.md, "Waiting") */
+        const int n = count ? comm_pieces(count) : 0;
+        comm_request_t *r = comm_request_new(c, COMM_KIND_RECV, n, NULL);
+        size_t done = 0;
+        for (int i = 0; i < n; i++) {
+            const int k = comm_piece(count, done);
+            CHECK_MPI(MPI_Irecv(p + done * esz, k, comm_mpi_type(t), src, tag, c->mpi, &r->reqs[i]));
+            done += (size_t)k;
+        }
+        comm_wait(&r);
+        return;
+    }
     for (size_t done = 0; done < count;) {
         const int k = comm_piece(count, done);
-        CHECK_MPI(MPI_Recv(p + done * esz, k, p2p_type(t), src, tag, c->mpi, MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Recv(p + done * esz, k, comm_mpi_type(t), src, tag, c->mpi, MPI_STATUS_IGNORE));
         done += (size_t)k;
     }
     comm_stats_add_wait(c, COMM_KIND_RECV, MPI_Wtime() - t0);
