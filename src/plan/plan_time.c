@@ -190,9 +190,16 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         add(&c[PLAN_COMM_EP_ALLTOALL], PLAN_COLL_ALLTOALL, ep, nmicro * moe_local * 4.0 * chunks,
             rows * row_bytes / chunks, l_ep);
     }
-    /* tensor parallelism: Megatron's two all-reduces of the layer's
-     * activations forward and two backward (sequence parallelism swaps
-     * each for a reduce-scatter and an all-gather: the same bytes) */
+    /* tensor parallelism: two all-reduces of the layer's activations
+     * forward and two backward, as Megatron (sequence parallelism, not in
+     * train, swaps each for a reduce-scatter and an all-gather: the same
+     * bytes); fabula's implementation (docs/parallel.md, "Tensor
+     * parallelism") also sums the vocabulary-parallel embedding forward and
+     * the head's input gradient, the cross-entropy's row maxima (T doubles)
+     * and exp sums and target logits (2T doubles), and in each MoE layer
+     * the top-k weights' gradient (T K floats); full recomputation repeats
+     * the layers' forward sums. With pp the stage holding the head is
+     * counted. */
     const double layers_local = (double)mc->num_hidden_layers / pp;
     const double act = T * (double)mc->hidden_size * lay->act_bytes;
     if (tp > 1) {
@@ -200,7 +207,14 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
             add(&c[PLAN_COMM_TP], PLAN_COLL_REDUCE_SCATTER, tp, nmicro * layers_local * 4.0, act, l_tp);
             add(&c[PLAN_COMM_TP], PLAN_COLL_ALLGATHER, tp, nmicro * layers_local * 4.0, act, l_tp);
         } else {
-            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * layers_local * 4.0, act, l_tp);
+            const double per_layer = lay->recompute == PLAN_RECOMPUTE_FULL ? 6.0 : 4.0;
+            const double ends = pp > 1 ? 1.0 : 2.0; /* the head's gradient; the embedding on stage 0 */
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * (layers_local * per_layer + ends), act, l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro, 8.0 * T, l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro, 16.0 * T, l_tp);
+            if (moe_layers > 0)
+                add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * moe_local, 4.0 * T * mc->num_experts_per_tok,
+                    l_tp);
         }
     }
     /* pipeline: each micro-batch's activations forward and their gradient
