@@ -2,7 +2,7 @@
 # CPU training throughput: fabula against the same MoE model written the
 # usual way in PyTorch, same machine, same threads, same batch, equal work.
 #
-#   bench/train_cpu.sh [--steps N] [--threads T] [--wait-policy passive|default|both]
+#   bench/train_cpu.sh [--steps N] [--threads "T..."] [--wait-policy passive|default|both]
 #                      [--sweep] [--rows "ROW..."]
 #
 # Without --sweep: one row, bench/configs/cpu_small.json. With --sweep: the
@@ -12,6 +12,11 @@
 # and total parameters, seq 256 -> 8192 at 8192 tokens a step. --rows picks
 # some of them by name. Every config is run dropless (capacity_factor 0) on
 # both sides, so both do the same work whatever the routing.
+#
+# --threads takes one count or several ("1 2"): each row runs at each. Both
+# sides report the wall clock and the CPU seconds (all threads) of a step;
+# at 1 thread the CPU time is the figure other load on the machine barely
+# moves, at the machine's thread count the paired wall clock is.
 #
 # Run from the repository top. Builds nothing: FABULA names the binary
 # (default ./fabula), MPIEXEC the launcher (default mpiexec.mpich), PYTHON the
@@ -41,7 +46,7 @@ seq4096 data.seq_len=4096 data.min_seq_len=4096 train_micro_batch_size_per_gpu=2
 seq8192 data.seq_len=8192 data.min_seq_len=8192 train_micro_batch_size_per_gpu=1'
 
 usage() {
-    echo "usage: bench/train_cpu.sh [--steps N] [--threads T] [--wait-policy passive|default|both] [--sweep] [--rows \"ROW...\"]"
+    echo "usage: bench/train_cpu.sh [--steps N] [--threads \"T...\"] [--wait-policy passive|default|both] [--sweep] [--rows \"ROW...\"]"
     echo "       rows of --sweep: $(echo "$SWEEP_ROWS" | awk '{printf "%s ", $1}')"
     echo "       (env: FABULA=./fabula, MPIEXEC=mpiexec.mpich, PYTHON=/usr/bin/python3)"
 }
@@ -81,7 +86,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$STEPS" in '' | *[!0-9]*) die_usage "--steps wants a positive integer, not '$STEPS'" ;; esac
-case "$THREADS" in '' | *[!0-9]* | 0) die_usage "--threads wants a positive integer, not '$THREADS'" ;; esac
+[ -n "$THREADS" ] || die_usage "--threads wants positive integers"
+for t in $THREADS; do
+    case "$t" in '' | *[!0-9]* | 0*) die_usage "--threads wants positive integers, not '$t'" ;; esac
+done
 [ "$STEPS" -gt "$WARMUP" ] || die_usage "--steps must exceed the $WARMUP warm-up steps"
 if [ -n "$ROWS" ]; then
     [ "$SWEEP" = 1 ] || die_usage "--rows picks rows of --sweep"
@@ -113,7 +121,6 @@ trap 'exit 130' INT TERM
 # OMP_WAIT_POLICY=passive for both (--wait-policy default|both for the
 # other), and each side's CPU time (user + sys, whole run) is printed too:
 # on a machine shared with other load it is the fairer figure.
-export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS"
 [ -x /usr/bin/time ] || { echo "bench/train_cpu.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 
 # derive BASE OUT KEY=VALUE...: OUT is BASE with the dotted keys set, and
@@ -140,8 +147,8 @@ PYEOF
 cpu_of() { awk '/^CPU/ {printf "%.1f", $2 + $3}' "$1"; }
 
 # Medians of tokens_per_s and step_time (ms) after the warm-up, first and
-# last loss, last step's dropped assignments, fastest step (ms), from a
-# metrics.jsonl.
+# last loss, last step's dropped assignments, fastest step (ms), median
+# step_cpu_time (ms), from a metrics.jsonl.
 METRICS_PY='
 import json, statistics, sys
 path, warmup, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -149,10 +156,11 @@ rows = [json.loads(l) for l in open(path) if l.strip()]
 if len(rows) != steps:
     sys.exit("%s: %d lines, expected %d" % (path, len(rows), steps))
 timed = rows[warmup:]
-print("%.1f %.2f %.4f %.4f %s %.2f" % (statistics.median(r["tokens_per_s"] for r in timed),
-                                      1e3 * statistics.median(r["step_time"] for r in timed),
-                                      rows[0]["loss"], rows[-1]["loss"], rows[-1].get("dropped", "?"),
-                                      1e3 * min(r["step_time"] for r in timed)))
+print("%.1f %.2f %.4f %.4f %s %.2f %.2f" % (statistics.median(r["tokens_per_s"] for r in timed),
+                                           1e3 * statistics.median(r["step_time"] for r in timed),
+                                           rows[0]["loss"], rows[-1]["loss"], rows[-1].get("dropped", "?"),
+                                           1e3 * min(r["step_time"] for r in timed),
+                                           1e3 * statistics.median(r["step_cpu_time"] for r in timed)))
 '
 
 blas_of() {
@@ -166,13 +174,15 @@ set_policy() {
     if [ "$1" = passive ]; then export OMP_WAIT_POLICY=passive; else unset OMP_WAIT_POLICY; fi
 }
 
-# run_fabula POLICY CONFIG: sets FAB_TPS, FAB_MS, FAB_BEST and FAB_CPU.
+# run_fabula POLICY CONFIG: sets FAB_TPS, FAB_MS, FAB_BEST, FAB_CPU and
+# FAB_CPU_MS. Both programs' stdin is /dev/null: mpiexec forwards its stdin
+# to rank 0 and would read the rest of the row list.
 run_fabula() {
     set_policy "$1"
     echo "-- fabula, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}, load average $(loadavg)"
     rm -rf "$WORK/run"
     if ! /usr/bin/time -f "CPU %U %S" -o "$WORK/fabula.time" "$MPIEXEC" -n 1 "$FABULA" train --steps "$STEPS" \
-        --run-dir "$WORK/run" "$2" >"$WORK/fabula.log" 2>&1; then
+        --run-dir "$WORK/run" "$2" >"$WORK/fabula.log" 2>&1 </dev/null; then
         tail -n 30 "$WORK/fabula.log"
         echo "bench/train_cpu.sh: fabula failed (log above)" >&2
         exit 1
@@ -183,15 +193,17 @@ run_fabula() {
     FAB_MS=$(echo "$fab" | awk '{print $2}')
     FAB_BEST=$(echo "$fab" | awk '{print $6}')
     FAB_CPU=$(cpu_of "$WORK/fabula.time")
+    FAB_CPU_MS=$(echo "$fab" | awk '{print $7}')
     echo "fabula: loss $(echo "$fab" | awk '{print $3 " -> " $4 ", last step dropped " $5 " assignments"}')"
 }
 
-# run_torch POLICY CONFIG: sets TORCH_TPS, TORCH_MS, TORCH_BEST and TORCH_CPU.
+# run_torch POLICY CONFIG: sets TORCH_TPS, TORCH_MS, TORCH_BEST, TORCH_CPU
+# and TORCH_CPU_MS.
 run_torch() {
     set_policy "$1"
     echo "-- PyTorch, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}, load average $(loadavg)"
     if ! /usr/bin/time -f "CPU %U %S" -o "$WORK/torch.time" "$PYTHON" bench/torch_moe.py --config "$2" \
-        --steps "$STEPS" --threads "$THREADS" --warmup "$WARMUP" >"$WORK/torch.log" 2>&1; then
+        --steps "$STEPS" --threads "$OMP_NUM_THREADS" --warmup "$WARMUP" >"$WORK/torch.log" 2>&1 </dev/null; then
         tail -n 30 "$WORK/torch.log"
         echo "bench/train_cpu.sh: the PyTorch side failed (log above)" >&2
         exit 1
@@ -204,11 +216,12 @@ run_torch() {
     TORCH_MS=$(echo "$res" | awk '{print $5}')
     TORCH_BEST=$(echo "$res" | awk '{print $7}')
     TORCH_CPU=$(cpu_of "$WORK/torch.time")
+    TORCH_CPU_MS=$(echo "$res" | awk '{print $13}')
 }
 
 echo "== fabula CPU training benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "cpu:      $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) core(s) online"
-echo "threads:  $THREADS (OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = torch.set_num_threads)"
+echo "threads:  $THREADS (each: OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = torch.set_num_threads)"
 echo "fabula:   $FABULA, BLAS $(blas_of "$FABULA")"
 echo "torch:    $TORCH_VERSION ($PYTHON)"
 echo "config:   $CONFIG (capacity_factor 0 on both sides), $STEPS steps, medians over the steps after the first $WARMUP"
@@ -222,22 +235,28 @@ fi
 : >"$WORK/table"
 echo "$rows" | while read -r row sets; do
     # shellcheck disable=SC2086
-    derive "$CONFIG" "$WORK/$row.json" $sets
-    for policy in $POLICIES; do
-        echo
-        echo "== row $row ($sets), policy $policy"
-        run_fabula "$policy" "$WORK/$row.json"
-        run_torch "$policy" "$WORK/$row.json"
-        ratio=$(awk -v a="$FAB_TPS" -v b="$TORCH_TPS" 'BEGIN{printf "%.2f", a / b}')
-        printf '%-8s %-8s %-18s %9.0f %9.1f %9.1f %8s %8sx\n' "$row" "$policy" "fabula" "$FAB_TPS" "$FAB_MS" \
-            "$FAB_BEST" "$FAB_CPU" "$ratio" >>"$WORK/table"
-        printf '%-8s %-8s %-18s %9.0f %9.1f %9.1f %8s %8sx\n' "$row" "$policy" "PyTorch $TORCH_VERSION" \
-            "$TORCH_TPS" "$TORCH_MS" "$TORCH_BEST" "$TORCH_CPU" "1.00" >>"$WORK/table"
+    derive "$CONFIG" "$WORK/$row.json" $sets </dev/null
+    for threads in $THREADS; do
+        export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads"
+        for policy in $POLICIES; do
+            echo
+            echo "== row $row ($sets), $threads thread(s), policy $policy"
+            run_fabula "$policy" "$WORK/$row.json"
+            run_torch "$policy" "$WORK/$row.json"
+            ratio=$(awk -v a="$FAB_TPS" -v b="$TORCH_TPS" 'BEGIN{printf "%.2f", a / b}')
+            cratio=$(awk -v a="$FAB_CPU_MS" -v b="$TORCH_CPU_MS" 'BEGIN{printf "%.2f", b / a}')
+            printf '%-8s %3s %-8s %-18s %9.0f %9.1f %9.1f %9.1f %8s %8sx %8sx\n' "$row" "$threads" "$policy" \
+                "fabula" "$FAB_TPS" "$FAB_MS" "$FAB_BEST" "$FAB_CPU_MS" "$FAB_CPU" "$ratio" "$cratio" >>"$WORK/table"
+            printf '%-8s %3s %-8s %-18s %9.0f %9.1f %9.1f %9.1f %8s %8sx %8sx\n' "$row" "$threads" "$policy" \
+                "PyTorch $TORCH_VERSION" "$TORCH_TPS" "$TORCH_MS" "$TORCH_BEST" "$TORCH_CPU_MS" "$TORCH_CPU" "1.00" \
+                "1.00" >>"$WORK/table"
+        done
     done
 done
-
 echo
-echo "policy = OMP_WAIT_POLICY (default: unset); tokens/s and ms/step are medians, best = fastest step;"
-echo "CPU s = user + sys of the whole run; vs torch = tokens/s over PyTorch's under the same policy"
-printf '%-8s %-8s %-18s %9s %9s %9s %8s %9s\n' row policy implementation tokens/s ms/step "best ms" "CPU s" "vs torch"
+echo "thr = OMP_NUM_THREADS; policy = OMP_WAIT_POLICY (default: unset); tokens/s, ms/step and CPU ms (all"
+echo "threads' CPU time in the step) are medians after the warm-up, best = fastest step; run CPU = user + sys"
+echo "of the whole run in s; wall x = tokens/s over PyTorch's, cpu x = PyTorch's CPU ms over fabula's"
+printf '%-8s %3s %-8s %-18s %9s %9s %9s %9s %8s %9s %9s\n' row thr policy implementation tokens/s ms/step \
+    "best ms" "CPU ms" "run CPU" "wall x" "cpu x"
 cat "$WORK/table"

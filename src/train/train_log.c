@@ -260,6 +260,7 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_object_set_new(j, "max_len", json_integer(r->max_len));
     json_object_set_new(j, "tokens_per_s", json_real(tps));
     json_object_set_new(j, "step_time", json_real(r->step_time));
+    json_object_set_new(j, "step_cpu_time", json_real(r->step_cpu_time));
     json_object_set_new(j, "elapsed", json_real(r->elapsed));
     if (cfg->model.num_local_experts > 1) {
         json_object_set_new(j, "dropped", json_integer(r->dropped));

@@ -20,6 +20,7 @@ typedef struct step_record {
     double imbalance, packing;  /* balancer cost imbalance; packing efficiency */
     int max_len;                /* sequence-length cap this step */
     double step_time, elapsed;
+    double step_cpu_time;       /* rank 0's process CPU seconds in the step, all threads */
     double valid_lm_loss;       /* LM loss on the validation samples this step; NaN: not evaluated */
     const eval_result_t *valid; /* the whole evaluation (perplexity, per genre); NULL: not evaluated */
     const long *expert_tokens;  /* [L * E] tokens kept per expert (MoE layers) */

@@ -559,7 +559,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         step_record_t rec;
         memset(&rec, 0, sizeof rec);
         rec.step = step + 1;
-        const double t0 = timer_now();
+        const double t0 = timer_now(), c0 = timer_process_cpu();
         step_monitor_begin(&tr.mon);
         zero_begin_step(tr.zero);
         run_micro_batches(&tr, step, &rec);
@@ -584,6 +584,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
                        rec.step, zs.loss_scale, loss_scale_value(zero_loss_scaler(tr.zero)));
         }
         rec.step_time = timer_now() - t0;
+        rec.step_cpu_time = timer_process_cpu() - c0;
         if (tr.pipe) {
             tr.pipe_wait += pipeline_take_wait(tr.pipe);
             tr.pipe_time += rec.step_time;

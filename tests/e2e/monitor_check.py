@@ -11,6 +11,7 @@ usage: monitor_check.py RUN_DIR MODE [PEAK]
 Prints one line per check, "ok" or "FAIL", and exits 1 on any failure.
 """
 import json
+import os
 import sys
 
 PHASES = ["data", "forward", "backward", "comm_wait", "optimizer", "checkpoint", "imbalance"]
@@ -55,6 +56,11 @@ def main():
         check(sorted(t) == sorted(PHASES) and all(v >= 0 for v in t.values()),
               f"step {s}: time has the 7 phases, none negative")
         inside = sum(v for k, v in t.items() if k != "checkpoint")
+        # CPU time of the step: some, and at most what the threads could use
+        cores = max(os.cpu_count() or 1, int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
+        cpu = r.get("step_cpu_time")
+        check(cpu is not None and 0 < cpu <= r["step_time"] * cores * 1.1 + 0.02,
+              f"step {s}: step_cpu_time {cpu} in (0, step_time x {cores} threads]")
         check(0.5 * r["step_time"] <= inside <= r["step_time"] * 1.001 + 1e-4,
               f"step {s}: phases {inside:.4f} s cover at least half of, and at most, the step {r['step_time']:.4f} s")
         check(rel(r["model_flops_per_s"], r["model_flops"] / r["step_time"]) < 1e-6,
