@@ -14,7 +14,8 @@
 # checksum serially: the sum the slices' writers combined must be it).
 # Also dp 2 x tp 2 with ZeRO 3 (shard boundaries inside the tp slices) and
 # pp 2 alone: their step-5 checkpoints are the 1-rank run's, and a pp 2 run
-# resumes the tp one's checkpoint and continues its losses.
+# with every transfer collective (checkpoint.collective "all") resumes the
+# tp one's checkpoint and continues its losses.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ckpt_lib.sh"
 TP=parallel.tensor_parallel_size
@@ -65,7 +66,7 @@ check "dp 2 x tp 2, ZeRO 3 (4 ranks): its step-5 checkpoint holds the 1-rank run
 ctrain 2 pp2 --steps 5 --set checkpoint.save_interval=5 --set $PP=2
 check "pp 2 alone (2 ranks): its step-5 checkpoint holds the 1-rank run's tensors and verifies" \
     '[ $RC -eq 0 ] && same_as_ref pp2 5'
-ctrain 2 tp2 --steps 10 --set checkpoint.save_interval=5 --set $PP=2
+ctrain 2 tp2 --steps 10 --set checkpoint.save_interval=5 --set $PP=2 --set 'checkpoint.collective="all"'
 check "pp 2 resumes the dp 2 x tp 2 checkpoint: steps 1-10 within 1e-5 of the uninterrupted run" \
     '[ $RC -eq 0 ] && grep -q "resumed from .*step-00000005.h5 at step 5" "$SCRATCH/tp2.out" &&
      [ "$(closses tp2 | wc -l)" -eq 10 ] && cprefix ref tp2 1e-5 && same_as_ref tp2 10'
