@@ -1,6 +1,7 @@
 /* The HDF5 plumbing the checkpoint writer, reader and inspector share:
  * file access properties, flat-range selections, and the attributes
  * h5tensor does not have. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,12 +78,80 @@ void ckpt_select_flat(hid_t space, int ndim, const hsize_t *dims, size_t a, size
     }
 }
 
+void ckpt_select_view(hid_t space, int ndim, const hsize_t *dims, const param_view_t *lv, size_t a, size_t b)
+{
+    FB_ASSERT(a < b);
+    if (!lv || lv->tp_dim != 1) {
+        const size_t at = lv ? param_view_full_pos(lv, a) : a;
+        ckpt_select_flat(space, ndim, dims, at, at + (b - a));
+        return;
+    }
+    /* a column block [off, off + cols) of the full rows: the local flat
+     * range is a partial first row, whole rows, a partial last row of the
+     * block, which HDF5 visits in the same row-major order */
+    FB_ASSERT(ndim == 2);
+    const hsize_t cols = (hsize_t)lv->shape[1], off = (hsize_t)lv->tp_off;
+    hsize_t r0 = a / cols, c0 = a % cols, r1 = b / cols, c1 = b % cols;
+    H5S_seloper_t op = H5S_SELECT_SET;
+    if (r0 == r1) {
+        hsize_t start[2] = {r0, off + c0}, count[2] = {1, c1 - c0};
+        CHECK_H5(H5Sselect_hyperslab(space, op, start, NULL, count, NULL));
+        return;
+    }
+    if (c0 > 0) {
+        hsize_t start[2] = {r0, off + c0}, count[2] = {1, cols - c0};
+        CHECK_H5(H5Sselect_hyperslab(space, op, start, NULL, count, NULL));
+        op = H5S_SELECT_OR;
+        r0++;
+    }
+    if (r1 > r0) {
+        hsize_t start[2] = {r0, off}, count[2] = {r1 - r0, cols};
+        CHECK_H5(H5Sselect_hyperslab(space, op, start, NULL, count, NULL));
+        op = H5S_SELECT_OR;
+    }
+    if (c1 > 0) {
+        hsize_t start[2] = {r1, off}, count[2] = {1, c1};
+        CHECK_H5(H5Sselect_hyperslab(space, op, start, NULL, count, NULL));
+    }
+}
+
+uint64_t ckpt_view_checksum_serial(const param_view_t *lv, const float *x, size_t a, size_t b)
+{
+    uint64_t sum = 0;
+    for (size_t e = a; e < b;) {
+        size_t run = lv ? param_view_run(lv, e) : b - e;
+        run = run < b - e ? run : b - e;
+        sum += ckpt_checksum_serial(x + (e - a), run, lv ? param_view_full_pos(lv, e) : e);
+        e += run;
+    }
+    return sum;
+}
+
+uint64_t ckpt_view_checksum(const param_view_t *lv, const float *x, size_t a, size_t b)
+{
+    if (b <= a)
+        return 0;
+    if (!lv || lv->tp_dim != 1)
+        return ckpt_checksum(x, b - a, lv ? param_view_full_pos(lv, a) : a);
+    /* a column slice: one run per row, the rows over the threads */
+    const size_t cols = (size_t)lv->shape[1], r0 = a / cols, r1 = (b - 1) / cols;
+    uint64_t sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (r1 - r0 >= 64)
+    for (size_t r = r0; r <= r1; r++) {
+        size_t from = r * cols > a ? r * cols : a, to = (r + 1) * cols < b ? (r + 1) * cols : b;
+        sum += ckpt_checksum_serial(x + (from - a), to - from, param_view_full_pos(lv, from));
+    }
+    return sum;
+}
+
 const param_view_t *ckpt_local_view(const param_table_t *local, int i, const param_view_t *gv)
 {
     const param_view_t *lv = i < local->n && !strcmp(local->views[i].name, gv->name)
                                  ? &local->views[i]
                                  : param_table_find(local, gv->name);
-    FB_ASSERT(!lv || lv->numel == gv->numel);
+    /* a tensor-parallel slice of the whole tensor gv */
+    FB_ASSERT(!lv || (lv->ndim == gv->ndim && lv->full_shape[0] == gv->shape[0] &&
+                      lv->full_shape[1] == gv->shape[1]));
     return lv;
 }
 
@@ -161,22 +230,43 @@ static ckpt_piece_t piece_of(const zero_shard_t *shard, const param_view_t *lv, 
 }
 
 ckpt_piece_t *ckpt_pieces_build(const zero_shard_t *shard, const param_table_t *global, const param_table_t *local,
-                                int move, long long **sharers)
+                                const groups_t *groups, int move, long long **sharers)
 {
     const int n = global->n;
     ckpt_piece_t *pieces = fb_calloc((size_t)n, sizeof *pieces);
     long long *count = fb_calloc((size_t)n, sizeof *count);
+    /* The ranks of one (tp, pp) coordinate partition a tensor by their
+     * write ranges; a tensor held whole on every tp rank (a norm, the
+     * router) or on more than one stage is written and checksummed by the
+     * copies of the lowest coordinate alone, so that every element counts
+     * once in the stored sum. */
+    long long *replica = fb_malloc((size_t)n * sizeof *replica);
+    const param_view_t **lvs = fb_malloc((size_t)n * sizeof *lvs);
     for (int i = 0; i < n; i++) {
-        pieces[i] = piece_of(shard, ckpt_local_view(local, i, &global->views[i]), move);
+        lvs[i] = ckpt_local_view(local, i, &global->views[i]);
+        replica[i] = !lvs[i] ? LLONG_MAX
+                             : (long long)(lvs[i]->tp_dim < 0 ? groups->tp_rank : 0) * groups->pp_size + groups->pp_rank;
+    }
+    comm_allreduce(comm_world(), replica, (size_t)n, COMM_I64, COMM_MIN);
+    for (int i = 0; i < n; i++) {
+        pieces[i] = piece_of(shard, lvs[i], move);
+        if (lvs[i] && replica[i] != (long long)(lvs[i]->tp_dim < 0 ? groups->tp_rank : 0) * groups->pp_size +
+                                       groups->pp_rank) {
+            pieces[i].wa = pieces[i].wb = 0;
+            if (move == CKPT_MOVE_WRITE_RANGE)
+                pieces[i].a = pieces[i].b = 0;
+        }
         count[i] = pieces[i].b > pieces[i].a ? 1 : 0;
     }
+    free(replica);
+    free(lvs);
     comm_allreduce(comm_world(), count, (size_t)n, COMM_I64, COMM_SUM);
     *sharers = count;
     return pieces;
 }
 
-int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, size_t a, size_t b,
-                  float *buf, int write, long long sharers)
+int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, const param_view_t *lv,
+                  size_t a, size_t b, float *buf, int write, long long sharers)
 {
     const int collective = x->all_collective || sharers > 1;
     if (!collective && b <= a)
@@ -195,7 +285,7 @@ int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, siz
         CHECK_H5(mspace);
         float dummy[1] = {0.0f};
         if (kb > ka) {
-            ckpt_select_flat(fspace, ndim, dims, ka, kb);
+            ckpt_select_view(fspace, ndim, dims, lv, ka, kb);
         } else {
             CHECK_H5(H5Sselect_none(fspace));
             CHECK_H5(H5Sselect_none(mspace));

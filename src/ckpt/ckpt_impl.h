@@ -57,9 +57,24 @@ uint64_t ckpt_checksum_isa(int isa, const float *x, size_t n, uint64_t pos0);
  * row), which HDF5 visits in row-major order. */
 void ckpt_select_flat(hid_t space, int ndim, const hsize_t *dims, size_t a, size_t b);
 
+/* Selects a tensor's elements that the local view lv holds as its local
+ * flat elements [a, b) (a < b): under tensor parallelism a row slice is a
+ * flat range at an offset, a column slice up to three 2-D blocks of its
+ * columns; lv NULL: the flat range [a, b) itself. HDF5 visits the
+ * selection in the order of the local elements. */
+void ckpt_select_view(hid_t space, int ndim, const hsize_t *dims, const param_view_t *lv, size_t a, size_t b);
+/* The whole tensor's checksum terms of local elements [a, b) of lv held in
+ * x[0, b - a), each at its position in the full tensor (lv NULL: position
+ * e for element e): a rank's slice, whatever it is, adds its share of the
+ * same layout-independent sum. Over the threads, or (serial) on the
+ * calling one. */
+uint64_t ckpt_view_checksum(const param_view_t *lv, const float *x, size_t a, size_t b);
+uint64_t ckpt_view_checksum_serial(const param_view_t *lv, const float *x, size_t a, size_t b);
+
 /* The view of global tensor `gv` (index i of the global table) in this
- * rank's table, or NULL (expert parallelism: experts held elsewhere). Local
- * views carry their global names. */
+ * rank's table, or NULL (expert parallelism: experts held elsewhere;
+ * pipeline parallelism: another stage's layers). Local views carry their
+ * global names; under tensor parallelism they are slices of gv. */
 const param_view_t *ckpt_local_view(const param_table_t *local, int i, const param_view_t *gv);
 /* Where kind's elements of a shard start (element sh->lo), and whether that
  * memory is host memory (else copies go through the backend). */
@@ -93,17 +108,21 @@ typedef struct ckpt_piece {
  * save: each element is written once). */
 enum { CKPT_MOVE_ZERO_RANGE = 0, CKPT_MOVE_WRITE_RANGE = 1 };
 /* Collective: this rank's piece of every tensor of `global` (its views in
- * `local`), and in *sharers (caller frees) how many ranks move a non-empty
- * piece of each. Caller frees the pieces. */
+ * `local`, in local elements of the view), and in *sharers (caller frees)
+ * how many ranks move a non-empty piece of each. Of the copies of a tensor
+ * that several tp ranks or stages hold whole, only the lowest (tp, pp)
+ * coordinate's has a write range (and, saving, a piece). Caller frees the
+ * pieces. */
 ckpt_piece_t *ckpt_pieces_build(const zero_shard_t *shard, const param_table_t *global, const param_table_t *local,
-                                int move, long long **sharers);
-/* Moves this rank's elements [a, b) of a dataset of shape dims (ndim 1 or
- * 2, numel elements) from buf (write) or into buf (read), in pieces under
+                                const groups_t *groups, int move, long long **sharers);
+/* Moves this rank's local elements [a, b) of view lv (ckpt_select_view) of
+ * a dataset of shape dims (ndim 1 or 2, numel elements) from buf (write) or
+ * into buf (read), in pieces under
  * the MPI-IO limit. `sharers`: how many ranks move a piece of it. Every
  * rank calls this for a collective transfer, only ranks with b > a for an
  * independent one (others return at once). Returns -1 when HDF5 fails. */
-int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, size_t a, size_t b,
-                  float *buf, int write, long long sharers);
+int ckpt_xfer_run(ckpt_xfer_t *x, hid_t dset, int ndim, const hsize_t *dims, size_t numel, const param_view_t *lv,
+                  size_t a, size_t b, float *buf, int write, long long sharers);
 
 /* Attribute readers for a file that may be damaged or foreign (h5tensor
  * writes them): unsigned 64-bit, int64, double, int64 vectors. They return
@@ -133,7 +152,7 @@ typedef struct ckpt_meta {
     char *format, *fabula_version, *checksum_name, *config, *sched_type, *rng_algorithm;
     long long version;
     long long step, optimizer_step, tokens_seen;
-    long long world_size, dp_size, ep_size, edp_size, zero_stage;
+    long long world_size, dp_size, ep_size, edp_size, zero_stage, tp_size, pp_size;
     long long ntensors;             /* parameters (each stored 3 times) */
     long long parameters;           /* elements over all parameters */
     double next_lr;

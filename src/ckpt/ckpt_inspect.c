@@ -119,8 +119,8 @@ static void print_meta(const char *path, const ckpt_meta_t *m, double file_bytes
            m->fabula_version, m->checksum_name);
     printf("progress     step %lld (optimizer updates %lld), %lld tokens seen\n", m->step, m->optimizer_step,
            m->tokens_seen);
-    printf("layout       %lld rank(s): dp %lld, ep %lld, edp %lld; ZeRO stage %lld\n", m->world_size, m->dp_size,
-           m->ep_size, m->edp_size, m->zero_stage);
+    printf("layout       %lld rank(s): dp %lld, ep %lld, edp %lld, tp %lld, pp %lld; ZeRO stage %lld\n",
+           m->world_size, m->dp_size, m->ep_size, m->edp_size, m->tp_size, m->pp_size, m->zero_stage);
     printf("scheduler    %s, next lr %.6g\n", m->sched_type, m->next_lr);
     printf("loss scaler  fp16 %s%s, bf16 %s, scale %g\n", m->fp16_enabled ? "on" : "off",
            m->fp16_enabled ? (m->fp16_dynamic ? " (dynamic)" : " (static)") : "", m->bf16_enabled ? "on" : "off",

@@ -99,6 +99,8 @@ void ckpt_meta_write(hid_t file, const ckpt_target_t *t, const ckpt_progress_t *
     h5_write_attr_i64(g, "ep_size", gr->ep_size);
     h5_write_attr_i64(g, "edp_size", gr->edp_size);
     h5_write_attr_i64(g, "zero_stage", cfg->zero.stage);
+    h5_write_attr_i64(g, "tp_size", gr->tp_size);
+    h5_write_attr_i64(g, "pp_size", gr->pp_size);
     CHECK_H5(H5Gclose(g));
 
     /* the schedule is a pure function of the applied updates */
@@ -245,6 +247,11 @@ int ckpt_meta_read(hid_t file, ckpt_meta_t *m, char *why, size_t n)
              need_i64(g, "/layout:", "ep_size", &m->ep_size, why, n) ||
              need_i64(g, "/layout:", "edp_size", &m->edp_size, why, n) ||
              need_i64(g, "/layout:", "zero_stage", &m->zero_stage, why, n);
+    /* information only, absent in the files of a fabula without tp and pp */
+    if (ckpt_attr_read_i64(g, "tp_size", &m->tp_size) < 0)
+        m->tp_size = 1;
+    if (ckpt_attr_read_i64(g, "pp_size", &m->pp_size) < 0)
+        m->pp_size = 1;
     H5Gclose(g);
     if (rc)
         return -1;

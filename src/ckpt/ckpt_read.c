@@ -161,16 +161,17 @@ typedef struct reader {
  * while the master reads on (H5Dread). */
 #define READ_CHUNK ((size_t)1 << 18)
 
-/* Adds the checksum of x[0..n) at tensor positions [pos, pos + n) to *out,
- * in a task another thread of the team may run while the master reads on.
- * A sum modulo 2^64, so the order the tasks finish in does not matter. */
-static void sum_later(const float *x, size_t n, uint64_t pos, uint64_t *out)
+/* Adds the checksum of local elements [a, b) of view lv, held in
+ * x[0, b - a), to *out (ckpt_view_checksum), in a task another thread of
+ * the team may run while the master reads on. A sum modulo 2^64, so the
+ * order the tasks finish in does not matter. */
+static void sum_later(const param_view_t *lv, const float *x, size_t a, size_t b, uint64_t *out)
 {
-    if (n == 0)
+    if (b <= a)
         return;
-#pragma omp task firstprivate(x, n, pos, out) default(none)
+#pragma omp task firstprivate(lv, x, a, b, out) default(none)
     {
-        uint64_t s = ckpt_checksum_serial(x, n, pos);
+        uint64_t s = ckpt_view_checksum_serial(lv, x, a, b);
 #pragma omp atomic
         *out += s;
     }
@@ -183,7 +184,7 @@ static void sum_range(const float *host, const ckpt_piece_t *pc, size_t ca, size
     size_t from = ca > pc->wa ? ca : pc->wa, to = cb < pc->wb ? cb : pc->wb;
     for (size_t x = from; x < to; x += READ_CHUNK) {
         size_t len = to - x < READ_CHUNK ? to - x : READ_CHUNK;
-        sum_later(host + (x - pc->a), len, x, out);
+        sum_later(pc->lv, host + (x - pc->a), x, x + len, out);
     }
 }
 
@@ -245,7 +246,8 @@ static void direct_read(reader_t *r, const ckpt_piece_t *pc, float *host, off_t 
         size_t cb = pc->b - ca < READ_CHUNK ? pc->b : ca + READ_CHUNK;
 #pragma omp task firstprivate(r, pc, host, at, kind, name, out, ca, cb) default(none)
         {
-            int e = pread_all(r->fd, host + (ca - pc->a), (cb - ca) * sizeof *host, at + (off_t)(ca * sizeof *host));
+            int e = pread_all(r->fd, host + (ca - pc->a), (cb - ca) * sizeof *host,
+                              at + (off_t)(param_view_full_pos(pc->lv, ca) * sizeof *host));
             if (e) {
 #pragma omp critical(ckpt_read_error)
                 if (!r->read_errno) {
@@ -256,7 +258,7 @@ static void direct_read(reader_t *r, const ckpt_piece_t *pc, float *host, off_t 
             } else {
                 size_t from = ca > pc->wa ? ca : pc->wa, to = cb < pc->wb ? cb : pc->wb;
                 if (to > from) {
-                    uint64_t s = ckpt_checksum_serial(host + (from - pc->a), to - from, from);
+                    uint64_t s = ckpt_view_checksum_serial(pc->lv, host + (from - pc->a), from, to);
 #pragma omp atomic
                     *out += s;
                 }
@@ -299,10 +301,12 @@ static void read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const c
     off_t at;
     if (collective) {
         /* every rank joins the same calls: the whole piece at once */
-        rc = ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, pc->a, pc->b, host, 0, sharers);
+        rc = ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, pc->lv, pc->a, pc->b, host, 0, sharers);
         if (rc == 0 && pc->b > pc->a)
             sum_range(host, pc, pc->a, pc->b, sum);
-    } else if (pc->b > pc->a && (at = direct_offset(r, dset, gv->numel)) >= 0) {
+    } else if (pc->b > pc->a && pc->lv->tp_dim != 1 && (at = direct_offset(r, dset, gv->numel)) >= 0) {
+        /* (a column slice of tensor parallelism is one run per row: it
+         * goes through H5Dread below) */
         /* the bytes HDF5 would move, read by every thread of the team at
          * once: the copy out of the page cache is the cost here, and one
          * thread alone reads slower than dd */
@@ -317,7 +321,8 @@ static void read_tensor(reader_t *r, hid_t dset, const param_view_t *gv, const c
         const long long before = r->xfer.independent;
         for (size_t ca = pc->a; ca < pc->b && rc == 0; ca += READ_CHUNK) {
             size_t cb = pc->b - ca < READ_CHUNK ? pc->b : ca + READ_CHUNK;
-            rc = ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, ca, cb, host + (ca - pc->a), 0, 1);
+            rc = ckpt_xfer_run(&r->xfer, dset, gv->ndim, dims, gv->numel, pc->lv, ca, cb, host + (ca - pc->a), 0,
+                               1);
             if (rc == 0)
                 sum_range(host, pc, ca, cb, sum);
         }
@@ -407,7 +412,8 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     const param_table_t *local = model_params_table(zero_model(t->zero));
     const size_t n = (size_t)global.n * CKPT_NKINDS;
     long long *sharers;
-    ckpt_piece_t *pieces = ckpt_pieces_build(r.shard, &global, local, CKPT_MOVE_ZERO_RANGE, &sharers);
+    ckpt_piece_t *pieces = ckpt_pieces_build(r.shard, &global, local, t->groups, CKPT_MOVE_ZERO_RANGE,
+                                             &sharers);
     uint64_t *sums = fb_calloc(n, sizeof *sums);
     /* one team for the whole load (not one per tensor, whose barriers cost
      * a time slice each where the cores are shared): the master reads, the

@@ -133,8 +133,8 @@ static uint64_t write_tensor(writer_t *w, const param_view_t *gv, const ckpt_pie
             src = w->stage;
         }
     }
-    uint64_t sum = src ? ckpt_checksum(src, pc->b - pc->a, pc->a) : 0;
-    if (ckpt_xfer_run(&w->xfer, *dset, gv->ndim, dims, gv->numel, pc->a, pc->b, src, 1, sharers) < 0)
+    uint64_t sum = src ? ckpt_view_checksum(pc->lv, src, pc->a, pc->b) : 0;
+    if (ckpt_xfer_run(&w->xfer, *dset, gv->ndim, dims, gv->numel, pc->lv, pc->a, pc->b, src, 1, sharers) < 0)
         save_fail("writing", path);
     return sum;
 }
@@ -192,7 +192,7 @@ void ckpt_write(const ckpt_target_t *t, const ckpt_progress_t *p, const char *pa
     const param_table_t *local = model_params_table(zero_model(t->zero));
     const size_t n = (size_t)global.n * CKPT_NKINDS;
     long long *sharers;
-    ckpt_piece_t *pieces = ckpt_pieces_build(w.shard, &global, local, CKPT_MOVE_WRITE_RANGE, &sharers);
+    ckpt_piece_t *pieces = ckpt_pieces_build(w.shard, &global, local, t->groups, CKPT_MOVE_WRITE_RANGE, &sharers);
     uint64_t *sums = fb_calloc(n, sizeof *sums);
     hid_t *dsets = fb_calloc(n, sizeof *dsets);
     for (int k = 0; k < CKPT_NKINDS; k++)

@@ -26,6 +26,18 @@ void cli_job_config(config_t *cfg, json_t *root, const char *what, int from_ckpt
     json_t *ep = par ? json_object_get(par, "expert_parallel_size") : NULL;
     if (ep && json_is_integer(ep) && (json_integer_value(ep) < 1 || world % json_integer_value(ep) != 0))
         json_object_set_new(par, "expert_parallel_size", json_integer(1));
+    /* the training run's tensor and pipeline split are its layout, not the
+     * model's: eval and generate hold whole layers (the checkpoint stores
+     * every tensor whole, docs/checkpoint.md) */
+    if (from_ckpt && json_is_object(par)) {
+        json_object_del(par, "tensor_parallel_size");
+        json_object_del(par, "pipeline_parallel_size");
+        json_object_del(par, "pipeline_layers");
+        json_object_del(par, "virtual_pipeline_stages");
+        json_object_del(par, "sequence_parallel");
+    }
+    if (from_ckpt)
+        json_object_del(root, "tensor_parallel");
     config_load_object(cfg, root, sets, nsets, world, parallel_rank() == 0);
     json_decref(root);
 }

@@ -79,10 +79,7 @@ void config_check_tensor_parallel(cj_ctx_t *c, const config_t *cfg)
         if (!(cond))                                                                                            \
             cj_invalid(c, key, what " with " TP " = %d (not implemented for tensor parallelism yet)", tp);     \
     } while (0)
-    NEED("checkpoint.save_interval", cfg->checkpoint.save_interval == -1, "-1 (no checkpoints)");
-    NEED("run.resume", !strcmp(cfg->run.resume, "none"), "\"none\"");
     NEED("model.expert_dropout", cfg->model.expert_dropout == 0.0, "0");
-    NEED("model.init_from", !cfg->init_from, "unset (no import)");
     /* the tp sums of 16-bit activations need NCCL; only fp32 is tested */
     NEED("bf16.enabled", !cfg->bf16_enabled, "false");
     NEED("fp16.enabled", !cfg->fp16.enabled, "false");
@@ -195,10 +192,7 @@ void config_check_pipeline_parallel(cj_ctx_t *c, const config_t *cfg)
         if (!(cond))                                                                                            \
             cj_invalid(c, key, what " with " PP " = %d (not implemented for pipeline parallelism yet)", pp);   \
     } while (0)
-    NEED("checkpoint.save_interval", cfg->checkpoint.save_interval == -1, "-1 (no checkpoints)");
-    NEED("run.resume", !strcmp(cfg->run.resume, "none"), "\"none\"");
     NEED("run.eval_interval", cfg->run.eval_interval <= 0, "0 (no validation passes)");
-    NEED("model.init_from", !cfg->init_from, "unset (no import)");
     /* the embedding and the head live on different stages */
     NEED("model.tie_word_embeddings", !cfg->model.tie_word_embeddings, "false");
     /* stages 2/3 reduce (and gather) per micro-batch inside the pipeline's

@@ -261,11 +261,9 @@ static int mean_row(hf_entry_t *e, int64_t D, char *why, size_t cap)
     return code;
 }
 
-int hf_weights_read(hf_weights_t *w, const param_view_t *v, size_t lo, size_t hi, float *dst, char *why, size_t cap)
+/* Elements [lo, hi) of the whole tensor `full` (flat positions). */
+static int read_full(hf_entry_t *e, const param_view_t *full, size_t lo, size_t hi, float *dst, char *why, size_t cap)
 {
-    const param_view_t *full = param_table_find(&w->table, v->name);
-    FB_ASSERT(full && lo <= hi && hi <= full->numel);
-    hf_entry_t *e = &w->entries[full - w->table.views];
     const size_t in_file = (size_t)e->t->numel;
     if (lo < in_file) {
         const size_t end = hi < in_file ? hi : in_file;
@@ -283,6 +281,26 @@ int hf_weights_read(hf_weights_t *w, const param_view_t *v, size_t lo, size_t hi
         }
         for (size_t j = lo > in_file ? lo : in_file; j < hi; j++)
             dst[j - lo] = e->mean_row[(j - in_file) % (size_t)D];
+    }
+    return 0;
+}
+
+int hf_weights_read(hf_weights_t *w, const param_view_t *v, size_t lo, size_t hi, float *dst, char *why, size_t cap)
+{
+    const param_view_t *full = param_table_find(&w->table, v->name);
+    FB_ASSERT(full && lo <= hi && hi <= v->numel && v->full_shape[0] == full->shape[0] &&
+              v->full_shape[1] == full->shape[1]);
+    hf_entry_t *e = &w->entries[full - w->table.views];
+    /* v may be a tensor-parallel slice: a row slice is one run of the
+     * file's tensor, a column slice one run per row */
+    for (size_t x = lo; x < hi;) {
+        size_t run = param_view_run(v, x);
+        run = run < hi - x ? run : hi - x;
+        const size_t at = param_view_full_pos(v, x);
+        int code = read_full(e, full, at, at + run, dst + (x - lo), why, cap);
+        if (code)
+            return code;
+        x += run;
     }
     return 0;
 }

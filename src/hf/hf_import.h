@@ -29,8 +29,10 @@ void hf_import_weights(const char *dir, model_t *m);
  * the tensor; identical on every rank, so the caller may fb_fatal_all. */
 typedef struct hf_weights hf_weights_t;
 int hf_weights_open(hf_weights_t **out, const char *dir, const model_config_t *mc, char *why, size_t cap);
-/* Elements [lo, hi) of view v (which names a tensor of the config's model)
- * into dst[hi - lo]: a pread of just those bytes, widened exactly to fp32. */
+/* Elements [lo, hi) of view v (which names a tensor of the config's model;
+ * a tensor-parallel slice of it: its own elements, param_view_full_pos)
+ * into dst[hi - lo]: a pread of just those bytes (one per row of a column
+ * slice), widened exactly to fp32. */
 int hf_weights_read(hf_weights_t *w, const param_view_t *v, size_t lo, size_t hi, float *dst, char *why,
                     size_t cap);
 void hf_weights_close(hf_weights_t *w);

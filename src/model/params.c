@@ -195,3 +195,22 @@ size_t param_table_total(const param_table_t *t)
         n += t->numel[g];
     return n;
 }
+
+size_t param_view_full_pos(const param_view_t *v, size_t e)
+{
+    if (v->tp_dim == 0)
+        return (size_t)v->tp_off * (size_t)v->full_shape[1] + e;
+    if (v->tp_dim != 1)
+        return e;
+    const size_t cols = (size_t)v->shape[1];
+    return e / cols * (size_t)v->full_shape[1] + (size_t)v->tp_off + e % cols;
+}
+
+size_t param_view_run(const param_view_t *v, size_t e)
+{
+    FB_ASSERT(e < v->numel);
+    if (v->tp_dim != 1)
+        return v->numel - e;
+    const size_t cols = (size_t)v->shape[1];
+    return cols - e % cols;
+}

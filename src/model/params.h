@@ -70,6 +70,14 @@ void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_siz
  * absent block's ranges are empty). */
 void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
                           int tp_rank, int layer_lo, int layer_hi);
+/* Where this rank's slice of a tensor sits in its Hugging Face tensor
+ * (full_shape, row-major): local element e (row-major in the slice) is at
+ * full position param_view_full_pos(v, e). A row slice (tp_dim 0) and a
+ * whole tensor are one contiguous run; a column slice (tp_dim 1) is
+ * contiguous only along its rows: param_view_run(v, e) elements from e on
+ * are contiguous in both (at most to the end of the slice). */
+size_t param_view_full_pos(const param_view_t *v, size_t e);
+size_t param_view_run(const param_view_t *v, size_t e);
 void param_table_free(param_table_t *t);
 /* NULL if absent. */
 const param_view_t *param_table_find(const param_table_t *t, const char *name);

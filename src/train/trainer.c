@@ -499,6 +499,11 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     if (tr.data.vocab_grow > cfg->model.vocab_size) {
         grown = *cfg;
         grown.model.vocab_size = tr.data.vocab_grow;
+        /* the tp ranks split the vocabulary rows, and it is not padded */
+        if (tr.data.vocab_grow % cfg->parallel.tensor_parallel_size != 0)
+            fb_fatal_all(FB_EXIT_USAGE, "model.init_from: the tokenizer's appended special tokens grow the vocabulary "
+                         "from %d to %d rows, not a multiple of parallel.tensor_parallel_size = %d", cfg->model.vocab_size,
+                         tr.data.vocab_grow, cfg->parallel.tensor_parallel_size);
         grown.effective_json = with_vocab_size(cfg->effective_json, grown.model.vocab_size);
         if (tr.rank == 0)
             printf("fabula: model.init_from: the vocabulary grows from %d to %d rows for the tokenizer's appended "
@@ -607,24 +612,6 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         prog.step = step + 1;
         prog.tokens_seen += rec.tokens;
         const int sig = preempt_agree();
-        if (sig && tr.groups.pp_size > 1) {
-            /* checkpoints of pipeline-parallel runs are not implemented */
-            if (tr.rank == 0)
-                printf("fabula: preempted (%s) at step %ld: no checkpoint written (parallel.pipeline_parallel_size "
-                       "= %d: pipeline-parallel runs write none yet), exit %d\n", preempt_signal_name(sig), prog.step,
-                       tr.groups.pp_size, FB_EXIT_PREEMPTED);
-            code = FB_EXIT_PREEMPTED;
-            break;
-        }
-        if (sig && tr.groups.tp_size > 1) {
-            /* checkpoints of tensor-parallel runs are not implemented */
-            if (tr.rank == 0)
-                printf("fabula: preempted (%s) at step %ld: no checkpoint written (parallel.tensor_parallel_size "
-                       "= %d: tensor-parallel runs write none yet), exit %d\n", preempt_signal_name(sig), prog.step,
-                       tr.groups.tp_size, FB_EXIT_PREEMPTED);
-            code = FB_EXIT_PREEMPTED;
-            break;
-        }
         if (sig) {
             ckpt_policy_save(&tr.ckpt, &prog);
             if (tr.rank == 0)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Preemption and crashes: SIGUSR1 to one rank, SIGUSR1 to mpiexec (MPICH's
 # hydra forwards it), SIGTERM to every rank (as Slurm sends it), and a
-# stream of signals that keeps arriving during the save: each time the
+# stream of signals that keeps arriving during the save (and SIGTERM under
+# tensor and under pipeline parallelism): each time the
 # ranks agree at the next step boundary, write a checkpoint of that step
 # and exit 75, and a restart resumes from it. SIGKILL of one rank of a
 # 4-rank run after a checkpoint exists: the job ends (no hang) with a
@@ -63,6 +64,23 @@ kill -TERM $(ranks term)
 finished term
 check "SIGTERM to every rank (Slurm's way): exit 75" 'preempted term'
 
+# SIGTERM under tensor and pipeline parallelism (2 layers, so that pp 2
+# has one a stage): the same checkpoint and exit 75, and a restart on the
+# same layout continues the losses of one uninterrupted 1-rank run
+for mp in "tp parallel.tensor_parallel_size=2" "pp parallel.pipeline_parallel_size=2"; do
+    set -- $mp
+    start 2 "${1}term" --set model.num_hidden_layers=2 --set "$2"
+    wait_for 60 "steps_logged ${1}term 3"
+    kill -TERM $(ranks "${1}term")
+    finished "${1}term"
+    check "SIGTERM to every rank at $1 2: checkpoint of the stopping step, exit 75" "preempted ${1}term"
+    s=$(clatest "${1}term")
+    ctrain 2 "${1}term" --steps $((s + 1)) --set model.num_hidden_layers=2 --set "$2"
+    ctrain 1 "${1}ref" --steps $((s + 1)) --set model.num_hidden_layers=2
+    check "... a restart at $1 2 resumes at step $s and continues the 1-rank run's losses within 1e-5" \
+        "grep -q 'resumed from .*step-$(printf %08d "$s").h5 at step $s' '$SCRATCH/${1}term.out' && cwithin ${1}ref ${1}term 1e-5"
+done
+
 # signals every 20 ms from the first one until the job is gone: several
 # land during the save, which must still complete and verify
 start 2 storm
@@ -90,5 +108,5 @@ else
     check "4-rank run wrote a checkpoint" false
 fi
 # nothing of ours may outlive the test
-for d in one hydra term storm kill; do for p in $(ranks $d); do kill -KILL "$p" 2>/dev/null; done; done
+for d in one hydra term tpterm ppterm storm kill; do for p in $(ranks $d); do kill -KILL "$p" 2>/dev/null; done; done
 finish

@@ -18,7 +18,7 @@ expect_usage() {
     [ "$rc" -eq 2 ] && [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ] ||
         { echo "  exit $rc, stderr:"; sed 's/^/  | /' "$SCRATCH/err.txt"; }
 }
-# what a pipeline-parallel run must set today
+# dry runs: no checkpoints, no resume
 OK="--set checkpoint.save_interval=-1 --set run.resume=\"none\""
 L4="--set model.num_hidden_layers=4"
 
@@ -39,8 +39,13 @@ expect_usage "pipeline_layers without pp" parallel.pipeline_layers "unset withou
     --set 'parallel.pipeline_layers=[2]'
 expect_usage "virtual stages 2" parallel.virtual_pipeline_stages "interleaved 1F1B schedule is not implemented" 2 \
     $OK --set $PP=2 --set parallel.virtual_pipeline_stages=2
-expect_usage "pp 2, checkpoints" checkpoint.save_interval "$PP = 2" 2 --set 'run.resume="none"' --set $PP=2
-expect_usage "pp 2, resume auto" run.resume "$PP = 2" 2 --set checkpoint.save_interval=-1 --set $PP=2
+# checkpoints, resume and preemption work under pp (tests/e2e/ckpt_reshard_mp.sh,
+# ckpt_preempt.sh): a checkpoint interval and run.resume "auto" are accepted
+(cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" --set $PP=2 \
+    $L4 --set checkpoint.save_interval=5 --set 'run.resume="auto"') >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "pp 2 with checkpoint.save_interval 5 and run.resume auto accepted" '[ $rc -eq 0 ]'
+[ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
 expect_usage "pp 2, validation" run.eval_interval "$PP = 2" 2 $OK --set $PP=2 --set run.eval_interval=5
 expect_usage "pp 2, tied embeddings" model.tie_word_embeddings "$PP = 2" 2 $OK --set $PP=2 \
     --set model.tie_word_embeddings=true

@@ -18,7 +18,7 @@ expect_usage() {
     [ "$rc" -eq 2 ] && [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ] ||
         { echo "  exit $rc, stderr:"; sed 's/^/  | /' "$SCRATCH/err.txt"; }
 }
-# what a tensor-parallel run must set today
+# dry runs: no checkpoints, no resume
 OK="--set checkpoint.save_interval=-1 --set run.resume=\"none\""
 
 expect_usage "world 3, tp 2" $TP "world size (3 ranks)" 3 $OK --set $TP=2
@@ -36,9 +36,13 @@ expect_usage "autotp_size 4 on 2 ranks" tensor_parallel.autotp_size "world size 
     --set tensor_parallel.autotp_size=4 --set model.num_key_value_heads=4
 expect_usage "vocab 274, tp 4" $TP "model.vocab_size = 274" 4 $OK --set $TP=4 --set model.num_key_value_heads=4 \
     --set model.vocab_size=274
-expect_usage "tp 2, checkpoints" checkpoint.save_interval "-1 (no checkpoints)" 2 --set 'run.resume="none"' \
-    --set $TP=2
-expect_usage "tp 2, resume auto" run.resume "\"none\"" 2 --set checkpoint.save_interval=-1 --set $TP=2
+# checkpoints, resume and preemption work under tp (tests/e2e/ckpt_reshard_mp.sh,
+# ckpt_preempt.sh): a checkpoint interval and run.resume "auto" are accepted
+(cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" --set $TP=2 \
+    --set checkpoint.save_interval=5 --set 'run.resume="auto"') >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "tp 2 with checkpoint.save_interval 5 and run.resume auto accepted" '[ $rc -eq 0 ]'
+[ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
 expect_usage "tp 2, bf16" bf16.enabled "$TP = 2" 2 $OK --set $TP=2 --set bf16.enabled=true
 expect_usage "tp 2, expert dropout" model.expert_dropout "$TP = 2" 2 $OK --set $TP=2 --set model.expert_dropout=0.1
 
