@@ -69,6 +69,7 @@ typedef struct trainer {
     ckpt_policy_t ckpt;
     backend_t be;
     long skipped;           /* steps skipped by the scaler in this process */
+    int64_t skip_hash;      /* of the skipped steps' numbers, in order (skipped_agreement) */
     step_monitor_t mon;     /* phase times, MFU, the gather and the verdicts */
     pipeline_t *pipe;       /* pipeline parallelism; NULL without */
     /* the current step's pipeline figures (run_pipeline's micro-batch passes) */
@@ -458,6 +459,25 @@ static char *with_vocab_size(const char *text, int V)
     return copy;
 }
 
+/* fp16: every rank must have skipped the same steps (the overflow flag is
+ * the finiteness of the norm summed over every group, src/zero): a rank
+ * that disagreed would have applied an update the others dropped. Checked
+ * over the world at the end of the run and reported, so a test sees the
+ * agreement of every rank, not only rank 0's log. */
+static void skipped_agreement(trainer_t *tr, long steps)
+{
+    if (!zero_loss_scaler(tr->zero)->enabled)
+        return;
+    int64_t v[4] = {tr->skip_hash, -tr->skip_hash, tr->skipped, -tr->skipped};
+    comm_allreduce(tr->groups.world, v, 4, COMM_I64, COMM_MAX);
+    if (v[0] != -v[1] || v[2] != -v[3])
+        fb_fatal(FB_EXIT_INTERNAL, "fp16 loss scaling: the ranks skipped different steps (this rank %ld, between "
+                                   "%lld and %lld over the world)", tr->skipped, (long long)-v[3], (long long)v[2]);
+    if (tr->rank == 0)
+        printf("fabula: fp16 loss scaling: %ld steps skipped by this run (to step %ld), the same steps on all %d "
+               "rank(s)\n", tr->skipped, steps, tr->world);
+}
+
 /* The measured bubble: every stage's share of the run's step time spent
  * waiting on the pipeline, against the 1F1B idle share (p - 1) / (m + p - 1)
  * of p stages and m micro-batches of equal cost (docs/parallel.md). */
@@ -579,6 +599,8 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         if (zs.status == ZERO_STEP_SKIPPED) {
             rec.skipped = 1;
             tr.skipped++;
+            /* kept below 2^62 so that its negation fits (skipped_agreement) */
+            tr.skip_hash = (int64_t)(((uint64_t)tr.skip_hash * 1000003u + (uint64_t)rec.step) & ((1ULL << 62) - 1));
             if (tr.rank == 0)
                 printf("fabula: step %ld: gradient overflow at loss scale %g: step skipped, scale now %g\n",
                        rec.step, zs.loss_scale, loss_scale_value(zero_loss_scaler(tr.zero)));
@@ -638,6 +660,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     }
     if (code == FB_EXIT_OK)
         ckpt_policy_save_final(&tr.ckpt, &prog);
+    skipped_agreement(&tr, prog.step);
     train_log_close(&tr.log, code);
     step_monitor_close(&tr.mon);
     if (tr.pipe)
