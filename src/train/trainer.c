@@ -478,6 +478,20 @@ static void skipped_agreement(trainer_t *tr, long steps)
                "rank(s)\n", tr->skipped, steps, tr->world);
 }
 
+/* What rank 0 handed to its tp group's all-reduces over the run's steps
+ * (the counters are reset before the first), for bench/tp_step.sh to set
+ * beside the formulas of docs/parallel.md. The host group carries all of
+ * them on the CPU backends; a GPU run's activation sums go through the
+ * device twin (tp_dev) and are not in this count. */
+static void tp_comm_report(const trainer_t *tr, long steps)
+{
+    if (tr->groups.tp_size <= 1 || tr->rank != 0)
+        return;
+    const comm_stats_t *s = comm_stats(tr->groups.tp, COMM_KIND_ALLREDUCE);
+    printf("fabula: tensor-parallel comm of rank 0: %llu all-reduces, %llu bytes over %ld steps\n",
+           (unsigned long long)s->calls, (unsigned long long)s->bytes, steps);
+}
+
 /* The measured bubble: every stage's share of the run's step time spent
  * waiting on the pipeline, against the 1F1B idle share (p - 1) / (m + p - 1)
  * of p stages and m micro-batches of equal cost (docs/parallel.md). */
@@ -575,6 +589,9 @@ int trainer_run_losses(const config_t *cfg, double *losses)
 
     int code = FB_EXIT_OK;
     const double t_start = timer_now();
+    const long first_step = prog.step;
+    if (tr.groups.tp_size > 1)
+        comm_stats_reset(tr.groups.tp);
     for (long step = prog.step; step < cfg->run.steps; step++) {
         step_record_t rec;
         memset(&rec, 0, sizeof rec);
@@ -661,6 +678,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     if (code == FB_EXIT_OK)
         ckpt_policy_save_final(&tr.ckpt, &prog);
     skipped_agreement(&tr, prog.step);
+    tp_comm_report(&tr, prog.step - first_step);
     train_log_close(&tr.log, code);
     step_monitor_close(&tr.mon);
     if (tr.pipe)
