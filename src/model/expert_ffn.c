@@ -16,9 +16,21 @@ void model_expert_ffn_act(model_t *m, int l, const expert_rows_t *r)
     o->swiglu_fwd(r->act, r->g, r->u, (size_t)r->rows * I);
     /* the mask of a row depends on its place in the layer's stream only,
      * however the rows are split into runs (and whether it is recomputed) */
-    if (dropout_on(m))
-        o->dropout_fwd(r->act, r->mask, (size_t)r->rows * I, (float)m->mc.expert_dropout, m->sc.dropout_seed,
-                       ((uint64_t)l << 40) + r->row0 * (uint64_t)I);
+    if (!dropout_on(m))
+        return;
+    const float p = (float)m->mc.expert_dropout;
+    const uint64_t base = ((uint64_t)l << 40) + r->row0 * (uint64_t)m->full.intermediate_size;
+    if (m->tp_size == 1) {
+        o->dropout_fwd(r->act, r->mask, (size_t)r->rows * I, p, m->sc.dropout_seed, base);
+        return;
+    }
+    /* Under tp a rank holds columns [tp_rank I, (tp_rank + 1) I) of the
+     * full width: each row's slice is keyed by its full-width positions,
+     * so every element gets the single-rank run's mask bit. */
+    const uint64_t I_full = (uint64_t)m->full.intermediate_size, c0 = (uint64_t)m->tp_rank * (uint64_t)I;
+    for (int i = 0; i < r->rows; i++)
+        o->dropout_fwd(fb_act_at(o, r->act, (size_t)i * I), r->mask + (size_t)i * I, (size_t)I, p,
+                       m->sc.dropout_seed, base + (uint64_t)i * I_full + c0);
 }
 
 void model_expert_ffn_forward(model_t *m, int l, const expert_rows_t *r, fb_act *y)

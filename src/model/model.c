@@ -513,6 +513,8 @@ model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tok
         m->tp_htoken_rows = fb_calloc(T, sizeof(int32_t));
         m->tp_hlogits = fb_calloc(T * (size_t)m->mc.vocab_size, sizeof(float));
         m->tp_hred = fb_calloc(3 * T, sizeof(double));
+        if (ops->act_dtype != FB_DTYPE_F32 && !ops->device_memory)
+            m->tp_wide = fb_calloc(T * (size_t)mc->hidden_size, sizeof(float));
         m->alloc_bytes += tp_device_bytes(max_tokens, m->tp_size);
     }
     /* what `fabula plan memory` predicts for this model must be what it
@@ -609,6 +611,7 @@ void model_free(model_t *m)
     free(m->tp_htoken_rows);
     free(m->tp_hlogits);
     free(m->tp_hred);
+    free(m->tp_wide);
     moe_ep_free(m);
     param_table_free(&m->table);
     free(m);

@@ -128,6 +128,7 @@ struct model {
     int tp_nrows;
     float *tp_hlogits;              /* host [max_tokens, vocab / tp] */
     double *tp_hred;                /* host [3 max_tokens] */
+    float *tp_wide;                 /* host [max_tokens, hidden]: 16-bit tp sums on the host, in fp32 (tp.c) */
 };
 
 /* Hook wrappers: acquire a block's parameters (or gradients) and bind the

@@ -5,11 +5,26 @@
 #include <math.h>
 
 #include "model/model_impl.h"
+#include "util/error.h"
 
 void model_tp_allreduce(model_t *m, fb_act *x, size_t n)
 {
-    if (m->tp_size > 1 && n > 0)
+    if (m->tp_size == 1 || n == 0)
+        return;
+    const ops_t *o = m->ops;
+    if (!m->tp_wide) {
         comm_allreduce(m->tp, x, n, model_act_comm_dtype(m), COMM_SUM);
+        return;
+    }
+    /* 16-bit activations in host memory (run.backend cpu16): MPI cannot
+     * sum bf16/fp16, so the partial sums are widened (exactly), summed in
+     * fp32 and rounded once, as NCCL's fp32-accumulating reduction of two
+     * 16-bit inputs does; every rank gets the same fp32 sum, hence the same
+     * rounded result. */
+    FB_ASSERT(n <= (size_t)m->max_tokens * (size_t)m->mc.hidden_size);
+    o->act_to_f32(m->tp_wide, x, n);
+    comm_allreduce(m->tp, m->tp_wide, n, COMM_F32, COMM_SUM);
+    o->to_act(x, m->tp_wide, n);
 }
 
 void model_tp_allreduce_f32(model_t *m, float *x, size_t n)
@@ -85,18 +100,44 @@ void model_embedding_bwd(model_t *m)
     }
 }
 
-/* Under tp, on the host: each rank's [T, Vl] logits, whose row maxima are
- * reduced (max) and exp sums and target logits (sum) over the tp group, so
- * the full logits are never gathered. fp32 compute dtype only (tp refuses
- * bf16 and fp16). */
-static void cross_entropy_tp(model_t *m, const int32_t *targets, float grad_scale)
+/* The [T, Vl] logits as fp32 on the host, and their gradient back: a copy
+ * for fp32 activations, a widening (and rounding back) for 16-bit ones in
+ * host memory (cpu16). 16-bit device logits are refused by the config (tp
+ * with bf16/fp16 on cuda). */
+static void logits_to_host(const model_t *m, float *host, size_t n)
 {
     const ops_t *o = m->ops;
+    if (o->act_dtype == FB_DTYPE_F32) {
+        o->to_host(host, m->logits, n * sizeof(float));
+        return;
+    }
+    FB_ASSERT(!o->device_memory);
+    o->act_to_f32(host, m->logits, n);
+}
+
+static void dlogits_from_host(model_t *m, const float *host, size_t n)
+{
+    const ops_t *o = m->ops;
+    if (o->act_dtype == FB_DTYPE_F32) {
+        o->to_backend(m->dlogits, host, n * sizeof(float));
+        return;
+    }
+    FB_ASSERT(!o->device_memory);
+    o->to_act(m->dlogits, host, n);
+}
+
+/* Under tp, on the host: each rank's [T, Vl] logits, whose row maxima are
+ * reduced (max) and exp sums and target logits (sum) over the tp group, so
+ * the full logits are never gathered. The statistics are double whatever
+ * the compute dtype; 16-bit logits are widened first and the gradient
+ * rounded back, as the single-rank kernel of cpu16 does. */
+static void cross_entropy_tp(model_t *m, const int32_t *targets, float grad_scale)
+{
     const int T = m->T, V = m->mc.vocab_size;
     const int32_t v0 = m->tp_rank * V;
     float *l = m->tp_hlogits;
     double *red = m->tp_hred; /* [T] max, then [2T] exp sums and target logits */
-    o->to_host(l, m->logits, (size_t)T * V * sizeof(float));
+    logits_to_host(m, l, (size_t)T * V);
     for (int t = 0; t < T; t++) {
         double mx = l[(size_t)t * V];
         for (int j = 1; j < V; j++)
@@ -130,7 +171,7 @@ static void cross_entropy_tp(model_t *m, const int32_t *targets, float grad_scal
         if (y >= 0 && y < V)
             row[y] -= grad_scale;
     }
-    o->to_backend(m->dlogits, l, (size_t)T * V * sizeof(float));
+    dlogits_from_host(m, l, (size_t)T * V);
 }
 
 void model_cross_entropy(model_t *m, const int32_t *targets, float grad_scale)

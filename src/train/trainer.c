@@ -69,6 +69,7 @@ typedef struct trainer {
     ckpt_policy_t ckpt;
     backend_t be;
     long skipped;           /* steps skipped by the scaler in this process */
+    int64_t skip_hash;      /* of the skipped steps' numbers, in order (skipped_agreement) */
     step_monitor_t mon;     /* phase times, MFU, the gather and the verdicts */
     pipeline_t *pipe;       /* pipeline parallelism; NULL without */
     /* the current step's pipeline figures (run_pipeline's micro-batch passes) */
@@ -458,6 +459,39 @@ static char *with_vocab_size(const char *text, int V)
     return copy;
 }
 
+/* fp16: every rank must have skipped the same steps (the overflow flag is
+ * the finiteness of the norm summed over every group, src/zero): a rank
+ * that disagreed would have applied an update the others dropped. Checked
+ * over the world at the end of the run and reported, so a test sees the
+ * agreement of every rank, not only rank 0's log. */
+static void skipped_agreement(trainer_t *tr, long steps)
+{
+    if (!zero_loss_scaler(tr->zero)->enabled)
+        return;
+    int64_t v[4] = {tr->skip_hash, -tr->skip_hash, tr->skipped, -tr->skipped};
+    comm_allreduce(tr->groups.world, v, 4, COMM_I64, COMM_MAX);
+    if (v[0] != -v[1] || v[2] != -v[3])
+        fb_fatal(FB_EXIT_INTERNAL, "fp16 loss scaling: the ranks skipped different steps (this rank %ld, between "
+                                   "%lld and %lld over the world)", tr->skipped, (long long)-v[3], (long long)v[2]);
+    if (tr->rank == 0)
+        printf("fabula: fp16 loss scaling: %ld steps skipped by this run (to step %ld), the same steps on all %d "
+               "rank(s)\n", tr->skipped, steps, tr->world);
+}
+
+/* What rank 0 handed to its tp group's all-reduces over the run's steps
+ * (the counters are reset before the first), for bench/tp_step.sh to set
+ * beside the formulas of docs/parallel.md. The host group carries all of
+ * them on the CPU backends; a GPU run's activation sums go through the
+ * device twin (tp_dev) and are not in this count. */
+static void tp_comm_report(const trainer_t *tr, long steps)
+{
+    if (tr->groups.tp_size <= 1 || tr->rank != 0)
+        return;
+    const comm_stats_t *s = comm_stats(tr->groups.tp, COMM_KIND_ALLREDUCE);
+    printf("fabula: tensor-parallel comm of rank 0: %llu all-reduces, %llu bytes over %ld steps\n",
+           (unsigned long long)s->calls, (unsigned long long)s->bytes, steps);
+}
+
 /* The measured bubble: every stage's share of the run's step time spent
  * waiting on the pipeline, against the 1F1B idle share (p - 1) / (m + p - 1)
  * of p stages and m micro-batches of equal cost (docs/parallel.md). */
@@ -560,6 +594,9 @@ int trainer_run_losses(const config_t *cfg, double *losses)
 
     int code = FB_EXIT_OK;
     const double t_start = timer_now();
+    const long first_step = prog.step;
+    if (tr.groups.tp_size > 1)
+        comm_stats_reset(tr.groups.tp);
     for (long step = prog.step; step < cfg->run.steps; step++) {
         step_record_t rec;
         memset(&rec, 0, sizeof rec);
@@ -584,6 +621,8 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         if (zs.status == ZERO_STEP_SKIPPED) {
             rec.skipped = 1;
             tr.skipped++;
+            /* kept below 2^62 so that its negation fits (skipped_agreement) */
+            tr.skip_hash = (int64_t)(((uint64_t)tr.skip_hash * 1000003u + (uint64_t)rec.step) & ((1ULL << 62) - 1));
             if (tr.rank == 0)
                 printf("fabula: step %ld: gradient overflow at loss scale %g: step skipped, scale now %g\n",
                        rec.step, zs.loss_scale, loss_scale_value(zero_loss_scaler(tr.zero)));
@@ -626,6 +665,8 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     }
     if (code == FB_EXIT_OK)
         ckpt_policy_save_final(&tr.ckpt, &prog);
+    skipped_agreement(&tr, prog.step);
+    tp_comm_report(&tr, prog.step - first_step);
     train_log_close(&tr.log, code);
     step_monitor_close(&tr.mon);
     if (tr.pipe)

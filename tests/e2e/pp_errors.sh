@@ -55,10 +55,7 @@ expect_usage "pp 2, ZeRO 3" zero_optimization.stage "0 or 1 with $PP = 2" 2 $OK 
     --set zero_optimization.stage=3
 expect_usage "pp 2, global-batch aux loss" model.router_aux_loss_scope "$PP = 2" 2 $OK --set $PP=2 \
     --set 'model.router_aux_loss_scope="global_batch"'
-expect_usage "pp 2, expert dropout" model.expert_dropout "$PP = 2" 2 $OK --set $PP=2 --set model.expert_dropout=0.1
-expect_usage "pp 2, bf16" bf16.enabled "$PP = 2" 2 $OK --set $PP=2 --set bf16.enabled=true
-expect_usage "pp 2, fp16" fp16.enabled "$PP = 2" 2 $OK --set $PP=2 --set fp16.enabled=true
-expect_usage "pp 2, cuda" run.backend "$PP = 2" 2 $OK --set $PP=2 --set 'run.backend="cuda"'
+expect_usage "pp 2, cuda" run.backend "\"cpu\" or \"cpu16\" with $PP = 2" 2 $OK --set $PP=2 --set 'run.backend="cuda"'
 
 # Layouts that fit: the dry run accepts them, and the batch identity counts
 # world / (tp pp) data-parallel ranks.
@@ -69,6 +66,15 @@ for layout in "2 2 1" "4 2 1" "4 4 1" "4 2 2"; do
         --set train_batch_size=$((2 * $1 / $2 / $3)) --set train_micro_batch_size_per_gpu=2) >"$SCRATCH/out.txt" 2>&1
     rc=$?
     check "world $1, pp $2, tp $3 accepted (batch 2 x $(($1 / $2 / $3)) dp ranks)" '[ $rc -eq 0 ]'
+    [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
+done
+# what pp used to refuse and now trains (tests/e2e/mixed_parallel.sh)
+for extra in "bf16.enabled=true" "fp16.enabled=true" "run.backend=\"cpu16\" --set bf16.enabled=true" \
+    "run.backend=\"cpu16\" --set fp16.enabled=true" "model.expert_dropout=0.1"; do
+    (cd "$FB_SRCDIR" && eval timeout 60 $MPIEXEC -n 2 "\"$FABULA\"" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
+        $OK $L4 --set $PP=2 --set $extra) >"$SCRATCH/out.txt" 2>&1
+    rc=$?
+    check "pp 2 with $extra accepted" '[ $rc -eq 0 ]'
     [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
 done
 finish

@@ -43,8 +43,11 @@ expect_usage "vocab 274, tp 4" $TP "model.vocab_size = 274" 4 $OK --set $TP=4 --
 rc=$?
 check "tp 2 with checkpoint.save_interval 5 and run.resume auto accepted" '[ $rc -eq 0 ]'
 [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
-expect_usage "tp 2, bf16" bf16.enabled "$TP = 2" 2 $OK --set $TP=2 --set bf16.enabled=true
-expect_usage "tp 2, expert dropout" model.expert_dropout "$TP = 2" 2 $OK --set $TP=2 --set model.expert_dropout=0.1
+# 16-bit under tp is done on the CPU backends only (tests/e2e/mixed_parallel.sh)
+expect_usage "tp 2, bf16 on cuda" bf16.enabled "unless run.backend is \"cpu\" or \"cpu16\" with $TP = 2" 2 $OK \
+    --set $TP=2 --set bf16.enabled=true --set 'run.backend="cuda"'
+expect_usage "tp 2, fp16 on cuda" fp16.enabled "unless run.backend is \"cpu\" or \"cpu16\" with $TP = 2" 2 $OK \
+    --set $TP=2 --set fp16.enabled=true --set 'run.backend="cuda"'
 
 # Layouts that fit: the dry run accepts them (DeepSpeed's autotp_size too),
 # and the batch identity counts world / tp data-parallel ranks.
@@ -61,4 +64,13 @@ done
     --set tensor_parallel.autotp_size=2) >"$SCRATCH/out.txt" 2>&1
 rc=$?
 check "DeepSpeed tensor_parallel.autotp_size 2 accepted on 2 ranks" '[ $rc -eq 0 ]'
+# what tp used to refuse and now trains (tests/e2e/mixed_parallel.sh)
+for extra in "bf16.enabled=true" "fp16.enabled=true" "run.backend=\"cpu16\" --set bf16.enabled=true" \
+    "run.backend=\"cpu16\" --set fp16.enabled=true" "model.expert_dropout=0.1"; do
+    (cd "$FB_SRCDIR" && eval timeout 60 $MPIEXEC -n 2 "\"$FABULA\"" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
+        $OK --set $TP=2 --set $extra) >"$SCRATCH/out.txt" 2>&1
+    rc=$?
+    check "tp 2 with $extra accepted" '[ $rc -eq 0 ]'
+    [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
+done
 finish
