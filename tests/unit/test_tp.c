@@ -146,7 +146,26 @@ static void run_scenario(const scenario_t *s, int tp, int sp)
     const size_t LE = (size_t)mc.num_hidden_layers * (mc.num_local_experts > 1 ? mc.num_local_experts : 1);
     long *tpe = fb_malloc(LE * sizeof *tpe);
     memcpy(tpe, a.tokens_per_expert, LE * sizeof *tpe);
+    if (tp > 1)
+        comm_stats_reset(g.tp);
     run(dist, &in, &b);
+    if (tp > 1) {
+        /* the tp collectives `fabula plan time` counts (plan_time.c): per
+         * layer 4 sums (6 with full recomputation), the embedding's and
+         * the head gradient's, 2 cross-entropy sums, the MoE top-k
+         * gradient; under sp per layer 4 (6) reduce-scatters and 6 (8)
+         * all-gathers and the embedding's and head's, and a sum per norm */
+        const long L = mc.num_hidden_layers, full = mc.recompute == MODEL_RECOMPUTE_FULL;
+        const long moe = mc.num_local_experts > 1 ? L : 0;
+        const long rs = (long)comm_stats(g.tp, COMM_KIND_REDUCE_SCATTER)->calls;
+        const long ag = (long)comm_stats(g.tp, COMM_KIND_ALLGATHER)->calls;
+        const long ar = (long)comm_stats(g.tp, COMM_KIND_ALLREDUCE)->calls;
+        const long want_rs = sp ? L * (4 + 2 * full) + 2 : 0, want_ag = sp ? L * (6 + 2 * full) + 2 : 0;
+        const long want_ar = (sp ? 2 * L + 1 : L * (4 + 2 * full) + 2) + 2 + moe;
+        CHECK(rs == want_rs && ag == want_ag && ar == want_ar,
+              "tp collectives: %ld reduce-scatters, %ld all-gathers, %ld all-reduces; expected %ld, %ld, %ld", rs, ag,
+              ar, want_rs, want_ag, want_ar);
+    }
     CHECK(scalar_err(b.lm_sum, lm) < TOL, "lm_sum %.9g vs %.9g", b.lm_sum, lm);
     CHECK(b.ntargets == a.ntargets, "ntargets %ld vs %ld", b.ntargets, a.ntargets);
     CHECK(scalar_err(b.aux, aux) < TOL, "aux %.9g vs %.9g", b.aux, aux);
