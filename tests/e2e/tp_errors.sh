@@ -41,6 +41,12 @@ expect_usage "tp 2, checkpoints" checkpoint.save_interval "-1 (no checkpoints)" 
 expect_usage "tp 2, resume auto" run.resume "\"none\"" 2 --set checkpoint.save_interval=-1 --set $TP=2
 expect_usage "tp 2, bf16" bf16.enabled "$TP = 2" 2 $OK --set $TP=2 --set bf16.enabled=true
 expect_usage "tp 2, expert dropout" model.expert_dropout "$TP = 2" 2 $OK --set $TP=2 --set model.expert_dropout=0.1
+expect_usage "sequence parallel, 1 rank" parallel.sequence_parallel "$TP = 1" 1 $OK \
+    --set parallel.sequence_parallel=true
+expect_usage "sequence parallel, dp 2, tp 1" parallel.sequence_parallel "it needs $TP > 1" 2 $OK \
+    --set parallel.sequence_parallel=true
+expect_usage "sequence parallel, tp 1 given" parallel.sequence_parallel "$TP = 1" 2 $OK --set $TP=1 \
+    --set parallel.sequence_parallel=true
 
 # Layouts that fit: the dry run accepts them (DeepSpeed's autotp_size too),
 # and the batch identity counts world / tp data-parallel ranks.
@@ -57,4 +63,8 @@ done
     --set tensor_parallel.autotp_size=2) >"$SCRATCH/out.txt" 2>&1
 rc=$?
 check "DeepSpeed tensor_parallel.autotp_size 2 accepted on 2 ranks" '[ $rc -eq 0 ]'
+(cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" $OK \
+    --set $TP=2 --set parallel.sequence_parallel=true) >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "sequence parallel with tp 2 accepted on 2 ranks" '[ $rc -eq 0 ]'
 finish
