@@ -9,7 +9,9 @@
 # Gradient clipping acts at every step, so a norm weight whose gradient
 # missed another rank's shard would change the losses. Layouts: dense tp 2
 # and tp 4, MoE (capacity, aux and z losses) tp 2 and tp 4, MoE ep 2 x tp 2
-# with ZeRO 1, dense dp 2 x tp 2 with ZeRO 1, MoE tp 2 with full
+# with ZeRO 1 and with ZeRO 3 (overlapped buckets: the norm weights'
+# gradient parts must be summed before each block's gradients leave), dense
+# dp 2 x tp 2 with ZeRO 1, MoE tp 2 with full
 # recomputation, dense tp 2 x pp 2 (the stages pass their token shards).
 # Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -100,6 +102,11 @@ train 4 moe-ep2-tp2-sp-z1 --set zero_optimization.stage=1 $MOE --set $TP=2 $SP \
     --set parallel.expert_parallel_size=2
 check "MoE, ep 2 x tp 2 + sp, ZeRO 1: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare moe-ref moe-ep2-tp2-sp-z1 $SAME"
+train 4 moe-ep2-tp2-sp-z3 --set zero_optimization.stage=3 $MOE --set $TP=2 $SP \
+    --set parallel.expert_parallel_size=2 --set zero_optimization.overlap_comm=true \
+    --set zero_optimization.reduce_bucket_size=20000
+check "MoE, ep 2 x tp 2 + sp, ZeRO 3, overlapped buckets: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-ep2-tp2-sp-z3 $SAME"
 train 2 moe-tp2-sp-full --set zero_optimization.stage=0 $MOE --set $TP=2 $SP --set model.recompute=full
 check "MoE, tp 2 + sp, full recomputation: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare moe-ref moe-tp2-sp-full $SAME"
