@@ -48,6 +48,10 @@ typedef struct model_config {
     /* which activations the backward recomputes instead of keeping
      * (docs/model.md, "Recomputation"); no effect on the numbers */
     int recompute;              /* MODEL_RECOMPUTE_* */
+    /* parallel.sequence_parallel, copied here by config_read_parallel so
+     * that the model's buffers (and `fabula plan memory`'s sizing of them)
+     * follow it; no effect without tensor parallelism, which it needs */
+    int sequence_parallel;
 } model_config_t;
 
 enum { MODEL_AUX_SCOPE_MICRO_BATCH = 0, MODEL_AUX_SCOPE_GLOBAL_BATCH = 1 };
@@ -142,6 +146,7 @@ typedef struct parallel_config {
     int tensor_parallel_size;   /* consecutive ranks splitting each layer's matmuls; divides the world size */
     int expert_parallel_size;   /* ranks sharing one MoE layer's experts; divides world size and experts */
     int moe_a2a_chunks;         /* pieces of each MoE token exchange, overlapping the expert compute */
+    int sequence_parallel;      /* token shards between the tensor-parallel regions; needs tp > 1 */
 } parallel_config_t;
 
 /* CPU16: the CPU kernels with 16-bit storage (ops_cpu16), for the 16-bit

@@ -85,6 +85,11 @@ void config_check_tensor_parallel(cj_ctx_t *c, const config_t *cfg)
     NEED("bf16.enabled", !cfg->bf16_enabled || cpu, "false unless run.backend is \"cpu\" or \"cpu16\"");
     NEED("fp16.enabled", !cfg->fp16.enabled || cpu, "false unless run.backend is \"cpu\" or \"cpu16\"");
 #undef NEED
+    /* the reduce-scatters of sequence parallelism sum fp32 activations
+     * only; the widening path of the 16-bit tp sums is not written for them */
+    if (cfg->parallel.sequence_parallel && (cfg->bf16_enabled || cfg->fp16.enabled))
+        cj_invalid(c, "parallel.sequence_parallel", "false with %s (sequence parallelism is fp32 only)",
+                   cfg->bf16_enabled ? "bf16.enabled" : "fp16.enabled");
 }
 
 void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
@@ -114,12 +119,15 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
     if (chunks < 1 || chunks > 64)
         cj_invalid(c, "parallel.moe_a2a_chunks", "an integer from 1 to 64");
     cfg->parallel.moe_a2a_chunks = chunks;
-    /* Sequence parallelism is planned (`fabula plan memory --layout`) but
-     * not trained yet (issue 17): a config asking for it is refused by name
-     * rather than run as plain data parallelism. */
-    if (cj_bool(c, "parallel.sequence_parallel", 0))
-        cj_invalid(c, "parallel.sequence_parallel", "false (sequence parallelism is not implemented yet; `fabula "
-                                                    "plan memory --layout ..,sp` predicts it)");
+    /* Sequence parallelism shards the tensor-parallel group's tokens:
+     * nothing to shard without tp, so asking for it there is an error
+     * rather than a silent no-op. */
+    const int sp = cj_bool(c, "parallel.sequence_parallel", 0);
+    if (sp && tp == 1)
+        cj_invalid(c, "parallel.sequence_parallel", "false with " TP " = 1 (sequence parallelism splits the "
+                                                    "tensor-parallel group's tokens; it needs " TP " > 1)");
+    cfg->parallel.sequence_parallel = sp && tp > 1;
+    cfg->model.sequence_parallel = cfg->parallel.sequence_parallel;
 }
 
 /* parallel.pipeline_layers: an array of pp positive integers summing to

@@ -30,26 +30,31 @@ static void attention_block(model_t *m, int l)
     layer_acts_t *a = &m->acts[l];
     const int T = m->T, D = mc->hidden_size, H = mc->num_attention_heads, KV = mc->num_key_value_heads;
     const float theta = (float)mc->rope_theta;
+    const int Ts = model_sp_rows(m); /* this rank's rows of the residual stream */
 
-    o->rmsnorm_fwd(a->h1, a->rstd1, a->x_in, w->ln1, T, D, (float)mc->rms_norm_eps);
-    o->matmul(a->q, a->h1, w->wq, T, m->qdim, D, 0, 1, 0.0f);
-    o->matmul(a->k, a->h1, w->wk, T, m->kvdim, D, 0, 1, 0.0f);
-    o->matmul(a->v, a->h1, w->wv, T, m->kvdim, D, 0, 1, 0.0f);
+    o->rmsnorm_fwd(a->h1, a->rstd1, a->x_in, w->ln1, Ts, D, (float)mc->rms_norm_eps);
+    /* the tensor-parallel region takes every token: under sequence
+     * parallelism the normed shards are all-gathered (the shard is kept) */
+    const fb_act *h1 = model_sp_gather(m, a->h1);
+    o->matmul(a->q, h1, w->wq, T, m->qdim, D, 0, 1, 0.0f);
+    o->matmul(a->k, h1, w->wk, T, m->kvdim, D, 0, 1, 0.0f);
+    o->matmul(a->v, h1, w->wv, T, m->kvdim, D, 0, 1, 0.0f);
     o->rope_fwd(a->q, m->positions, T, H, m->hd, theta);
     o->rope_fwd(a->k, m->positions, T, KV, m->hd, theta);
     o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->cu_seqlens, m->nseq, T, H, KV, m->hd);
-    o->copy(a->x_mid, a->x_in, ACT_BYTES(m, (size_t)T * D));
+    o->copy(a->x_mid, a->x_in, ACT_BYTES(m, (size_t)Ts * D));
     model_tp_row_matmul_add(m, a->x_mid, a->att, w->wo, T, D, m->qdim);
 }
 
-static void dense_ffn(model_t *m, int l, fb_act *x_out)
+/* h2: the FFN's normed input, all T rows */
+static void dense_ffn(model_t *m, int l, const fb_act *h2, fb_act *x_out)
 {
     const ops_t *o = m->ops;
     const layer_weights_t *w = &m->w.layers[l];
     layer_acts_t *a = &m->acts[l];
     const int T = m->T, D = m->mc.hidden_size, I = m->mc.intermediate_size;
-    o->matmul(a->g, a->h2, w->w_gate, T, I, D, 0, 1, 0.0f);
-    o->matmul(a->u, a->h2, w->w_up, T, I, D, 0, 1, 0.0f);
+    o->matmul(a->g, h2, w->w_gate, T, I, D, 0, 1, 0.0f);
+    o->matmul(a->u, h2, w->w_up, T, I, D, 0, 1, 0.0f);
     o->swiglu_fwd(a->act, a->g, a->u, (size_t)T * I);
     model_tp_row_matmul_add(m, x_out, a->act, w->w_down, T, D, I);
 }
@@ -59,15 +64,18 @@ static void layer_forward(model_t *m, int l, model_stats_t *stats)
     const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
     layer_acts_t *a = &m->acts[l];
-    const int T = m->T, D = mc->hidden_size;
+    const int Ts = model_sp_rows(m), D = mc->hidden_size;
     fb_act *x_out = l + 1 < m->layer_hi ? m->acts[l + 1].x_in : m->x_final;
     attention_block(m, l);
-    o->rmsnorm_fwd(a->h2, a->rstd2, a->x_mid, m->w.layers[l].ln2, T, D, (float)mc->rms_norm_eps);
-    o->copy(x_out, a->x_mid, ACT_BYTES(m, (size_t)T * D));
+    o->rmsnorm_fwd(a->h2, a->rstd2, a->x_mid, m->w.layers[l].ln2, Ts, D, (float)mc->rms_norm_eps);
+    o->copy(x_out, a->x_mid, ACT_BYTES(m, (size_t)Ts * D));
+    /* the router sees the gathered rows, the same on every tp rank, so the
+     * routing is that of one rank */
+    const fb_act *h2 = model_sp_gather(m, a->h2);
     if (model_layer_is_moe(mc, l))
-        model_forward_moe(m, l, a->h2, x_out, stats);
+        model_forward_moe(m, l, h2, x_out, stats);
     else
-        dense_ffn(m, l, x_out);
+        dense_ffn(m, l, h2, x_out);
 }
 
 void model_recompute_layer(model_t *m, int l)
@@ -98,7 +106,12 @@ static void head_forward(model_t *m)
 {
     const model_config_t *mc = &m->mc;
     const int T = m->T, D = mc->hidden_size, V = mc->vocab_size;
-    m->ops->rmsnorm_fwd(m->hf, m->rstdf, m->x_final, m->w.norm, T, D, (float)mc->rms_norm_eps);
+    /* the vocabulary-parallel head takes every token's row: under sequence
+     * parallelism the normed shards are gathered into m->hf */
+    m->ops->rmsnorm_fwd(m->sp ? m->sps : m->hf, m->rstdf, m->x_final, m->w.norm, model_sp_rows(m), D,
+                        (float)mc->rms_norm_eps);
+    if (m->sp)
+        model_sp_gather_to(m, m->sps, m->hf);
     m->ops->matmul(m->logits, m->hf, m->w.head, T, V, D, 0, 1, 0.0f);
 }
 

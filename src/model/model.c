@@ -36,23 +36,33 @@ enum { PART_KEPT = 1, PART_SELECTIVE = 2 };
  * the selectively recomputed ones or both; ffn_rows rows of the [*, I]
  * buffers (0: none in the arena, the ep buffers hold them), mask_rows of
  * the dropout mask, and the router's buffers when moe. */
+/* Rows of the buffers that hold a token shard under sequence parallelism
+ * (the most any rank's shard has: ceil(max_tokens / tp)), all tokens
+ * without it. */
+static size_t shard_cap(const model_t *m)
+{
+    const size_t T = (size_t)m->max_tokens, tp = (size_t)m->tp_size;
+    return m->sp ? (T + tp - 1) / tp : T;
+}
+
 static void carve_layer(model_t *m, layer_acts_t *a, int parts, int moe, size_t ffn_rows, size_t mask_rows)
 {
     const model_config_t *mc = &m->mc;
     const size_t T = (size_t)m->max_tokens, D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
+    const size_t S = shard_cap(m);
     const size_t H = (size_t)mc->num_attention_heads;
     const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
     const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
     const size_t R = T * K; /* most rows a dispatch can produce */
     if (parts & PART_KEPT) {
-        a->h1 = balloc_a(m, T * D);
-        a->rstd1 = balloc_f(m, T);
+        a->h1 = balloc_a(m, S * D);
+        a->rstd1 = balloc_f(m, S);
         a->q = balloc_a(m, T * (size_t)m->qdim);
         a->k = balloc_a(m, T * (size_t)m->kvdim);
         a->v = balloc_a(m, T * (size_t)m->kvdim);
-        a->x_mid = balloc_a(m, T * D);
-        a->h2 = balloc_a(m, T * D);
-        a->rstd2 = balloc_f(m, T);
+        a->x_mid = balloc_a(m, S * D);
+        a->h2 = balloc_a(m, S * D);
+        a->rstd2 = balloc_f(m, S);
         if (ffn_rows) {
             a->g = balloc_a(m, ffn_rows * I);
             a->u = balloc_a(m, ffn_rows * I);
@@ -122,6 +132,7 @@ static void carve_buffers(model_t *m)
     const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
     const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
     const size_t R = T * K; /* most rows a dispatch can produce */
+    const size_t S = shard_cap(m);
     const int own = mc->recompute == MODEL_RECOMPUTE_NONE ? PART_KEPT | PART_SELECTIVE
                     : mc->recompute == MODEL_RECOMPUTE_SELECTIVE ? PART_KEPT : 0;
     const int shared = (PART_KEPT | PART_SELECTIVE) & ~own;
@@ -137,7 +148,7 @@ static void carve_buffers(model_t *m)
         layer_acts_t *a = &m->acts[l];
         const int moe = model_layer_is_moe(mc, l);
         const size_t rows = ffn_rows_of(m, l), mrows = moe && m->ep_size == 1 ? R : 0;
-        a->x_in = balloc_a(m, T * D);
+        a->x_in = balloc_a(m, S * D);
         if (own)
             carve_layer(m, a, own, moe, rows, mrows);
         any_moe |= moe;
@@ -151,16 +162,16 @@ static void carve_buffers(model_t *m)
         for (int l = m->layer_lo; l < m->layer_hi; l++)
             share_layer(&m->acts[l], &s, shared);
     }
-    m->x_final = balloc_a(m, T * D);
+    m->x_final = balloc_a(m, S * D);
     if (m->last) {
-        m->hf = balloc_a(m, T * D);
-        m->rstdf = balloc_f(m, T);
+        m->hf = balloc_a(m, T * D); /* all rows: the head's input */
+        m->rstdf = balloc_f(m, S);
         m->logits = balloc_a(m, T * V);
         m->token_loss = balloc_f(m, T);
     }
 
     const size_t widest = (size_t)(m->qdim > mc->hidden_size ? m->qdim : mc->hidden_size);
-    m->dx = balloc_a(m, T * D);
+    m->dx = balloc_a(m, S * D);
     m->dh = balloc_a(m, T * widest);
     m->dq = balloc_a(m, T * (size_t)m->qdim);
     m->dk = balloc_a(m, T * (size_t)m->kvdim);
@@ -173,6 +184,11 @@ static void carve_buffers(model_t *m)
     m->dtmp = balloc_a(m, R * D);
     m->drl = balloc_a(m, T * E);
     m->dtw = balloc_f(m, T * K);
+    if (m->sp) {
+        m->spg = balloc_a(m, T * D);
+        m->sps = balloc_a(m, S * D);
+        m->sp_dnorm = balloc_f(m, D);
+    }
 }
 
 static const param_view_t *find_view(const param_table_t *t, const char *name)
@@ -373,6 +389,7 @@ static void set_shapes(model_t *m, const model_config_t *full, int tp)
               full->intermediate_size % tp == 0 && full->vocab_size % tp == 0);
     m->full = *full;
     m->tp_size = tp;
+    m->sp = full->sequence_parallel && tp > 1;
     m->hd = full->hidden_size / full->num_attention_heads;
     model_config_tp_local(full, tp, &m->mc);
     m->qdim = m->hd * m->mc.num_attention_heads;
@@ -515,6 +532,8 @@ model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tok
         m->tp_hred = fb_calloc(3 * T, sizeof(double));
         if (ops->act_dtype != FB_DTYPE_F32 && !ops->device_memory)
             m->tp_wide = fb_calloc(T * (size_t)mc->hidden_size, sizeof(float));
+        m->sp_counts = fb_calloc((size_t)m->tp_size, sizeof(size_t));
+        m->sp_displs = fb_calloc((size_t)m->tp_size, sizeof(size_t));
         m->alloc_bytes += tp_device_bytes(max_tokens, m->tp_size);
     }
     /* what `fabula plan memory` predicts for this model must be what it
@@ -547,7 +566,12 @@ void model_stage_layers(const model_t *m, int *layer_lo, int *layer_hi)
 fb_act *model_stage_input(model_t *m) { return m->acts[m->layer_lo].x_in; }
 fb_act *model_stage_output(model_t *m) { return m->x_final; }
 fb_act *model_stage_grad(model_t *m) { return m->dx; }
-size_t model_stage_bytes(const model_t *m, int T) { return ACT_BYTES(m, (size_t)T * (size_t)m->mc.hidden_size); }
+/* under sequence parallelism the stages pass their token shards, tp rank
+ * to the same tp rank */
+size_t model_stage_bytes(const model_t *m, int T)
+{
+    return ACT_BYTES(m, (size_t)model_sp_rows_of(m, T) * (size_t)m->mc.hidden_size);
+}
 
 void model_set_ep_host_comm(model_t *m, comm_t *ep_host)
 {
@@ -612,6 +636,8 @@ void model_free(model_t *m)
     free(m->tp_hlogits);
     free(m->tp_hred);
     free(m->tp_wide);
+    free(m->sp_counts);
+    free(m->sp_displs);
     moe_ep_free(m);
     param_table_free(&m->table);
     free(m);

@@ -129,6 +129,16 @@ struct model {
     float *tp_hlogits;              /* host [max_tokens, vocab / tp] */
     double *tp_hred;                /* host [3 max_tokens] */
     float *tp_wide;                 /* host [max_tokens, hidden]: 16-bit tp sums on the host, in fp32 (tp.c) */
+
+    /* sequence parallelism (tp.c; sp needs tp_size > 1): the residual
+     * stream, the norms' inputs and outputs and the stage boundaries hold
+     * this rank's token shard (model_sp_rows rows from model_sp_off);
+     * spg [max_tokens, D] the gathered full rows, sps [shard, D] the
+     * reduce-scattered ones, sp_dnorm [D] one norm weight's gradient part */
+    int sp;
+    fb_act *spg, *sps;
+    float *sp_dnorm;
+    size_t *sp_counts, *sp_displs;  /* [tp_size] host, per call */
 };
 
 /* Hook wrappers: acquire a block's parameters (or gradients) and bind the
@@ -152,6 +162,29 @@ void model_tp_allreduce_f32(model_t *m, float *x, size_t n);
  * m->dtmp as scratch under tp. */
 void model_tp_row_matmul_add(model_t *m, fb_act *y, const fb_act *a, const fb_act *w, int M, int N, int K);
 
+/* Sequence parallelism (docs/parallel.md). Rows and first row of this
+ * rank's token shard of the current micro-batch (T and 0 without sp). */
+int model_sp_rows(const model_t *m);
+int model_sp_rows_of(const model_t *m, int T);
+int model_sp_off(const model_t *m);
+/* The full [T, D] rows from every rank's shard, in m->spg (all-gather
+ * before a tensor-parallel region); without sp, `shard` itself. */
+fb_act *model_sp_gather(model_t *m, const fb_act *shard);
+void model_sp_gather_to(model_t *m, const fb_act *shard, fb_act *full);
+/* The tp sum of partial [T, D] rows, this rank's shard of it in `shard`. */
+void model_sp_reduce_scatter(model_t *m, const fb_act *partial, fb_act *shard);
+/* y += the tp sum of partial [T, D] (the end of a tensor-parallel region
+ * in the forward): an all-reduce into the full y, or under sp a
+ * reduce-scatter into the shard y. `partial` is clobbered. */
+void model_tp_reduce_add(model_t *m, fb_act *y, fb_act *partial);
+/* The tp sum of a region's partial input gradient [T, D]: in place
+ * (all-reduce), or under sp this rank's shard of it in m->sps. */
+fb_act *model_tp_reduce_input_grad(model_t *m, fb_act *partial);
+/* m->dx += d(rmsnorm input) over this rank's rows, and the weight's
+ * gradient into dw (under sp summed over the tp group first). */
+void model_rmsnorm_bwd(model_t *m, float *dw, const fb_act *dout, const fb_act *x, const fb_act *w,
+                       const float *rstd);
+
 /* The embedding lookup (vocabulary-parallel under tp: masked lookup and a
  * tp sum) and its gradient; the cross-entropy of the logits into
  * m->host_loss and m->dlogits (vocabulary-parallel under tp). */
@@ -160,7 +193,7 @@ void model_embedding_bwd(model_t *m);
 void model_cross_entropy(model_t *m, const int32_t *host_targets, float grad_scale);
 
 void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model_stats_t *stats);
-void model_backward_moe(model_t *m, int l, fb_act *dh2_out);
+fb_act *model_backward_moe(model_t *m, int l, const fb_act *dy, fb_act *dh2_out);
 /* Before layer l's backward, the activations model.recompute did not keep
  * (forward.c): the whole layer again from its input ("full"; statistics
  * are not counted twice), or the attention core and the SwiGLU products

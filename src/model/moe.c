@@ -92,9 +92,9 @@ void model_forward_moe(model_t *m, int l, const fb_act *h2, fb_act *x_out, model
         model_expert_ffn_forward(m, l, &rows, a->eo);
     }
     o->combine_fwd(m->dtmp, a->eo, p->d_token_rows, a->topk_w, T, K, D);
-    /* under tp the experts' outputs are partial sums over their split FFN */
-    model_tp_allreduce(m, m->dtmp, (size_t)T * D);
-    o->act_axpy(x_out, m->dtmp, (size_t)T * D, 1.0f);
+    /* under tp the experts' outputs are partial sums over their split FFN
+     * (reduce-scattered into x_out's token shard under sequence parallelism) */
+    model_tp_reduce_add(m, x_out, m->dtmp);
 }
 
 void model_recompute_moe_act(model_t *m, int l)
@@ -104,8 +104,9 @@ void model_recompute_moe_act(model_t *m, int l)
         model_expert_ffn_act(m, l, &rows);
 }
 
-/* dy = m->dx (gradient of the layer output); writes dh2_out (overwritten). */
-void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
+/* dy: d(layer output), all T rows; dh2_out: scratch [T, D] (overwritten).
+ * Returns d(h2): dh2_out, or under sequence parallelism this rank's shard. */
+fb_act *model_backward_moe(model_t *m, int l, const fb_act *dy, fb_act *dh2_out)
 {
     const ops_t *o = m->ops;
     const model_config_t *mc = &m->mc;
@@ -116,7 +117,7 @@ void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
     const int T = m->T, D = mc->hidden_size;
     const int E = mc->num_local_experts, K = mc->num_experts_per_tok, R = p->R;
 
-    o->combine_bwd(m->dxp, m->dtw, m->dx, a->eo, p->d_token_rows, a->topk_w, T, K, D);
+    o->combine_bwd(m->dxp, m->dtw, dy, a->eo, p->d_token_rows, a->topk_w, T, K, D);
     model_tp_allreduce_f32(m, m->dtw, (size_t)T * K); /* dot(dy, eo) of partial eo */
     o->zero(dh2_out, ACT_BYTES(m, (size_t)T * D));
     if (m->ep_size > 1) {
@@ -130,10 +131,15 @@ void model_backward_moe(model_t *m, int l, fb_act *dh2_out)
         o->permute_bwd(dh2_out, m->dxp, p->d_token_rows, T, K, D);
     }
     /* the experts' share of d(h2) is partial under tp; the router's below is whole on every rank */
-    model_tp_allreduce(m, dh2_out, (size_t)T * D);
+    fb_act *dh2 = model_tp_reduce_input_grad(m, dh2_out);
     const float z_scale = (float)(2.0 * m->sc.mb_weight * model_loss_scale(&m->sc) * mc->router_z_loss_coef /
                                   (m->nmoe * (double)T));
     o->router_bwd(m->drl, a->probs, a->rlse, a->topk_idx, a->topk_w, m->dtw, a->aux_dprob, z_scale, T, E, K);
-    o->matmul_f32(dw->router, m->drl, a->h2, E, D, T, 1, 0, 1.0f);
-    o->matmul(dh2_out, m->drl, w->router, T, D, E, 0, 0, 1.0f);
+    /* dy is dead: its buffer takes the re-gathered h2 under sequence parallelism */
+    o->matmul_f32(dw->router, m->drl, model_sp_gather(m, a->h2), E, D, T, 1, 0, 1.0f);
+    /* the router's part of d(h2), for this rank's rows (all without sp) */
+    const int Ts = model_sp_rows(m);
+    if (Ts > 0)
+        o->matmul(dh2, ACT(m, m->drl, (size_t)model_sp_off(m) * E), w->router, Ts, D, E, 0, 0, 1.0f);
+    return dh2;
 }

@@ -42,9 +42,9 @@ void model_tp_row_matmul_add(model_t *m, fb_act *y, const fb_act *a, const fb_ac
     }
     /* the partial product is summed before the residual is added, so the
      * residual is counted once */
+    FB_ASSERT(M == m->T && N == m->mc.hidden_size);
     o->matmul(m->dtmp, a, w, M, N, K, 0, 1, 0.0f);
-    model_tp_allreduce(m, m->dtmp, (size_t)M * N);
-    o->act_axpy(y, m->dtmp, (size_t)M * N, 1.0f);
+    model_tp_reduce_add(m, y, m->dtmp);
 }
 
 /* ---- the vocabulary-parallel embedding and cross-entropy ----
@@ -74,15 +74,21 @@ void model_embedding_fwd(model_t *m, const model_input_t *in)
         }
     }
     m->tp_nrows = n;
-    o->zero(x, ACT_BYTES(m, (size_t)T * D));
+    /* under sequence parallelism the sum is a reduce-scatter into this
+     * rank's token shard of the layer input */
+    fb_act *full = m->sp ? m->spg : x;
+    o->zero(full, ACT_BYTES(m, (size_t)T * D));
     if (n > 0) {
         o->to_backend(m->tp_ids, m->tp_hids, (size_t)n * sizeof(int32_t));
         o->to_backend(m->tp_row_token, m->tp_hrow_token, (size_t)n * sizeof(int32_t));
         o->to_backend(m->tp_token_rows, m->tp_htoken_rows, (size_t)T * sizeof(int32_t));
         o->embedding_fwd(m->dxp, m->tp_ids, m->w.embed, n, D);
-        o->permute_bwd(x, m->dxp, m->tp_token_rows, T, 1, D);
+        o->permute_bwd(full, m->dxp, m->tp_token_rows, T, 1, D);
     }
-    model_tp_allreduce(m, x, (size_t)T * D);
+    if (m->sp)
+        model_sp_reduce_scatter(m, full, x);
+    else
+        model_tp_allreduce(m, x, (size_t)T * D);
 }
 
 void model_embedding_bwd(model_t *m)
@@ -93,9 +99,11 @@ void model_embedding_bwd(model_t *m)
         o->embedding_bwd(m->dw.embed, m->dx, m->tokens, T, D);
         return;
     }
-    /* the gradient rows of this rank's tokens, in token order */
+    /* the gradient rows of this rank's tokens, in token order (from every
+     * rank's shard under sequence parallelism) */
+    const fb_act *dx = model_sp_gather(m, m->dx);
     if (m->tp_nrows > 0) {
-        o->permute_fwd(m->dxp, m->dx, m->tp_row_token, m->tp_nrows, D);
+        o->permute_fwd(m->dxp, dx, m->tp_row_token, m->tp_nrows, D);
         o->embedding_bwd(m->dw.embed, m->dxp, m->tp_ids, m->tp_nrows, D);
     }
 }
@@ -183,4 +191,89 @@ void model_cross_entropy(model_t *m, const int32_t *targets, float grad_scale)
     const ops_t *o = m->ops;
     o->cross_entropy(m->token_loss, m->dlogits, m->logits, m->targets, m->T, m->mc.vocab_size, grad_scale);
     o->to_host(m->host_loss, m->token_loss, (size_t)m->T * sizeof(float));
+}
+
+/* ---- sequence parallelism (docs/parallel.md, "Sequence parallelism") ----
+ * Between the tensor-parallel regions rank r of the tp group holds rows
+ * [off_r, off_r + n_r) of the micro-batch's T tokens, n_r = T / tp, one
+ * more on the first T % tp ranks: every rank knows T, so every rank knows
+ * every shard's size and no size exchange is needed. */
+
+static int shard_off(int T, int tp, int r) { return r * (T / tp) + (r < T % tp ? r : T % tp); }
+static int shard_rows(int T, int tp, int r) { return T / tp + (r < T % tp); }
+
+int model_sp_rows_of(const model_t *m, int T) { return m->sp ? shard_rows(T, m->tp_size, m->tp_rank) : T; }
+int model_sp_rows(const model_t *m) { return model_sp_rows_of(m, m->T); }
+int model_sp_off(const model_t *m) { return m->sp ? shard_off(m->T, m->tp_size, m->tp_rank) : 0; }
+
+/* Every rank's piece of T rows of `cols` elements, for the v-collectives. */
+static void sp_pieces(model_t *m, size_t cols)
+{
+    for (int r = 0; r < m->tp_size; r++) {
+        m->sp_counts[r] = (size_t)shard_rows(m->T, m->tp_size, r) * cols;
+        m->sp_displs[r] = (size_t)shard_off(m->T, m->tp_size, r) * cols;
+    }
+}
+
+void model_sp_gather_to(model_t *m, const fb_act *shard, fb_act *full)
+{
+    FB_ASSERT(m->sp);
+    sp_pieces(m, (size_t)m->mc.hidden_size);
+    comm_allgatherv(m->tp, shard, m->sp_counts[m->tp_rank], full, m->sp_counts, m->sp_displs,
+                    model_act_comm_dtype(m));
+}
+
+fb_act *model_sp_gather(model_t *m, const fb_act *shard)
+{
+    if (!m->sp)
+        return (fb_act *)shard;
+    model_sp_gather_to(m, shard, m->spg);
+    return m->spg;
+}
+
+void model_sp_reduce_scatter(model_t *m, const fb_act *partial, fb_act *shard)
+{
+    FB_ASSERT(m->sp);
+    sp_pieces(m, (size_t)m->mc.hidden_size);
+    comm_reduce_scatter(m->tp, partial, shard, m->sp_counts, model_act_comm_dtype(m), COMM_SUM);
+}
+
+void model_tp_reduce_add(model_t *m, fb_act *y, fb_act *partial)
+{
+    const size_t D = (size_t)m->mc.hidden_size;
+    if (m->sp) {
+        model_sp_reduce_scatter(m, partial, m->sps);
+        m->ops->act_axpy(y, m->sps, (size_t)model_sp_rows(m) * D, 1.0f);
+        return;
+    }
+    model_tp_allreduce(m, partial, (size_t)m->T * D);
+    m->ops->act_axpy(y, partial, (size_t)m->T * D, 1.0f);
+}
+
+fb_act *model_tp_reduce_input_grad(model_t *m, fb_act *partial)
+{
+    if (!m->sp) {
+        model_tp_allreduce(m, partial, (size_t)m->T * m->mc.hidden_size);
+        return partial;
+    }
+    model_sp_reduce_scatter(m, partial, m->sps);
+    return m->sps;
+}
+
+void model_rmsnorm_bwd(model_t *m, float *dw, const fb_act *dout, const fb_act *x, const fb_act *w,
+                       const float *rstd)
+{
+    const ops_t *o = m->ops;
+    const int D = m->mc.hidden_size;
+    if (!m->sp) {
+        o->rmsnorm_bwd(m->dx, dw, dout, x, w, rstd, m->T, D);
+        return;
+    }
+    /* each rank's shard gives part of the weight's gradient: their tp sum,
+     * added to the micro-batches' sum so far, keeps the replicated weight's
+     * gradient the same on every rank */
+    o->zero(m->sp_dnorm, (size_t)D * sizeof(float));
+    o->rmsnorm_bwd(m->dx, m->sp_dnorm, dout, x, w, rstd, model_sp_rows(m), D);
+    model_tp_allreduce_f32(m, m->sp_dnorm, (size_t)D);
+    o->axpy(dw, m->sp_dnorm, (size_t)D, 1.0f);
 }

@@ -28,7 +28,7 @@ void plan_layout_from_config(const config_t *cfg, int world, plan_layout_t *lay)
     lay->zero = cfg->zero.stage;
     lay->offload_optimizer = cfg->zero.offload_optimizer;
     lay->offload_param = cfg->zero.offload_param && cfg->zero.stage == 3;
-    lay->sequence_parallel = 0;
+    lay->sequence_parallel = cfg->parallel.sequence_parallel;
     lay->recompute = (plan_recompute_t)cfg->model.recompute; /* MODEL_RECOMPUTE_* in the same order */
     lay->virtual_stages = 1;
     lay->micro_batch_tokens = cfg->loader.max_tokens_per_batch;
@@ -200,8 +200,5 @@ int plan_layout_check(const config_t *cfg, const plan_layout_t *lay, char *err, 
         FAIL("offload=param needs zero = 3 (only stage 3 keeps a parameter shard to offload)");
     if (lay->micro_batch_tokens < 1)
         FAIL("tokens = %d: a micro-batch needs at least one token", lay->micro_batch_tokens);
-    if (lay->sequence_parallel && lay->micro_batch_tokens % lay->tp != 0)
-        FAIL("sequence parallelism: tp = %d does not divide the micro-batch's %d tokens", lay->tp,
-             lay->micro_batch_tokens);
     return 0;
 }

@@ -170,7 +170,7 @@ int plan_memory_exact(const config_t *cfg, const plan_layout_t *lay)
      * heads below tp it refuses; Megatron replicates them) */
     const model_config_t *mc = &cfg->model;
     const int tp = lay->tp;
-    return lay->pp == 1 && !lay->sequence_parallel && mc->num_attention_heads % tp == 0 &&
+    return lay->pp == 1 && mc->num_attention_heads % tp == 0 &&
            mc->num_key_value_heads % tp == 0 && mc->intermediate_size % tp == 0 && mc->vocab_size % tp == 0;
 }
 
@@ -194,6 +194,7 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
         /* the layout's recomputation, which may differ from the config's */
         model_config_t rc = *mc, local;
         rc.recompute = (int)lay->recompute;
+        rc.sequence_parallel = lay->sequence_parallel && lay->tp > 1;
         model_config_tp_local(mc, lay->tp, &local);
         o->moe_buffers = model_ep_buffer_bytes(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
         /* the arena and the tensor-parallel token maps: train's

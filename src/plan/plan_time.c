@@ -191,31 +191,43 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
             rows * row_bytes / chunks, l_ep);
     }
     /* tensor parallelism: two all-reduces of the layer's activations
-     * forward and two backward, as Megatron (sequence parallelism, not in
-     * train, swaps each for a reduce-scatter and an all-gather: the same
-     * bytes); fabula's implementation (docs/parallel.md, "Tensor
-     * parallelism") also sums the vocabulary-parallel embedding forward and
-     * the head's input gradient, the cross-entropy's row maxima (T doubles)
-     * and exp sums and target logits (2T doubles), and in each MoE layer
-     * the top-k weights' gradient (T K floats); full recomputation repeats
-     * the layers' forward sums. With pp the stage holding the head is
-     * counted. */
+     * forward and two backward, as Megatron; fabula's implementation
+     * (docs/parallel.md, "Tensor parallelism") also sums the
+     * vocabulary-parallel embedding forward and the head's input gradient,
+     * the cross-entropy's row maxima (T doubles) and exp sums and target
+     * logits (2T doubles), and in each MoE layer the top-k weights' gradient
+     * (T K floats); full recomputation repeats the layers' forward sums.
+     * Sequence parallelism (docs/parallel.md, "Sequence parallelism")
+     * issues, per layer, forward two all-gathers (the normed inputs) and
+     * two reduce-scatters (the block outputs), backward four all-gathers
+     * (d(output) and the kept normed shard, for each block) and two
+     * reduce-scatters (the input gradients), and one sum of D floats per
+     * RMSNorm weight; the embedding's sum is a reduce-scatter and its
+     * gradient an all-gather, the head's input an all-gather and its
+     * gradient a reduce-scatter. The bytes of each are the full [T, D]
+     * buffer (the alpha-beta formulas take the gathered size). With pp the
+     * stage holding the head is counted. */
     const double layers_local = (double)mc->num_hidden_layers / pp;
     const double act = T * (double)mc->hidden_size * lay->act_bytes;
     if (tp > 1) {
+        const double full = lay->recompute == PLAN_RECOMPUTE_FULL ? 1.0 : 0.0;
+        const double ends = pp > 1 ? 1.0 : 2.0; /* the head's gradient; the embedding on stage 0 */
         if (lay->sequence_parallel) {
-            add(&c[PLAN_COMM_TP], PLAN_COLL_REDUCE_SCATTER, tp, nmicro * layers_local * 4.0, act, l_tp);
-            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLGATHER, tp, nmicro * layers_local * 4.0, act, l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_REDUCE_SCATTER, tp, nmicro * (layers_local * (4.0 + 2.0 * full) + ends),
+                act, l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLGATHER, tp, nmicro * (layers_local * (6.0 + 2.0 * full) + ends), act,
+                l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * (2.0 * layers_local + 1.0),
+                4.0 * mc->hidden_size, l_tp);
         } else {
-            const double per_layer = lay->recompute == PLAN_RECOMPUTE_FULL ? 6.0 : 4.0;
-            const double ends = pp > 1 ? 1.0 : 2.0; /* the head's gradient; the embedding on stage 0 */
-            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * (layers_local * per_layer + ends), act, l_tp);
-            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro, 8.0 * T, l_tp);
-            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro, 16.0 * T, l_tp);
-            if (moe_layers > 0)
-                add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * moe_local, 4.0 * T * mc->num_experts_per_tok,
-                    l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * (layers_local * (4.0 + 2.0 * full) + ends), act,
+                l_tp);
         }
+        add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro, 8.0 * T, l_tp);
+        add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro, 16.0 * T, l_tp);
+        if (moe_layers > 0)
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * moe_local, 4.0 * T * mc->num_experts_per_tok,
+                l_tp);
     }
     /* pipeline: each micro-batch's activations forward and their gradient
      * backward cross every stage boundary, v times with interleaving */

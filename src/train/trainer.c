@@ -329,9 +329,12 @@ static void print_setup(const trainer_t *tr)
     if (tr->groups.tp_size > 1)
         printf("fabula: layout: tp %d x ep %d x dp %d (docs/parallel.md); the parameter counts above are one tp "
                "rank's share (%.3fM): vocabulary rows, heads, kv heads and FFN columns split %d ways, norms and "
-               "routers replicated\n",
+               "routers replicated%s\n",
                tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
-               param_table_total(t) / 1e6, tr->groups.tp_size);
+               param_table_total(t) / 1e6, tr->groups.tp_size,
+               cfg->parallel.sequence_parallel ? "; sequence parallel: norms and residuals on token shards of each "
+                                                 "micro-batch, all-gather and reduce-scatter around each "
+                                                 "tensor-parallel region" : "");
     if (tr->groups.pp_size > 1) {
         const int pp = tr->groups.pp_size;
         int first[PARALLEL_MAX_STAGES + 1];

@@ -3,7 +3,9 @@
 # trains (1, 2, 4 ranks x ZeRO 0-3, optimizer and parameter offload, expert
 # parallelism 2 on the MoE model, 16-bit activations of run.backend cpu16,
 # model.recompute selective and full, a layout's recompute=full, and tensor
-# parallelism 2 with dp 2, ep 2 ZeRO 3 and full recomputation)
+# parallelism 2 with dp 2, ep 2 ZeRO 3 and full recomputation, sequence
+# parallelism at tp 2, dp 2 x tp 2 ZeRO 1 and tp 4 with full recomputation
+# and 126-token micro-batches (uneven shards); `--layout dp=1,tp=2,sp` too)
 # train's start-up "memory bytes:" line equals `plan memory --world N` field
 # by field, and the peak RSS of the run (the step records'
 # ranks.rss_max_bytes) is within 10% of the plan's total plus the process
@@ -111,6 +113,34 @@ same np2-tp2 2 $BIG $TP2
 same np4-dp2-tp2-z1 4 $BIG $TP2 --set zero_optimization.stage=1
 same np4-tp2-ep2-z3 4 $MID $TP2 --set parallel.expert_parallel_size=2 --set zero_optimization.stage=3
 same np2-tp2-full 2 $BIG $TP2 --set model.recompute=full
+# sequence parallelism: the residual stream, the norms' inputs and outputs
+# and the backward's residual gradient on token shards (ceil(tokens / tp)
+# rows), plus one gathered and one scattered buffer
+SP="--set parallel.sequence_parallel=true"
+same np2-tp2-sp 2 $BIG $TP2 $SP
+same np4-dp2-tp2-sp-z1 4 $BIG $TP2 $SP --set zero_optimization.stage=1
+same np4-tp4-sp-full 4 $MID $TP2 $SP --set parallel.tensor_parallel_size=4 --set model.num_key_value_heads=4 \
+    --set model.recompute=full --set data.max_tokens_per_batch=126
+check "sequence parallelism holds fewer activation bytes than tp 2 alone" '"$PY" - "$SCRATCH/np2-tp2.out" \
+    "$SCRATCH/np2-tp2-sp.out" <<PYEOF
+import re, sys
+a, b = (int(re.search(r"memory bytes:.* activations=(\d+)", open(f).read()).group(1)) for f in sys.argv[1:3])
+print("  activations: tp 2 %d, tp 2 + sp %d" % (a, b))
+sys.exit(0 if b < a else 1)
+PYEOF'
+# a layout's sp part stands for parallel.sequence_parallel
+(cd "$FB_SRCDIR" && "$FABULA" plan memory --layout dp=1,tp=2,sp --json $COMMON --set train_batch_size=4 $BIG) \
+    >"$SCRATCH/plan.json" 2>"$SCRATCH/plan.err"
+check "plan memory --layout dp=1,tp=2,sp equals train's line with parallel.sequence_parallel" \
+    '"$PY" - "$SCRATCH/np2-tp2-sp.out" "$SCRATCH/plan.json" <<PYEOF
+import json, sys
+line = [l for l in open(sys.argv[1]) if "memory bytes:" in l][0]
+got = dict(kv.split("=") for kv in line.split("memory bytes:")[1].split())
+p = json.load(open(sys.argv[2]))
+want = p["train_line"]
+print("  plan  %s (predicted: %s)" % (" ".join("%s=%d" % kv for kv in want.items()), p["predicted"]))
+sys.exit(0 if all(int(got[k]) == want[k] for k in want) and not p["predicted"] else 1)
+PYEOF'
 # a layout's recompute part stands for model.recompute: --layout dp=1,recompute=full
 # of a config without it gives the line train printed with model.recompute=full
 (cd "$FB_SRCDIR" && "$FABULA" plan memory --layout dp=1,zero=0,recompute=full --json $COMMON \
@@ -155,7 +185,7 @@ check "kv heads (2) below tp (4): replicated, planned as a prediction" \
     '[ $? -eq 0 ] && grep -q "predictions of the Megatron-style implementation" "$SCRATCH/kv.out"'
 
 # pp/sp in a config: train refuses them by name (exit 2); tp 2 on one rank
-# too (it does not divide the world size)
+# too (it does not divide the world size), sp there since tp is 1
 for kv in parallel.tensor_parallel_size=2 parallel.pipeline_parallel_size=2 parallel.sequence_parallel=true; do
     (cd "$FB_SRCDIR" && "$FABULA" train --dry-run --set "$kv") >"$SCRATCH/refuse.out" 2>&1
     rc=$?

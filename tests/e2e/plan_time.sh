@@ -2,7 +2,7 @@
 # `fabula plan time` against an independent reference (plan_time_ref.py:
 # the parameter blocks from the config's shapes, the batch rules, the
 # alpha-beta formulas of docs/plan.md) for 1, 2 and 4 ranks x ZeRO 0-3 x
-# ep 1/2, with and without overlap, on a machine file with 2 ranks a node
+# ep 1/2, with and without overlap, tp/pp/sp collective counts, on a machine file with 2 ranks a node
 # (so 4 ranks cross the inter link); `plan calibrate --write-machine` under
 # mpiexec writes a file plan time loads; bad machine files and flags exit 2
 # naming the key or flag. Nothing here is timed: the calibrated figures are
@@ -90,6 +90,28 @@ mb = (d[\"forward_s\"] + d[\"backward_s\"]) / d[\"microbatches_per_rank\"]
 ok = c[\"tp\"][\"calls\"] == (4 * 1 + 1 + 2 + 1) * 4 and c[\"pp\"][\"calls\"] == 2 * 4 and c[\"tp\"][\"group\"] == 2
 ok = ok and abs(d[\"bubble_fraction\"] - 1 / 5) < 1e-12 and abs(d[\"bubble_s\"] - mb) < 1e-12 * mb
 sys.exit(not ok)' \"$SCRATCH/tp.json\""
+
+# sequence parallelism: the tp collectives train issues (test_tp counts them
+# on the model): per micro-batch and layer 4 reduce-scatters and 6
+# all-gathers (6 and 8 with full recomputation), one of each for the
+# embedding and the head, one of each for the head alone on the last pp
+# stage; a sum per RMSNorm weight (2 a layer and the final norm), the
+# cross-entropy's 2 sums and the MoE layer's top-k gradient
+"$FABULA" plan time "$CFG" --layout dp=2,tp=2,pp=2,sp,accum=4,vpp=1 --set train_batch_size=32 --machine "$M" \
+    --json >"$SCRATCH/sp.json" 2>"$SCRATCH/err.txt"
+rc1=$?
+"$FABULA" plan time "$CFG" --layout dp=2,tp=2,sp,recompute=full,accum=2 --set train_batch_size=16 --machine "$M" \
+    --json >"$SCRATCH/sp1.json" 2>>"$SCRATCH/err.txt"
+rc2=$?
+cat "$SCRATCH/err.txt"
+check "dp=2,tp=2,pp=2,sp (4 micro-batches) and dp=2,tp=2,sp,recompute=full (2): tp calls as train issues them" \
+    "[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && \"$PY\" -c '
+import json, sys
+a, b = (json.load(open(f))[\"comm\"][\"tp\"][\"calls\"] for f in sys.argv[1:3])
+want_a = ((4 * 1 + 1) + (6 * 1 + 1) + (2 * 1 + 1) + 2 + 1) * 4
+want_b = ((6 * 2 + 2) + (8 * 2 + 2) + (2 * 2 + 1) + 2 + 2) * 2
+print(\"tp calls %s and %s, expected %d and %d\" % (a, b, want_a, want_b))
+sys.exit(not (a == want_a and b == want_b))' \"$SCRATCH/sp.json\" \"$SCRATCH/sp1.json\""
 
 # the table form names every part
 "$FABULA" plan time "$CFG" --world 4 --machine "$M" --set zero_optimization.stage=3 \

@@ -48,6 +48,16 @@ expect_usage "tp 2, bf16 on cuda" bf16.enabled "unless run.backend is \"cpu\" or
     --set $TP=2 --set bf16.enabled=true --set 'run.backend="cuda"'
 expect_usage "tp 2, fp16 on cuda" fp16.enabled "unless run.backend is \"cpu\" or \"cpu16\" with $TP = 2" 2 $OK \
     --set $TP=2 --set fp16.enabled=true --set 'run.backend="cuda"'
+expect_usage "sequence parallel, 1 rank" parallel.sequence_parallel "$TP = 1" 1 $OK \
+    --set parallel.sequence_parallel=true
+expect_usage "sequence parallel, dp 2, tp 1" parallel.sequence_parallel "it needs $TP > 1" 2 $OK \
+    --set parallel.sequence_parallel=true
+expect_usage "sequence parallel with bf16" parallel.sequence_parallel "false with bf16.enabled" 2 $OK --set $TP=2 \
+    --set parallel.sequence_parallel=true --set bf16.enabled=true
+expect_usage "sequence parallel with fp16 on cpu16" parallel.sequence_parallel "false with fp16.enabled" 2 $OK \
+    --set $TP=2 --set parallel.sequence_parallel=true --set fp16.enabled=true --set 'run.backend="cpu16"'
+expect_usage "sequence parallel, tp 1 given" parallel.sequence_parallel "$TP = 1" 2 $OK --set $TP=1 \
+    --set parallel.sequence_parallel=true
 
 # Layouts that fit: the dry run accepts them (DeepSpeed's autotp_size too),
 # and the batch identity counts world / tp data-parallel ranks.
@@ -73,4 +83,8 @@ for extra in "bf16.enabled=true" "fp16.enabled=true" "run.backend=\"cpu16\" --se
     check "tp 2 with $extra accepted" '[ $rc -eq 0 ]'
     [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
 done
+(cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" $OK \
+    --set $TP=2 --set parallel.sequence_parallel=true) >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "sequence parallel with tp 2 accepted on 2 ranks" '[ $rc -eq 0 ]'
 finish

@@ -15,7 +15,11 @@
  * largest gradient. Gathering the slices of all tp ranks is then the
  * single-rank gradient. Scenarios: dense GQA (kv heads one a rank at
  * tp 2), MoE with capacity (drops), tied embeddings, a micro-batch with
- * no targets in some rows; tp = world size, and tp 2 on 4 ranks. */
+ * no targets in some rows; tp = world size, and tp 2 on 4 ranks. Each
+ * again with sequence parallelism (token shards of 21 and 20 rows at tp 2,
+ * 11, 10, 10, 10 at tp 4), and under it a dense micro-batch of 3 tokens, so
+ * that at tp 4 one rank's shard is empty, and full and selective
+ * recomputation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +48,8 @@ typedef struct scenario {
     int kv;
     int tied;
     double capacity;
+    int T;              /* tokens of the micro-batch (3 samples when above 3) */
+    int recompute;
 } scenario_t;
 
 static model_config_t tiny_config(const scenario_t *s)
@@ -54,7 +60,7 @@ static model_config_t tiny_config(const scenario_t *s)
         .num_experts_per_tok = 2, .moe_layer_freq = 1, .rope_theta = 10000.0, .rms_norm_eps = 1e-5,
         .tie_word_embeddings = s->tied, .router_aux_loss_coef = 0.01, .router_z_loss_coef = 0.001,
         .capacity_factor = s->capacity, .expert_dropout = 0.0, .initializer_range = 0.2,
-        .max_position_embeddings = 256,
+        .max_position_embeddings = 256, .recompute = s->recompute,
     };
     return mc;
 }
@@ -64,22 +70,26 @@ typedef struct input {
     model_input_t mi;
 } input_t;
 
-/* Three samples, the same on every rank; the last row of each has no target. */
-static void make_input(input_t *in, int V)
+/* Three samples (one when T <= 3), the same on every rank; the last row of
+ * each has no target. */
+static void make_input(input_t *in, int V, int T)
 {
     memset(in, 0, sizeof *in);
-    const int T = 41;
-    const int cuts[4] = {0, 13, 30, T};
-    for (int s = 0; s < 3; s++)
+    const int ns = T > 3 ? 3 : 1;
+    const int cuts[4] = {0, T > 3 ? 13 : T, 30, T};
+    int *cu = in->cu;
+    for (int s = 0; s < ns; s++)
         for (int t = cuts[s]; t < cuts[s + 1]; t++) {
             in->tokens[t] = (int32_t)(fb_hash2(0x7e5ULL, (uint64_t)t) % (uint64_t)V);
             in->positions[t] = t - cuts[s];
         }
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < ns; s++)
         for (int t = cuts[s]; t < cuts[s + 1]; t++)
             in->targets[t] = t + 1 < cuts[s + 1] ? in->tokens[t + 1] : -1;
-    memcpy(in->cu, cuts, sizeof cuts);
-    in->mi = (model_input_t){in->tokens, in->positions, in->targets, in->cu, T, 3, NULL, 0};
+    memcpy(cu, cuts, sizeof cuts);
+    if (ns == 1)
+        cu[1] = T;
+    in->mi = (model_input_t){in->tokens, in->positions, in->targets, in->cu, T, ns, NULL, 0};
 }
 
 /* Element (r, c) of view v's slice is (r + r0, c + c0) of the full tensor. */
@@ -116,10 +126,11 @@ static void run(model_t *m, const input_t *in, model_stats_t *st)
     model_backward(m);
 }
 
-static void run_scenario(const scenario_t *s, int tp)
+static void run_scenario(const scenario_t *s, int tp, int sp)
 {
-    snprintf(label, sizeof label, "%s, tp %d of %d ranks", s->name, tp, parallel_size());
-    const model_config_t mc = tiny_config(s);
+    snprintf(label, sizeof label, "%s, tp %d%s of %d ranks", s->name, tp, sp ? " + sp" : "", parallel_size());
+    model_config_t mc = tiny_config(s);
+    mc.sequence_parallel = sp;
     groups_t g;
     groups_create_tp(&g, tp, 1, mc.num_local_experts);
     model_t *ref = model_create(&mc, ops_cpu(), MAXT);
@@ -127,7 +138,7 @@ static void run_scenario(const scenario_t *s, int tp)
     model_init_weights(ref, 11);
     model_init_weights(dist, 11);
     input_t in;
-    make_input(&in, mc.vocab_size);
+    make_input(&in, mc.vocab_size, s->T);
     model_stats_t a, b;
     run(ref, &in, &a);
     const double lm = a.lm_sum, aux = a.aux, z = a.z;
@@ -135,7 +146,26 @@ static void run_scenario(const scenario_t *s, int tp)
     const size_t LE = (size_t)mc.num_hidden_layers * (mc.num_local_experts > 1 ? mc.num_local_experts : 1);
     long *tpe = fb_malloc(LE * sizeof *tpe);
     memcpy(tpe, a.tokens_per_expert, LE * sizeof *tpe);
+    if (tp > 1)
+        comm_stats_reset(g.tp);
     run(dist, &in, &b);
+    if (tp > 1) {
+        /* the tp collectives `fabula plan time` counts (plan_time.c): per
+         * layer 4 sums (6 with full recomputation), the embedding's and
+         * the head gradient's, 2 cross-entropy sums, the MoE top-k
+         * gradient; under sp per layer 4 (6) reduce-scatters and 6 (8)
+         * all-gathers and the embedding's and head's, and a sum per norm */
+        const long L = mc.num_hidden_layers, full = mc.recompute == MODEL_RECOMPUTE_FULL;
+        const long moe = mc.num_local_experts > 1 ? L : 0;
+        const long rs = (long)comm_stats(g.tp, COMM_KIND_REDUCE_SCATTER)->calls;
+        const long ag = (long)comm_stats(g.tp, COMM_KIND_ALLGATHER)->calls;
+        const long ar = (long)comm_stats(g.tp, COMM_KIND_ALLREDUCE)->calls;
+        const long want_rs = sp ? L * (4 + 2 * full) + 2 : 0, want_ag = sp ? L * (6 + 2 * full) + 2 : 0;
+        const long want_ar = (sp ? 2 * L + 1 : L * (4 + 2 * full) + 2) + 2 + moe;
+        CHECK(rs == want_rs && ag == want_ag && ar == want_ar,
+              "tp collectives: %ld reduce-scatters, %ld all-gathers, %ld all-reduces; expected %ld, %ld, %ld", rs, ag,
+              ar, want_rs, want_ag, want_ar);
+    }
     CHECK(scalar_err(b.lm_sum, lm) < TOL, "lm_sum %.9g vs %.9g", b.lm_sum, lm);
     CHECK(b.ntargets == a.ntargets, "ntargets %ld vs %ld", b.ntargets, a.ntargets);
     CHECK(scalar_err(b.aux, aux) < TOL, "aux %.9g vs %.9g", b.aux, aux);
@@ -182,18 +212,28 @@ int main(int argc, char **argv)
     wrank = parallel_rank();
     const int world = parallel_size();
     const scenario_t list[] = {
-        {"dense, GQA 4/2", 0, 2, 0, 0.0},
-        {"dense, tied embeddings, 4 kv heads", 0, 4, 1, 0.0},
-        {"MoE 4 experts, capacity 1.0", 4, 2, 0, 1.0},
-        {"MoE 4 experts, dropless, 4 kv heads", 4, 4, 0, 0.0},
+        {"dense, GQA 4/2", 0, 2, 0, 0.0, 41, 0},
+        {"dense, tied embeddings, 4 kv heads", 0, 4, 1, 0.0, 41, 0},
+        {"MoE 4 experts, capacity 1.0", 4, 2, 0, 1.0, 41, 0},
+        {"MoE 4 experts, dropless, 4 kv heads", 4, 4, 0, 0.0, 41, 0},
+    };
+    /* sequence parallelism only */
+    const scenario_t sp_list[] = {
+        {"dense, 4 kv heads, 3 tokens", 0, 4, 0, 0.0, 3, 0},
+        {"MoE 4 experts, capacity 1.0, full recompute", 4, 2, 0, 1.0, 41, MODEL_RECOMPUTE_FULL},
+        {"dense, GQA 4/2, selective recompute", 0, 2, 0, 0.0, 41, MODEL_RECOMPUTE_SELECTIVE},
     };
     const int tps[2] = {world, 2};
     for (int i = 0; i < 2; i++) {
         if (i == 1 && (world == 2 || world % 2))
             continue;
-        for (size_t s = 0; s < sizeof list / sizeof *list; s++)
-            if (list[s].kv % tps[i] == 0)
-                run_scenario(&list[s], tps[i]);
+        for (int sp = 0; sp <= (tps[i] > 1); sp++)
+            for (size_t s = 0; s < sizeof list / sizeof *list; s++)
+                if (list[s].kv % tps[i] == 0)
+                    run_scenario(&list[s], tps[i], sp);
+        for (size_t s = 0; tps[i] > 1 && s < sizeof sp_list / sizeof *sp_list; s++)
+            if (sp_list[s].kv % tps[i] == 0)
+                run_scenario(&sp_list[s], tps[i], 1);
     }
     double f = (double)failures;
     comm_allreduce(comm_world(), &f, 1, COMM_F64, COMM_SUM);
