@@ -209,19 +209,23 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
      * stage holding the head is counted. */
     const double layers_local = (double)mc->num_hidden_layers / pp;
     const double act = T * (double)mc->hidden_size * lay->act_bytes;
+    /* cpu16's tp sums widen the 16-bit partials to fp32 on the host (MPI
+     * cannot add 16-bit floats: src/model/tp.c); a device would sum them in
+     * 16 bits with NCCL */
+    const double tp_act = cfg->run.backend == RUN_BACKEND_CPU16 ? T * (double)mc->hidden_size * 4.0 : act;
     if (tp > 1) {
         const double full = lay->recompute == PLAN_RECOMPUTE_FULL ? 1.0 : 0.0;
         const double ends = pp > 1 ? 1.0 : 2.0; /* the head's gradient; the embedding on stage 0 */
         if (lay->sequence_parallel) {
             add(&c[PLAN_COMM_TP], PLAN_COLL_REDUCE_SCATTER, tp, nmicro * (layers_local * (4.0 + 2.0 * full) + ends),
-                act, l_tp);
-            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLGATHER, tp, nmicro * (layers_local * (6.0 + 2.0 * full) + ends), act,
-                l_tp);
+                tp_act, l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLGATHER, tp, nmicro * (layers_local * (6.0 + 2.0 * full) + ends),
+                tp_act, l_tp);
             add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * (2.0 * layers_local + 1.0),
                 4.0 * mc->hidden_size, l_tp);
         } else {
-            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * (layers_local * (4.0 + 2.0 * full) + ends), act,
-                l_tp);
+            add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * (layers_local * (4.0 + 2.0 * full) + ends),
+                tp_act, l_tp);
         }
         add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro, 8.0 * T, l_tp);
         add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro, 16.0 * T, l_tp);

@@ -113,6 +113,21 @@ want_b = ((6 * 2 + 2) + (8 * 2 + 2) + (2 * 2 + 1) + 2 + 2) * 2
 print(\"tp calls %s and %s, expected %d and %d\" % (a, b, want_a, want_b))
 sys.exit(not (a == want_a and b == want_b))' \"$SCRATCH/sp.json\" \"$SCRATCH/sp1.json\""
 
+# cpu16 under tp sums its 16-bit activations in fp32 on the host
+# (src/model/tp.c widens them: MPI cannot add 16-bit floats), so its tp
+# bytes are the fp32 run's, not half of them
+"$FABULA" plan time "$CFG" --layout dp=1,tp=2 --machine "$M" --json >"$SCRATCH/tp32.json" 2>"$SCRATCH/err.txt"
+rc1=$?
+"$FABULA" plan time "$CFG" --layout dp=1,tp=2 --set 'run.backend="cpu16"' --set bf16.enabled=true --machine "$M" \
+    --json >"$SCRATCH/tp16.json" 2>>"$SCRATCH/err.txt"
+rc2=$?
+check "tp 2 on cpu16 (bf16): the tp bytes of fp32 (the host sums widen)" \
+    "[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && \"$PY\" -c '
+import json, sys
+a, b = (json.load(open(f))[\"comm\"][\"tp\"][\"bytes\"] for f in sys.argv[1:3])
+print(\"tp bytes fp32 %s, cpu16 %s\" % (a, b))
+sys.exit(not (a == b and a > 0))' \"$SCRATCH/tp32.json\" \"$SCRATCH/tp16.json\""
+
 # the table form names every part
 "$FABULA" plan time "$CFG" --world 4 --machine "$M" --set zero_optimization.stage=3 \
     --set parallel.expert_parallel_size=2 >"$SCRATCH/table.txt" 2>&1
