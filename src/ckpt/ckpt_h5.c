@@ -237,21 +237,21 @@ ckpt_piece_t *ckpt_pieces_build(const zero_shard_t *shard, const param_table_t *
     long long *count = fb_calloc((size_t)n, sizeof *count);
     /* The ranks of one (tp, pp) coordinate partition a tensor by their
      * write ranges; a tensor held whole on every tp rank (a norm, the
-     * router) or on more than one stage is written and checksummed by the
-     * copies of the lowest coordinate alone, so that every element counts
-     * once in the stored sum. */
+     * router), a kv head's slice held by the tp ranks sharing it, or a
+     * tensor on more than one stage is written and checksummed by the
+     * copies of the lowest coordinate alone (tp_copy 0), so that every
+     * element counts once in the stored sum. */
     long long *replica = fb_malloc((size_t)n * sizeof *replica);
     const param_view_t **lvs = fb_malloc((size_t)n * sizeof *lvs);
     for (int i = 0; i < n; i++) {
         lvs[i] = ckpt_local_view(local, i, &global->views[i]);
         replica[i] = !lvs[i] ? LLONG_MAX
-                             : (long long)(lvs[i]->tp_dim < 0 ? groups->tp_rank : 0) * groups->pp_size + groups->pp_rank;
+                             : (long long)lvs[i]->tp_copy * groups->pp_size + groups->pp_rank;
     }
     comm_allreduce(comm_world(), replica, (size_t)n, COMM_I64, COMM_MIN);
     for (int i = 0; i < n; i++) {
         pieces[i] = piece_of(shard, lvs[i], move);
-        if (lvs[i] && replica[i] != (long long)(lvs[i]->tp_dim < 0 ? groups->tp_rank : 0) * groups->pp_size +
-                                       groups->pp_rank) {
+        if (lvs[i] && replica[i] != (long long)lvs[i]->tp_copy * groups->pp_size + groups->pp_rank) {
             pieces[i].wa = pieces[i].wb = 0;
             if (move == CKPT_MOVE_WRITE_RANGE)
                 pieces[i].a = pieces[i].b = 0;

@@ -30,8 +30,8 @@ static int read_tp(cj_ctx_t *c, const char **key)
 }
 
 /* The model dimensions the tp ranks split (docs/parallel.md): attention
- * heads, kv heads (not replicated: kv < tp is refused), the FFN width and
- * the vocabulary (not padded).
+ * heads, kv heads (split when tp divides them, each replicated on tp / kv
+ * ranks when they divide tp), the FFN width and the vocabulary (not padded).
  * The kv heads divide the heads, so a tp that fails the heads fails them
  * too: one message for both. */
 static void check_tp_model(cj_ctx_t *c, const char *key, const model_config_t *m, int tp, int world_size)
@@ -47,9 +47,12 @@ static void check_tp_model(cj_ctx_t *c, const char *key, const model_config_t *m
     if (m->num_attention_heads % tp != 0)
         cj_invalid(c, key, "a divisor of model.num_attention_heads = %d (each rank holds heads / tp heads)",
                    m->num_attention_heads);
-    else if (m->num_key_value_heads % tp != 0)
-        cj_invalid(c, key, "a divisor of model.num_key_value_heads = %d (kv heads are split, not replicated: kv "
-                           "heads < tp is refused)", m->num_key_value_heads);
+    else if (m->num_key_value_heads >= tp && m->num_key_value_heads % tp != 0)
+        cj_invalid(c, key, "a divisor of model.num_key_value_heads = %d (with at least as many kv heads as ranks "
+                           "each rank holds kv / tp of them)", m->num_key_value_heads);
+    else if (m->num_key_value_heads < tp && tp % m->num_key_value_heads != 0)
+        cj_invalid(c, key, "a multiple of model.num_key_value_heads = %d (with fewer kv heads than ranks each "
+                           "head is replicated on tp / kv ranks)", m->num_key_value_heads);
     if (m->vocab_size % tp != 0)
         cj_invalid(c, key, "a divisor of model.vocab_size = %d (each rank holds vocab / tp rows of the embedding "
                            "and the head; the vocabulary is not padded)", m->vocab_size);

@@ -44,13 +44,19 @@ static void attention_backward(model_t *m, int l)
                      m->nseq, T, H, KV, m->hd);
     o->rope_bwd(m->dq, m->positions, T, H, m->hd, theta);
     o->rope_bwd(m->dk, m->positions, T, KV, m->hd, theta);
+    /* the input gradient from this rank's share of d(k), d(v): the tp sum
+     * below adds the sharers' shares of a replicated kv head */
+    o->matmul(m->dh, m->dq, w->wq, T, D, m->qdim, 0, 0, 0.0f);
+    o->matmul(m->dh, m->dk, w->wk, T, D, m->kvdim, 0, 0, 1.0f);
+    o->matmul(m->dh, m->dv, w->wv, T, D, m->kvdim, 0, 0, 1.0f);
+    /* the weight gradients of a replicated kv head from the whole head's
+     * d(k), d(v): summed over its sharers first */
+    model_kv_allreduce(m, m->dk, (size_t)T * m->kvdim);
+    model_kv_allreduce(m, m->dv, (size_t)T * m->kvdim);
     const fb_act *h1 = model_sp_gather(m, a->h1);
     o->matmul_f32(dw->wq, m->dq, h1, m->qdim, D, T, 1, 0, 1.0f);
     o->matmul_f32(dw->wk, m->dk, h1, m->kvdim, D, T, 1, 0, 1.0f);
     o->matmul_f32(dw->wv, m->dv, h1, m->kvdim, D, T, 1, 0, 1.0f);
-    o->matmul(m->dh, m->dq, w->wq, T, D, m->qdim, 0, 0, 0.0f);
-    o->matmul(m->dh, m->dk, w->wk, T, D, m->kvdim, 0, 0, 1.0f);
-    o->matmul(m->dh, m->dv, w->wv, T, D, m->kvdim, 0, 0, 1.0f);
     /* the forward's all-gather is a reduce-scatter here */
     const fb_act *dh1 = model_tp_reduce_input_grad(m, m->dh);
     model_rmsnorm_bwd(m, dw->ln1, dh1, a->x_in, w->ln1, a->rstd1);

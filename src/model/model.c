@@ -375,7 +375,8 @@ void model_config_tp_local(const model_config_t *full, int tp, model_config_t *l
 {
     *local = *full;
     local->num_attention_heads /= tp;
-    local->num_key_value_heads /= tp;
+    /* fewer kv heads than ranks: one (replicated) head a rank */
+    local->num_key_value_heads = local->num_key_value_heads >= tp ? local->num_key_value_heads / tp : 1;
     local->intermediate_size /= tp;
     local->vocab_size /= tp;
 }
@@ -385,7 +386,8 @@ void model_config_tp_local(const model_config_t *full, int tp, model_config_t *l
  * is the full model's. */
 static void set_shapes(model_t *m, const model_config_t *full, int tp)
 {
-    FB_ASSERT(tp >= 1 && full->num_attention_heads % tp == 0 && full->num_key_value_heads % tp == 0 &&
+    const int kv = full->num_key_value_heads;
+    FB_ASSERT(tp >= 1 && full->num_attention_heads % tp == 0 && (kv % tp == 0 || tp % kv == 0) &&
               full->intermediate_size % tp == 0 && full->vocab_size % tp == 0);
     m->full = *full;
     m->tp_size = tp;
@@ -536,6 +538,13 @@ model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tok
         m->sp_displs = fb_calloc((size_t)m->tp_size, sizeof(size_t));
         m->alloc_bytes += tp_device_bytes(max_tokens, m->tp_size);
     }
+    if (m->tp_size > m->full.num_key_value_heads && !(flags & MODEL_NO_KV_GROUP)) {
+        /* the ranks of one kv head: consecutive, tp / kv of them */
+        const int share = m->tp_size / m->full.num_key_value_heads;
+        m->kv_host = comm_split(m->tp, m->tp_rank / share, m->tp_rank);
+        m->kv = ops->device_memory ? comm_device_create(m->kv_host) : m->kv_host;
+        m->kv_owned = 1;
+    }
     /* what `fabula plan memory` predicts for this model must be what it
      * holds (a pipeline stage's is its own, docs/plan.md) */
     FB_ASSERT(!m->first || !m->last ||
@@ -545,8 +554,11 @@ model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tok
 
 model_t *model_create_sibling(model_t *m)
 {
-    model_t *s = model_create_pp(&m->full, m->ops, m->max_tokens, MODEL_NO_PARAM_BUFFER | MODEL_NO_GRAD_BUFFER,
-                                 m->ep, m->tp, m->layer_lo, m->layer_hi);
+    model_t *s = model_create_pp(&m->full, m->ops, m->max_tokens,
+                                 MODEL_NO_PARAM_BUFFER | MODEL_NO_GRAD_BUFFER | MODEL_NO_KV_GROUP, m->ep, m->tp,
+                                 m->layer_lo, m->layer_hi);
+    s->kv = m->kv;
+    s->kv_host = m->kv_host;
     /* m's hooks: ZeRO's, or the defaults, whose ctx is m (its buffers) */
     s->hooks = m->hooks;
     s->a2a_chunks = m->a2a_chunks;
@@ -638,6 +650,11 @@ void model_free(model_t *m)
     free(m->tp_wide);
     free(m->sp_counts);
     free(m->sp_displs);
+    if (m->kv_owned) {
+        if (m->kv != m->kv_host)
+            comm_free(&m->kv);
+        comm_free(&m->kv_host);
+    }
     moe_ep_free(m);
     param_table_free(&m->table);
     free(m);

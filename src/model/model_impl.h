@@ -115,6 +115,12 @@ struct model {
      * full the model's own config (model_config()) */
     comm_t *tp, *tp_host;           /* tp_host: the same group for host buffers */
     int tp_size, tp_rank;
+    /* kv heads below tp (replicated k/v, docs/parallel.md): the tp / kv
+     * ranks sharing this rank's kv head, on which d(k) and d(v) are summed
+     * (kv for backend buffers, kv_host its host twin); NULL otherwise.
+     * kv_owned: this model split them (a sibling borrows its parent's). */
+    comm_t *kv, *kv_host;
+    int kv_owned;
     model_config_t full;
 
     /* pipeline parallelism (docs/parallel.md): this stage's layers [layer_lo,
@@ -157,6 +163,13 @@ void model_block_end(model_t *m, int block, int backward);
  * for fp32 buffers. */
 void model_tp_allreduce(model_t *m, fb_act *x, size_t n);
 void model_tp_allreduce_f32(model_t *m, float *x, size_t n);
+/* model_create_pp's internal flag: borrow the kv group (a sibling) instead
+ * of splitting one. */
+#define MODEL_NO_KV_GROUP (1u << 16)
+
+/* Sums x [n] over the ranks sharing this rank's kv head in place (no-op
+ * unless the kv heads are fewer than the tp ranks). */
+void model_kv_allreduce(model_t *m, fb_act *x, size_t n);
 /* y[M,N] += (a[M,K] w[N,K]^T) summed over the tp group: a row-parallel
  * projection (o, down) whose K columns are split over the tp ranks. Uses
  * m->dtmp as scratch under tp. */

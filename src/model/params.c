@@ -40,6 +40,8 @@ static void add_view(param_table_t *t, int group, enum param_init init, int64_t 
     v->offset = t->numel[group];
     v->block = t->build_block;
     v->tp_dim = -1;
+    v->tp_copies = t->tp_size;
+    v->tp_copy = t->tp_rank;
     v->full_shape[0] = v->shape[0];
     v->full_shape[1] = v->shape[1];
     t->numel[group] += v->numel;
@@ -55,7 +57,32 @@ static void tp_split(param_table_t *t, int dim)
     const int64_t part = v->shape[dim] / t->tp_size;
     v->tp_dim = dim;
     v->tp_off = part * t->tp_rank;
+    v->tp_copies = 1;
+    v->tp_copy = 0;
     v->shape[dim] = part;
+    t->numel[v->group] -= v->numel;
+    v->numel = (size_t)v->shape[0] * (size_t)v->shape[1];
+    t->numel[v->group] += v->numel;
+}
+
+/* The same for a k/v projection of `kv` heads of `hd` rows: split by heads
+ * when tp divides them, else one head a rank (rank t: head t kv / tp, the
+ * one its query heads [t H/tp, (t+1) H/tp) use), the same slice on the
+ * tp / kv ranks sharing that head. */
+static void tp_split_kv(param_table_t *t, int kv, int64_t hd)
+{
+    if (t->tp_size == 1 || kv % t->tp_size == 0) {
+        tp_split(t, 0);
+        return;
+    }
+    FB_ASSERT(t->tp_size % kv == 0);
+    param_view_t *v = &t->views[t->n - 1];
+    const int share = t->tp_size / kv;
+    v->tp_dim = 0;
+    v->tp_off = hd * (t->tp_rank / share);
+    v->tp_copies = share;
+    v->tp_copy = t->tp_rank % share;
+    v->shape[0] = hd;
     t->numel[v->group] -= v->numel;
     v->numel = (size_t)v->shape[0] * (size_t)v->shape[1];
     t->numel[v->group] += v->numel;
@@ -106,9 +133,9 @@ void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_siz
         add_view(t, dense, PARAM_INIT_NORMAL, QD, D, "%s.%d.self_attn.q_proj.weight", p, l);
         tp_split(t, 0);
         add_view(t, dense, PARAM_INIT_NORMAL, KVD, D, "%s.%d.self_attn.k_proj.weight", p, l);
-        tp_split(t, 0);
+        tp_split_kv(t, mc->num_key_value_heads, hd);
         add_view(t, dense, PARAM_INIT_NORMAL, KVD, D, "%s.%d.self_attn.v_proj.weight", p, l);
-        tp_split(t, 0);
+        tp_split_kv(t, mc->num_key_value_heads, hd);
         add_view(t, dense, PARAM_INIT_NORMAL_SCALED, D, QD, "%s.%d.self_attn.o_proj.weight", p, l);
         tp_split(t, 1);
         add_view(t, dense, PARAM_INIT_ONES, D, 0, "%s.%d.post_attention_layernorm.weight", p, l);

@@ -32,6 +32,13 @@ typedef struct param_view {
     int tp_dim;
     int64_t full_shape[2];
     int64_t tp_off;
+    /* How many tp ranks hold this very slice and which copy this rank's is
+     * (0..tp_copies-1): tp and tp_rank for a replicated tensor, tp / kv for
+     * the k/v slices with fewer kv heads than tp ranks (one head replicated
+     * over the ranks whose query heads use it, docs/parallel.md), else 1
+     * and 0. Copy 0 alone writes it to a checkpoint; the gradient norm
+     * counts 1/tp_copies of it on each. */
+    int tp_copies, tp_copy;
 } param_view_t;
 
 typedef struct param_table {
@@ -60,8 +67,9 @@ void param_table_build(param_table_t *t, const model_config_t *mc);
  * (ep_size must divide num_local_experts). */
 void param_table_build_ep(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank);
 /* ... and for tp_rank of a tensor-parallel group of tp_size ranks (tp_size
- * divides the vocabulary, the attention heads, the kv heads and
- * intermediate_size). */
+ * divides the vocabulary, the attention heads and intermediate_size, and
+ * divides the kv heads or is a multiple of them: then rank t holds kv head
+ * t kv / tp, replicated over tp / kv ranks). */
 void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
                           int tp_rank);
 /* ... and for the pipeline stage holding layers [layer_lo, layer_hi): the

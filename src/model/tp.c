@@ -7,13 +7,12 @@
 #include "model/model_impl.h"
 #include "util/error.h"
 
-void model_tp_allreduce(model_t *m, fb_act *x, size_t n)
+/* Sums x [n] over `c` (the tp group or a kv group) in place. */
+static void act_allreduce(model_t *m, comm_t *c, fb_act *x, size_t n)
 {
-    if (m->tp_size == 1 || n == 0)
-        return;
     const ops_t *o = m->ops;
     if (!m->tp_wide) {
-        comm_allreduce(m->tp, x, n, model_act_comm_dtype(m), COMM_SUM);
+        comm_allreduce(c, x, n, model_act_comm_dtype(m), COMM_SUM);
         return;
     }
     /* 16-bit activations in host memory (run.backend cpu16): MPI cannot
@@ -23,8 +22,24 @@ void model_tp_allreduce(model_t *m, fb_act *x, size_t n)
      * rounded result. */
     FB_ASSERT(n <= (size_t)m->max_tokens * (size_t)m->mc.hidden_size);
     o->act_to_f32(m->tp_wide, x, n);
-    comm_allreduce(m->tp, m->tp_wide, n, COMM_F32, COMM_SUM);
+    comm_allreduce(c, m->tp_wide, n, COMM_F32, COMM_SUM);
     o->to_act(x, m->tp_wide, n);
+}
+
+void model_tp_allreduce(model_t *m, fb_act *x, size_t n)
+{
+    if (m->tp_size == 1 || n == 0)
+        return;
+    act_allreduce(m, m->tp, x, n);
+}
+
+/* Each sharer's d(k), d(v) come from its own query heads only; their sum
+ * over the sharers is the whole head's, so that the weight gradients
+ * d(k)^T h are equal on every replica (docs/parallel.md). */
+void model_kv_allreduce(model_t *m, fb_act *x, size_t n)
+{
+    if (m->kv && n > 0)
+        act_allreduce(m, m->kv, x, n);
 }
 
 void model_tp_allreduce_f32(model_t *m, float *x, size_t n)

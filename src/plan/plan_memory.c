@@ -166,12 +166,12 @@ static void fill_states(const config_t *cfg, const plan_layout_t *lay, const zer
 
 int plan_memory_exact(const config_t *cfg, const plan_layout_t *lay)
 {
-    /* what train's tensor parallelism splits without replicating (kv
-     * heads below tp it refuses; Megatron replicates them) */
+    /* the layouts train's tensor parallelism builds: kv heads split over
+     * tp, or (fewer than tp) each replicated on tp / kv ranks */
     const model_config_t *mc = &cfg->model;
-    const int tp = lay->tp;
-    return lay->pp == 1 && mc->num_attention_heads % tp == 0 &&
-           mc->num_key_value_heads % tp == 0 && mc->intermediate_size % tp == 0 && mc->vocab_size % tp == 0;
+    const int tp = lay->tp, kv = mc->num_key_value_heads;
+    return lay->pp == 1 && mc->num_attention_heads % tp == 0 && (kv % tp == 0 || tp % kv == 0) &&
+           mc->intermediate_size % tp == 0 && mc->vocab_size % tp == 0;
 }
 
 static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const param_table_t *t, int stage,

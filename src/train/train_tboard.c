@@ -77,8 +77,8 @@ static int piece(const param_table_t *local, const param_view_t *gv, const zero_
     const param_view_t *lv = param_table_find(local, gv->name);
     if (!lv)
         return 0; /* an expert held by another expert-parallel rank */
-    if (lv->tp_dim < 0 && local->tp_rank != 0)
-        return 0; /* replicated over tp: counted by tp rank 0 alone */
+    if (lv->tp_copy != 0)
+        return 0; /* replicated over tp (or a shared kv head): counted by its first copy alone */
     const zero_shard_t *s = &sh[lv->group];
     *sp = s;
     size_t lo = lv->offset > s->write_lo ? lv->offset : s->write_lo;

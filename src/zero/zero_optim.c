@@ -26,14 +26,16 @@ static float *owned_params(zero_t *z, int gi)
  * tensor parallelism a replicated tensor (tp_dim -1) holds the same gradient
  * on every tp rank (its inputs and output gradients are the summed ones,
  * docs/parallel.md), so it enters as 1/tp of its square on each: the sum
- * over the tp group then counts every parameter once. */
+ * over the tp group then counts every parameter once. A kv head replicated
+ * over tp_copies ranks (fewer kv heads than ranks) holds the same gradient
+ * on each of them: 1/tp_copies of its square on each. */
 static double owned_sumsq(zero_t *z, int gi)
 {
     zgroup_t *g = &z->g[gi];
     const float *grads = owned_grads(z, gi);
     if (!z->tp)
         return z->ops->sumsq(grads, g->hi - g->lo);
-    double split = 0.0, repl = 0.0;
+    double split = 0.0, repl = 0.0, kvrep = 0.0;
     for (int i = 0; i < z->t->n; i++) {
         const param_view_t *v = &z->t->views[i];
         const size_t lo = v->offset > g->lo ? v->offset : g->lo;
@@ -41,9 +43,14 @@ static double owned_sumsq(zero_t *z, int gi)
         if (v->group != gi || hi <= lo)
             continue;
         const double ss = z->ops->sumsq(grads + (lo - g->lo), hi - lo);
-        *(v->tp_dim < 0 ? &repl : &split) += ss;
+        if (v->tp_dim < 0)
+            repl += ss;
+        else if (v->tp_copies > 1)
+            kvrep += ss / v->tp_copies;
+        else
+            split += ss;
     }
-    return split + repl / comm_size(z->tp);
+    return split + kvrep + repl / comm_size(z->tp);
 }
 
 /* Global L2 norm of the reduced gradient (collective). */

@@ -25,7 +25,11 @@ expect_usage "world 3, tp 2" $TP "world size (3 ranks)" 3 $OK --set $TP=2
 expect_usage "tp 0" $TP "positive integer" 1 $OK --set $TP=0
 expect_usage "3 heads, tp 2" $TP "model.num_attention_heads = 3" 2 $OK --set $TP=2 \
     --set model.hidden_size=96 --set model.num_attention_heads=3 --set model.num_key_value_heads=3
-expect_usage "2 kv heads, tp 4" $TP "model.num_key_value_heads = 2" 4 $OK --set $TP=4
+# kv heads: tp divides them, or (fewer than tp) they divide tp and are replicated
+expect_usage "6 kv heads, tp 4" $TP "a divisor of model.num_key_value_heads = 6" 4 $OK --set $TP=4 \
+    --set model.hidden_size=96 --set model.num_attention_heads=12 --set model.num_key_value_heads=6
+expect_usage "3 kv heads, tp 4" $TP "a multiple of model.num_key_value_heads = 3" 4 $OK --set $TP=4 \
+    --set model.hidden_size=96 --set model.num_attention_heads=12 --set model.num_key_value_heads=3
 expect_usage "intermediate 130, tp 4" $TP "model.intermediate_size = 130" 4 $OK --set $TP=4 \
     --set model.num_key_value_heads=4 --set model.intermediate_size=130
 expect_usage "world 4, tp 2, ep 4" parallel.expert_parallel_size "/ $TP = 2, i.e. of 2" 4 $OK --set $TP=2 \
@@ -68,6 +72,16 @@ for layout in "2 2 1" "4 2 2" "4 4 1"; do
         --set train_batch_size=$((2 * $1 / $2)) --set train_micro_batch_size_per_gpu=2) >"$SCRATCH/out.txt" 2>&1
     rc=$?
     check "world $1, tp $2, ep $3 accepted (batch 2 x $(($1 / $2)) dp ranks)" '[ $rc -eq 0 ]'
+    [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
+done
+# fewer kv heads than tp ranks: replicated (tests/e2e/tp_kv_replicated.sh)
+for layout in "4 2" "4 1" "2 1"; do
+    set -- $layout
+    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$1" "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
+        $OK --set $TP=$1 --set model.num_key_value_heads=$2 --set train_batch_size=2 \
+        --set train_micro_batch_size_per_gpu=2) >"$SCRATCH/out.txt" 2>&1
+    rc=$?
+    check "tp $1 with $2 kv head(s) accepted (replicated on $(($1 / $2)) ranks)" '[ $rc -eq 0 ]'
     [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
 done
 (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" $OK \

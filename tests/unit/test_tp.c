@@ -14,7 +14,9 @@
  * replicated ones whole, on every tp rank), 1e-5 relative to the tensor's
  * largest gradient. Gathering the slices of all tp ranks is then the
  * single-rank gradient. Scenarios: dense GQA (kv heads one a rank at
- * tp 2), MoE with capacity (drops), tied embeddings, a micro-batch with
+ * tp 2; at tp 4 each of the 2 kv heads replicated on 2 ranks), one kv head
+ * (replicated on every tp rank), MoE with capacity (drops), tied
+ * embeddings, a micro-batch with
  * no targets in some rows; tp = world size, and tp 2 on 4 ranks. Each
  * again with sequence parallelism (token shards of 21 and 20 rows at tp 2,
  * 11, 10, 10, 10 at tp 4), and under it a dense micro-batch of 3 tokens, so
@@ -184,6 +186,14 @@ static void run_scenario(const scenario_t *s, int tp, int sp)
         if (!rv)
             continue;
         split += v->tp_dim >= 0;
+        if (tp > 1 && (strstr(v->name, "k_proj") || strstr(v->name, "v_proj"))) {
+            /* the replicated kv head: one head's rows, tp / kv copies */
+            const int share = s->kv < tp ? tp / s->kv : 1;
+            CHECK(v->tp_dim == 0 && v->tp_copies == share && v->tp_copy == g.tp_rank % share &&
+                      v->tp_off == v->shape[0] * (s->kv < tp ? g.tp_rank / share : g.tp_rank),
+                  "%s: slice at row %lld of %lld rows, copy %d of %d", v->name, (long long)v->tp_off,
+                  (long long)v->shape[0], v->tp_copy, v->tp_copies);
+        }
         float *full = fb_malloc(rv->numel * sizeof *full), *want = fb_malloc(v->numel * sizeof *want);
         float *got = fb_malloc(v->numel * sizeof *got);
         model_get_grad(ref, rv, full);
@@ -216,23 +226,27 @@ int main(int argc, char **argv)
         {"dense, tied embeddings, 4 kv heads", 0, 4, 1, 0.0, 41, 0},
         {"MoE 4 experts, capacity 1.0", 4, 2, 0, 1.0, 41, 0},
         {"MoE 4 experts, dropless, 4 kv heads", 4, 4, 0, 0.0, 41, 0},
+        {"dense, 1 kv head", 0, 1, 0, 0.0, 41, 0},
     };
     /* sequence parallelism only */
     const scenario_t sp_list[] = {
         {"dense, 4 kv heads, 3 tokens", 0, 4, 0, 0.0, 3, 0},
         {"MoE 4 experts, capacity 1.0, full recompute", 4, 2, 0, 1.0, 41, MODEL_RECOMPUTE_FULL},
         {"dense, GQA 4/2, selective recompute", 0, 2, 0, 0.0, 41, MODEL_RECOMPUTE_SELECTIVE},
+        {"MoE 4 experts, 1 kv head, full recompute", 4, 1, 0, 1.0, 41, MODEL_RECOMPUTE_FULL},
     };
+    /* kv heads split over tp, or (fewer) each replicated on tp / kv ranks */
+#define KV_OK(kv, tp) ((kv) % (tp) == 0 || (tp) % (kv) == 0)
     const int tps[2] = {world, 2};
     for (int i = 0; i < 2; i++) {
         if (i == 1 && (world == 2 || world % 2))
             continue;
         for (int sp = 0; sp <= (tps[i] > 1); sp++)
             for (size_t s = 0; s < sizeof list / sizeof *list; s++)
-                if (list[s].kv % tps[i] == 0)
+                if (KV_OK(list[s].kv, tps[i]))
                     run_scenario(&list[s], tps[i], sp);
         for (size_t s = 0; tps[i] > 1 && s < sizeof sp_list / sizeof *sp_list; s++)
-            if (sp_list[s].kv % tps[i] == 0)
+            if (KV_OK(sp_list[s].kv, tps[i]))
                 run_scenario(&sp_list[s], tps[i], 1);
     }
     double f = (double)failures;

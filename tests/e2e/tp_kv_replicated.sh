@@ -1,0 +1,108 @@
+#!/bin/sh
+# Tensor parallelism with fewer kv heads than tp ranks (docs/parallel.md,
+# "Replicated kv heads"): each kv head is replicated on the tp / kv ranks
+# whose query heads use it, its d(k), d(v) summed over them. STEPS steps
+# give the per-step losses and gradient norms of the single-rank run
+# within 1e-5 relative (and, for the MoE, the same tokens per expert and
+# dropped assignments per layer). Gradient clipping acts at every step, so
+# a norm that counted a replica twice (or a kv gradient summed over too few
+# or too many ranks) changes the losses too. Layouts: 8 heads and 2 kv
+# heads at tp 4 (two ranks a kv head), dense with ZeRO 0, 2 and 3 with both
+# offloads, and with sequence parallelism; the MoE at tp 4 with ZeRO 1;
+# 4 heads and 1 kv head at tp 2 and at dp 2 x tp 2 (ZeRO 3), and tp 2 x
+# pp 2 (2 layers).
+# Every launch runs under a timeout, so a hang fails the test.
+. "$FB_SRCDIR/tests/e2e/lib.sh"
+PY=${PYTHON:-python3}
+STEPS=20
+export OMP_NUM_THREADS=1
+DENSE="--set model.num_local_experts=0"
+TP=parallel.tensor_parallel_size
+H8="--set model.num_attention_heads=8 --set model.num_key_value_heads=2"
+KV1="--set model.num_attention_heads=4 --set model.num_key_value_heads=1"
+
+# train NP NAME ARGS...: into $SCRATCH/NAME, status in $RC
+train() {
+    np=$1; name=$2; shift 2
+    (cd "$FB_SRCDIR" && timeout 240 $MPIEXEC -n "$np" "$FABULA" train --steps $STEPS --run-dir "$SCRATCH/$name" \
+        --set checkpoint.save_interval=-1 --set 'run.resume="none"' --set train_batch_size=4 \
+        --set train_micro_batch_size_per_gpu=2 --set data.seq_len=64 --set model.hidden_size=64 \
+        --set model.intermediate_size=128 --set gradient_clipping=0.05 "$@") >"$SCRATCH/$name.out" 2>&1
+    RC=$?
+    [ $RC -eq 0 ] || { echo "--- $name failed ($RC):"; tail -n 20 "$SCRATCH/$name.out"; }
+}
+
+# compare A B KEY...: STEPS steps each; loss and grad_norm within 1e-5
+# relative; the listed keys equal (layer_dropped: the per-layer drops)
+compare() {
+    a=$1; b=$2; shift 2
+    "$PY" - "$SCRATCH/$a/metrics.jsonl" "$SCRATCH/$b/metrics.jsonl" "$STEPS" "$@" <<'PYEOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+steps, keys = int(sys.argv[3]), sys.argv[4:]
+for r in a + b:
+    if "moe_layers" in r:
+        r["layer_dropped"] = [x["dropped"] for x in r["moe_layers"]]
+ok = len(a) == steps and len(b) == steps
+if not ok:
+    print("steps: %d and %d, expected %d" % (len(a), len(b), steps))
+clipped = 0
+for x, y in zip(a, b):
+    for k in ("loss", "lm_loss", "grad_norm"):
+        if (k in x) != (k in y):
+            print("step %d: %s in one run only" % (x["step"], k)); ok = False
+        elif k in x and abs(x[k] - y[k]) > 1e-5 * abs(x[k]):
+            print("step %d: %s %.9g vs %.9g" % (x["step"], k, x[k], y[k])); ok = False
+    for k in keys:
+        if x.get(k) != y.get(k):
+            print("step %d: %s %s vs %s" % (x["step"], k, x.get(k), y.get(k))); ok = False
+    clipped += x["grad_norm"] > 0.05
+if clipped < steps:
+    print("clipping acted on %d of %d steps only" % (clipped, steps)); ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
+train 1 h8-ref $DENSE $H8 --set zero_optimization.stage=0
+check "reference run (1 rank, dense, 8 heads, 2 kv heads)" '[ $RC -eq 0 ]'
+train 4 h8-tp4 $DENSE $H8 --set zero_optimization.stage=0 --set $TP=4
+check "dense, 8 heads / 2 kv heads, tp 4 (a kv head on 2 ranks), ZeRO 0: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare h8-ref h8-tp4'
+check "... the start-up line names the tp layout" 'grep -q "tp 4" "$SCRATCH/h8-tp4.out"'
+train 4 h8-tp4-z2 $DENSE $H8 --set zero_optimization.stage=2 --set $TP=4
+check "dense, 8 heads / 2 kv heads, tp 4, ZeRO 2: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare h8-ref h8-tp4-z2'
+train 4 h8-tp4-z3 $DENSE $H8 --set zero_optimization.stage=3 --set $TP=4 \
+    --set 'zero_optimization.offload_optimizer.device="cpu"' --set 'zero_optimization.offload_param.device="cpu"'
+check "dense, 8 heads / 2 kv heads, tp 4, ZeRO 3, optimizer and parameters offloaded: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare h8-ref h8-tp4-z3'
+train 4 h8-tp4-sp $DENSE $H8 --set zero_optimization.stage=1 --set $TP=4 --set parallel.sequence_parallel=true
+check "dense, 8 heads / 2 kv heads, tp 4 with sequence parallelism, ZeRO 1: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare h8-ref h8-tp4-sp'
+
+# the default MoE: 4 experts, top 2, capacity 1.25, aux loss
+SAME="expert_tokens dropped layer_dropped"
+train 1 moe-ref $H8 --set zero_optimization.stage=0 --set model.router_z_loss_coef=0.001
+check "reference run (1 rank, MoE, 8 heads, 2 kv heads) drops assignments" \
+    '[ $RC -eq 0 ] && [ "$(grep -c "\"dropped\":[1-9]" "$SCRATCH/moe-ref/metrics.jsonl")" -gt 0 ]'
+train 4 moe-tp4 $H8 --set zero_optimization.stage=1 --set model.router_z_loss_coef=0.001 --set $TP=4
+check "MoE, 8 heads / 2 kv heads, tp 4, ZeRO 1: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-tp4 $SAME"
+
+train 1 kv1-ref $DENSE $KV1 --set zero_optimization.stage=0
+check "reference run (1 rank, dense, 4 heads, 1 kv head)" '[ $RC -eq 0 ]'
+train 2 kv1-tp2 $DENSE $KV1 --set zero_optimization.stage=0 --set $TP=2
+check "dense, 4 heads / 1 kv head, tp 2 (the kv head on both ranks), ZeRO 0: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare kv1-ref kv1-tp2'
+train 4 kv1-dp2-tp2-z3 $DENSE $KV1 --set zero_optimization.stage=3 --set $TP=2
+check "dense, 4 heads / 1 kv head, dp 2 x tp 2, ZeRO 3: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare kv1-ref kv1-dp2-tp2-z3'
+
+train 1 kv1-l2-ref $DENSE $KV1 --set model.num_hidden_layers=2 --set zero_optimization.stage=1
+check "reference run (1 rank, dense, 2 layers, 4 heads, 1 kv head)" '[ $RC -eq 0 ]'
+train 4 kv1-tp2-pp2 $DENSE $KV1 --set model.num_hidden_layers=2 --set zero_optimization.stage=1 --set $TP=2 \
+    --set parallel.pipeline_parallel_size=2
+check "dense, 4 heads / 1 kv head, tp 2 x pp 2, ZeRO 1: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare kv1-l2-ref kv1-tp2-pp2'
+finish
