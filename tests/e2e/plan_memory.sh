@@ -5,7 +5,8 @@
 # model.recompute selective and full, a layout's recompute=full, and tensor
 # parallelism 2 with dp 2, ep 2 ZeRO 3 and full recomputation, sequence
 # parallelism at tp 2, dp 2 x tp 2 ZeRO 1 and tp 4 with full recomputation
-# and 126-token micro-batches (uneven shards); `--layout dp=1,tp=2,sp` too)
+# and 126-token micro-batches (uneven shards); `--layout dp=1,tp=2,sp` too;
+# fewer kv heads than tp: tp 4 with 2 kv heads, dp 2 x tp 2 ZeRO 3 with 1)
 # train's start-up "memory bytes:" line equals `plan memory --world N` field
 # by field, and the peak RSS of the run (the step records'
 # ranks.rss_max_bytes) is within 10% of the plan's total plus the process
@@ -179,10 +180,13 @@ bad "ep on a dense model" "needs an MoE model" --layout dp=2,ep=2 --set model.nu
 bad "unknown part" "unknown part 'xp'" --layout dp=2,xp=2
 bad "neither --world nor --layout" "give exactly one of" 
 
-# kv heads fewer than tp but dividing it: replicated, accepted
+# kv heads fewer than tp but dividing it: replicated (one head's k/v rows a
+# rank), sized exactly as train builds it
 (cd "$FB_SRCDIR" && "$FABULA" plan memory --layout dp=1,tp=4) >"$SCRATCH/kv.out" 2>&1
-check "kv heads (2) below tp (4): replicated, planned as a prediction" \
-    '[ $? -eq 0 ] && grep -q "predictions of the Megatron-style implementation" "$SCRATCH/kv.out"'
+check "kv heads (2) below tp (4): replicated, planned exactly (no prediction note)" \
+    '[ $? -eq 0 ] && ! grep -q "predictions of the Megatron-style implementation" "$SCRATCH/kv.out"'
+same np4-tp4-kv2 4 $MID $TP2 --set parallel.tensor_parallel_size=4 --set zero_optimization.stage=1
+same np4-dp2-tp2-kv1-z3 4 $MID $TP2 --set model.num_key_value_heads=1 --set zero_optimization.stage=3
 
 # pp/sp in a config: train refuses them by name (exit 2); tp 2 on one rank
 # too (it does not divide the world size), sp there since tp is 1
