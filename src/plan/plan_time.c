@@ -233,6 +233,17 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
             add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp, nmicro * moe_local, 4.0 * T * mc->num_experts_per_tok,
                 l_tp);
     }
+    /* fewer kv heads than tp (docs/parallel.md, "Replicated kv heads"):
+     * per layer and micro-batch d(k) and d(v) [T, head_dim] summed over
+     * the tp / kv ranks sharing a head (fp32 on cpu16, widened as above) */
+    const int kv = mc->num_key_value_heads;
+    if (tp > kv && tp % kv == 0) {
+        const double hd = (double)(mc->hidden_size / mc->num_attention_heads);
+        const double kv_act = T * hd * (cfg->run.backend == RUN_BACKEND_CPU16 ? 4.0 : lay->act_bytes);
+        int kv_inter; /* the sharers are consecutive ranks: maybe inside a node where tp is not */
+        const plan_link_t *l_kv = plan_group_link(mach, 1, tp / kv, &kv_inter);
+        add(&c[PLAN_COMM_TP], PLAN_COLL_ALLREDUCE, tp / kv, nmicro * 2.0 * layers_local, kv_act, l_kv);
+    }
     /* pipeline: each micro-batch's activations forward and their gradient
      * backward cross every stage boundary, v times with interleaving */
     if (pp > 1)
