@@ -111,7 +111,8 @@ struct model {
     struct moe_ep *epx;
 
     /* tensor parallelism (tp.c, docs/parallel.md); tp_size 1: none. mc then
-     * holds this rank's share of the heads, kv heads and intermediate_size;
+     * holds this rank's share of the heads, kv heads (1, a replicated one,
+     * when there are fewer than tp) and intermediate_size;
      * full the model's own config (model_config()) */
     comm_t *tp, *tp_host;           /* tp_host: the same group for host buffers */
     int tp_size, tp_rank;

@@ -1,7 +1,8 @@
 /* Tensor parallelism's two conjugate operators (docs/parallel.md): the
  * row-parallel matmul whose partial products are summed over the tp group
  * in the forward, and the sum of the input gradient of a column-parallel
- * block in the backward. Without tp both are the single-rank code. */
+ * block in the backward. Without tp both are the single-rank code. Also
+ * the sum of d(k), d(v) over the ranks sharing a replicated kv head. */
 #include <math.h>
 
 #include "model/model_impl.h"
