@@ -51,6 +51,30 @@ static const char *recompute_name(plan_recompute_t r)
     return r == PLAN_RECOMPUTE_FULL ? "full" : r == PLAN_RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
+/* Under pp, each stage's figures as train prints them ("memory bytes stage
+ * S:" lines; JSON: "stage_lines", one object a stage). */
+static void stage_lines(const config_t *cfg, const plan_layout_t *lay, int json)
+{
+    if (json)
+        printf(",\"stage_lines\":[");
+    for (int s = 0; s < lay->pp; s++) {
+        plan_memory_t m;
+        plan_memory_stage(cfg, lay, s, &m);
+        const size_t params = m.params + m.host_params, optimizer = m.optimizer + m.host_optimizer;
+        const size_t acts = m.activations_peak + m.moe_buffers;
+        if (json)
+            printf("%s{\"stage\":%d,\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
+                   "\"activations\":%zu,\"inflight_microbatches\":%zu,\"predicted\":%s}",
+                   s ? "," : "", s, params, m.grads, optimizer, m.workspace_zero, acts, m.inflight_microbatches,
+                   m.predicted ? "true" : "false");
+        else
+            printf("memory bytes stage %d: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", s,
+                   params, m.grads, optimizer, m.workspace_zero, acts);
+    }
+    if (json)
+        printf("]");
+}
+
 int plan_memory_cmd(int argc, char **argv)
 {
     enum { OPT_LAYOUT = 1, OPT_WORLD, OPT_SET, OPT_JSON };
@@ -108,7 +132,7 @@ int plan_memory_cmd(int argc, char **argv)
                "\"moe_buffers_capacity\":%zu,"
                "\"device_total\":%zu,\"host_total\":%zu,"
                "\"train_line\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
-               "\"activations\":%zu}}\n",
+               "\"activations\":%zu}",
                lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero, lay.offload_optimizer ? "true" : "false",
                lay.offload_param ? "true" : "false", lay.sequence_parallel ? "true" : "false",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
@@ -117,6 +141,9 @@ int plan_memory_cmd(int argc, char **argv)
                m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
                m.device_total,
                m.host_total, params, m.grads, optimizer, m.workspace_zero, acts);
+        if (lay.pp > 1)
+            stage_lines(&cfg, &lay, 1);
+        printf("}\n");
     } else {
         printf("fabula plan memory: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d%s%s%s, recompute %s, vpp %d; "
                "micro-batches of %d tokens, %d accumulated, activations %d bytes an element\n",
@@ -147,6 +174,8 @@ int plan_memory_cmd(int argc, char **argv)
                    "Megatron-style implementation, not train's own sizing (docs/plan.md)\n");
         printf("memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", params, m.grads,
                optimizer, m.workspace_zero, acts);
+        if (lay.pp > 1)
+            stage_lines(&cfg, &lay, 0);
     }
     config_free(&cfg);
     return 0;

@@ -197,17 +197,7 @@ void config_check_pipeline_parallel(cj_ctx_t *c, const config_t *cfg)
     } while (0)
     NEED("checkpoint.save_interval", cfg->checkpoint.save_interval == -1, "-1 (no checkpoints)");
     NEED("run.resume", !strcmp(cfg->run.resume, "none"), "\"none\"");
-    NEED("run.eval_interval", cfg->run.eval_interval <= 0, "0 (no validation passes)");
     NEED("model.init_from", !cfg->init_from, "unset (no import)");
-    /* the embedding and the head live on different stages */
-    NEED("model.tie_word_embeddings", !cfg->model.tie_word_embeddings, "false");
-    /* stages 2/3 reduce (and gather) per micro-batch inside the pipeline's
-     * interleaved passes; only 0 and 1 are done and tested */
-    NEED("zero_optimization.stage", cfg->zero.stage <= 1, "0 or 1");
-    /* its first pass needs every stage's forward before any backward */
-    NEED("model.router_aux_loss_scope",
-         cfg->model.router_aux_loss_scope != MODEL_AUX_SCOPE_GLOBAL_BATCH || cfg->model.num_local_experts <= 1,
-         "\"micro_batch\"");
     NEED("model.expert_dropout", cfg->model.expert_dropout == 0.0, "0");
     NEED("bf16.enabled", !cfg->bf16_enabled, "false");
     NEED("fp16.enabled", !cfg->fp16.enabled, "false");

@@ -191,7 +191,10 @@ static void find_views(model_t *m)
         m->v_embed = find_view(t, "model.embed_tokens.weight");
     if (m->last) {
         m->v_norm = find_view(t, "model.norm.weight");
-        m->v_head = mc->tie_word_embeddings ? m->v_embed : find_view(t, "lm_head.weight");
+        /* tied: the embedding, or on a stage without it the stage's copy */
+        m->v_head = !mc->tie_word_embeddings ? find_view(t, "lm_head.weight")
+                    : m->first                 ? m->v_embed
+                                               : &t->views[t->tied_copy];
     }
     m->lv = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->lv);
     for (int l = m->layer_lo; l < m->layer_hi; l++) {
@@ -243,11 +246,11 @@ static fb_act *at_act(const model_t *m, fb_act *const base[PARAM_NGROUPS], const
         const int L_ = (m)->mc.num_hidden_layers;                              \
         if ((block) == 0) {                                                    \
             (w)->embed = AT((m)->v_embed);                                     \
-            if ((m)->mc.tie_word_embeddings)                                   \
+            if ((m)->mc.tie_word_embeddings && (m)->last)                      \
                 (w)->head = (w)->embed;                                        \
         } else if ((block) == L_ + 1) {                                        \
             (w)->norm = AT((m)->v_norm);                                       \
-            if (!(m)->mc.tie_word_embeddings)                                  \
+            if (!(m)->mc.tie_word_embeddings || !(m)->first)                   \
                 (w)->head = AT((m)->v_head);                                   \
         } else {                                                               \
             const layer_views_t *lv_ = &(m)->lv[(block) - 1];                  \
@@ -383,14 +386,21 @@ static void set_shapes(model_t *m, const model_config_t *full, int tp)
  * reads: the shapes, the ep size and an op table's element size. */
 size_t model_arena_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size, int tp_size)
 {
+    return model_arena_bytes_pp(mc, act_bytes, max_tokens, ep_size, tp_size, 0, mc->num_hidden_layers);
+}
+
+size_t model_arena_bytes_pp(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size, int tp_size,
+                            int layer_lo, int layer_hi)
+{
     ops_t o;
     memset(&o, 0, sizeof o);
     o.act_bytes = act_bytes;
     model_t *m = fb_calloc(1, sizeof *m);
     set_shapes(m, mc, tp_size);
-    m->layer_lo = 0;
-    m->layer_hi = mc->num_hidden_layers;
-    m->first = m->last = 1;
+    m->layer_lo = layer_lo;
+    m->layer_hi = layer_hi;
+    m->first = layer_lo == 0;
+    m->last = layer_hi == mc->num_hidden_layers;
     m->ops = &o;
     m->max_tokens = max_tokens;
     m->ep_size = ep_size;
@@ -412,9 +422,15 @@ static size_t tp_device_bytes(int max_tokens, int tp_size)
 size_t model_activation_bytes_for(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
                                   int tp_size)
 {
+    return model_activation_bytes_pp(mc, act_bytes, max_tokens, ep_size, tp_size, 0, mc->num_hidden_layers);
+}
+
+size_t model_activation_bytes_pp(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                 int tp_size, int layer_lo, int layer_hi)
+{
     model_config_t local;
     model_config_tp_local(mc, tp_size, &local);
-    return model_arena_bytes(mc, act_bytes, max_tokens, ep_size, tp_size) +
+    return model_arena_bytes_pp(mc, act_bytes, max_tokens, ep_size, tp_size, layer_lo, layer_hi) +
            model_ep_buffer_bytes(&local, act_bytes, max_tokens, ep_size) + tp_device_bytes(max_tokens, tp_size);
 }
 
@@ -448,8 +464,6 @@ model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tok
     m->layer_hi = layer_hi;
     m->first = layer_lo == 0;
     m->last = layer_hi == mc->num_hidden_layers;
-    /* the head's weight is the embedding's: both on one stage */
-    FB_ASSERT(!mc->tie_word_embeddings || (m->first && m->last));
     /* from here on m->mc holds this tp rank's share of the shapes */
     set_shapes(m, mc, tp ? comm_size(tp) : 1);
     m->ops = ops;
@@ -516,9 +530,9 @@ model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tok
         m->alloc_bytes += tp_device_bytes(max_tokens, m->tp_size);
     }
     /* what `fabula plan memory` predicts for this model must be what it
-     * holds (a pipeline stage's is its own, docs/plan.md) */
-    FB_ASSERT(!m->first || !m->last ||
-              m->alloc_bytes == model_activation_bytes_for(&m->full, ops->act_bytes, max_tokens, m->ep_size, m->tp_size));
+     * holds (a pipeline stage's: its own layers', docs/plan.md) */
+    FB_ASSERT(m->alloc_bytes == model_activation_bytes_pp(&m->full, ops->act_bytes, max_tokens, m->ep_size,
+                                                          m->tp_size, layer_lo, layer_hi));
     return m;
 }
 

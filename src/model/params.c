@@ -78,6 +78,7 @@ void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_siz
                           int tp_rank, int layer_lo, int layer_hi)
 {
     memset(t, 0, sizeof *t);
+    t->tied_copy = -1;
     FB_ASSERT(layer_lo >= 0 && layer_lo < layer_hi && layer_hi <= mc->num_hidden_layers);
     FB_ASSERT(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size);
     t->tp_size = tp_size;
@@ -143,6 +144,11 @@ void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_siz
         add_view(t, dense, PARAM_INIT_ONES, D, 0, "model.norm.weight");
         if (!mc->tie_word_embeddings) {
             add_view(t, dense, PARAM_INIT_NORMAL, V, D, "lm_head.weight");
+            tp_split(t, 0);
+        } else if (layer_lo > 0) {
+            /* the same name, so the same initial values as the first stage's */
+            t->tied_copy = t->n;
+            add_view(t, dense, PARAM_INIT_NORMAL, V, D, "model.embed_tokens.weight");
             tp_split(t, 0);
         }
     }

@@ -116,18 +116,32 @@ static void global_aux_freq(trainer_t *tr, long step)
     const model_config_t *mc = &tr->cfg->model;
     const size_t nexp = (size_t)mc->num_hidden_layers * (size_t)mc->num_local_experts;
     memset(tr->routed, 0, nexp * sizeof *tr->routed);
+    pipeline_t *p = tr->pipe;
+    const int stage = p ? pipeline_stage(p) : 0, last = p ? pipeline_stages(p) - 1 : 0;
     for (int mb = 0; mb < tr->plan.nmicro; mb++) {
         model_input_t in;
         model_scales_t sc;
         micro_batch_load(tr, step, mb, &in, &sc);
         model_stats_t st;
-        TIMED(tr, PHASE_FORWARD, model_forward(tr->model, &in, &sc, &st));
+        /* under pp the micro-batches pass through the stages one after the
+         * other (the step's transfers; their order per tag keeps them apart
+         * from the 1F1B pass that follows) */
+        if (stage > 0)
+            pipeline_recv_input(p, mb, in.T);
+        TIMED(tr, PHASE_FORWARD, model_forward(p ? pipeline_model(p, mb) : tr->model, &in, &sc, &st));
+        if (p && stage < last)
+            pipeline_send_output(p, mb, in.T);
         for (size_t i = 0; i < nexp && in.T > 0; i++)
             tr->routed[i] += st.routed_per_expert[i];
     }
     /* over the data-parallel ranks: the tp ranks of one share route alike */
     if (tr->dp_size > 1)
         comm_allreduce(tr->groups.dp, tr->routed, nexp, COMM_I64, COMM_SUM);
+    /* each stage counted its own layers (the others' entries are 0) */
+    if (p) {
+        pipeline_end_step(p);
+        comm_allreduce(tr->groups.pp, tr->routed, nexp, COMM_I64, COMM_SUM);
+    }
     for (size_t i = 0; i < nexp; i++)
         tr->aux_freq[i] = (double)tr->routed[i] / tr->plan.tokens;
 }
@@ -141,7 +155,11 @@ static int global_aux(const model_config_t *mc)
  * validation split (train/evaluate.h), with the weights after the step. */
 static void evaluate(trainer_t *tr, eval_result_t *out)
 {
-    evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->groups.dp, out);
+    if (tr->pipe)
+        evaluate_split_pipeline(tr->pipe, tr->groups.pp, &tr->valid, &tr->batch, tr->cfg->run.eval_samples,
+                                tr->groups.dp, out);
+    else
+        evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->groups.dp, out);
 }
 
 /* Model FLOPs of the micro-batch in tr->batch, from its real sample
@@ -187,6 +205,7 @@ static void pipe_forward(void *ctx, int mb)
     model_input_t in;
     model_scales_t sc;
     micro_batch_load(tr, tr->step, mb, &in, &sc);
+    sc.aux_freq = global_aux(mc) ? tr->aux_freq : NULL;
     tr->mb_tokens[mb] = in.T;
     if (pipeline_stage(p) > 0)
         pipeline_recv_input(p, mb, in.T);
@@ -306,7 +325,28 @@ int train_choose_threads(void)
     return kernels_cpu_threads();
 }
 
-static void print_setup(const trainer_t *tr)
+/* Under pp, every stage's figures of the "memory bytes" line, as rank
+ * (dp 0, tp 0) of the stage holds them (the largest ZeRO shards), its
+ * activations those of the pp - s micro-batches 1F1B keeps in flight there
+ * (one model each, train/pipeline.h). Collective over the world. */
+static void stage_memory(trainer_t *tr, int64_t rows[][6])
+{
+    const int pp = tr->groups.pp_size;
+    memset(rows, 0, (size_t)pp * sizeof *rows);
+    if (tr->groups.dp_rank == 0 && tr->groups.tp_rank == 0) {
+        const zero_memory_t mem = zero_memory(tr->zero);
+        int64_t *r = rows[tr->groups.pp_rank];
+        r[0] = (int64_t)mem.params;
+        r[1] = (int64_t)mem.grads;
+        r[2] = (int64_t)mem.optimizer;
+        r[3] = (int64_t)mem.workspace;
+        r[4] = (int64_t)param_table_total(model_params_table(tr->model));
+        r[5] = (int64_t)(model_activation_bytes(tr->model) * (size_t)(pp - tr->groups.pp_rank));
+    }
+    comm_allreduce(tr->groups.world, rows, (size_t)pp * 6, COMM_I64, COMM_SUM);
+}
+
+static void print_setup(const trainer_t *tr, const int64_t stage_mem[][6])
 {
     const config_t *cfg = tr->cfg;
     const param_table_t *t = model_params_table(tr->model);
@@ -341,20 +381,26 @@ static void print_setup(const trainer_t *tr)
         for (int s = 0; s < pp; s++)
             printf("%s stage %d layers %d-%d", s ? "," : "", s, first[s], first[s + 1] - 1);
         printf(" (the embedding on stage 0, the head and the loss on stage %d; stage s keeps the activations of "
-               "pp - s micro-batches in flight); the counts above and below are stage 0's (activations: one "
-               "micro-batch's)\n", pp - 1);
+               "pp - s micro-batches in flight); the counts above and the memory below are stage 0's (activations: "
+               "its %d micro-batches in flight), then each stage's bytes\n", pp - 1, pp);
     }
     zero_memory_t mem = zero_memory(tr->zero);
+    /* 1F1B: a model's activations for each micro-batch in flight */
+    const size_t acts = model_activation_bytes(tr->model) * (size_t)(tr->pipe ? tr->groups.pp_size : 1);
     printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "
            "optimizer state %.2f MiB%s, workspaces %.2f MiB, activations %.2f MiB\n",
            cfg->zero.stage, tr->dp_size, cfg->zero.offload_optimizer ? ", optimizer offloaded" : "",
            cfg->zero.offload_param && cfg->zero.stage == 3 ? ", parameters offloaded" : "",
            mem.params / 1048576.0, mem.grads / 1048576.0, mem.optimizer / 1048576.0,
-           mem.host_optimizer ? " (host)" : "", mem.workspace / 1048576.0,
-           model_activation_bytes(tr->model) / 1048576.0);
+           mem.host_optimizer ? " (host)" : "", mem.workspace / 1048576.0, acts / 1048576.0);
     printf("fabula: memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu parameters=%zu activations=%zu\n",
-           mem.params, mem.grads, mem.optimizer, mem.workspace, param_table_total(t),
-           model_activation_bytes(tr->model));
+           mem.params, mem.grads, mem.optimizer, mem.workspace, param_table_total(t), acts);
+    for (int s = 0; s < tr->groups.pp_size && tr->pipe; s++) {
+        const int64_t *r = stage_mem[s];
+        printf("fabula: memory bytes stage %d: params=%lld grads=%lld optimizer=%lld workspace=%lld parameters=%lld "
+               "activations=%lld\n", s, (long long)r[0], (long long)r[1], (long long)r[2], (long long)r[3],
+               (long long)r[4], (long long)r[5]);
+    }
     const ops_t *ops = model_ops(tr->model);
     if (tr->be.cuda)
         printf("fabula: device: GPU %d of this node per rank %d%s; compute dtype %s, fp32 master weights, "
@@ -540,8 +586,11 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     tr.routed = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.routed);
     tr.aux_freq = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.aux_freq);
     moe_metrics_init(&tr.moe, &cfg->model, BYTETOK_NGENRES, tr.groups.ep_size);
+    int64_t stage_mem[PARALLEL_MAX_STAGES][6];
+    if (tr.pipe)
+        stage_memory(&tr, stage_mem);
     if (tr.rank == 0)
-        print_setup(&tr);
+        print_setup(&tr, stage_mem);
     outputs_prepare(&tr);
     /* parameters, moments, step count and data position from a checkpoint
      * (docs/checkpoint.md); before the metrics log opens, which it trims */

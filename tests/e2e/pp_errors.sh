@@ -41,15 +41,6 @@ expect_usage "virtual stages 2" parallel.virtual_pipeline_stages "interleaved 1F
     $OK --set $PP=2 --set parallel.virtual_pipeline_stages=2
 expect_usage "pp 2, checkpoints" checkpoint.save_interval "$PP = 2" 2 --set 'run.resume="none"' --set $PP=2
 expect_usage "pp 2, resume auto" run.resume "$PP = 2" 2 --set checkpoint.save_interval=-1 --set $PP=2
-expect_usage "pp 2, validation" run.eval_interval "$PP = 2" 2 $OK --set $PP=2 --set run.eval_interval=5
-expect_usage "pp 2, tied embeddings" model.tie_word_embeddings "$PP = 2" 2 $OK --set $PP=2 \
-    --set model.tie_word_embeddings=true
-expect_usage "pp 2, ZeRO 2" zero_optimization.stage "0 or 1 with $PP = 2" 2 $OK --set $PP=2 \
-    --set zero_optimization.stage=2
-expect_usage "pp 2, ZeRO 3" zero_optimization.stage "0 or 1 with $PP = 2" 2 $OK --set $PP=2 \
-    --set zero_optimization.stage=3
-expect_usage "pp 2, global-batch aux loss" model.router_aux_loss_scope "$PP = 2" 2 $OK --set $PP=2 \
-    --set 'model.router_aux_loss_scope="global_batch"'
 expect_usage "pp 2, expert dropout" model.expert_dropout "$PP = 2" 2 $OK --set $PP=2 --set model.expert_dropout=0.1
 expect_usage "pp 2, bf16" bf16.enabled "$PP = 2" 2 $OK --set $PP=2 --set bf16.enabled=true
 expect_usage "pp 2, fp16" fp16.enabled "$PP = 2" 2 $OK --set $PP=2 --set fp16.enabled=true
