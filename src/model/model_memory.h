@@ -39,5 +39,10 @@ size_t model_arena_bytes_pp(const model_config_t *mc, size_t act_bytes, int max_
                             int layer_lo, int layer_hi);
 size_t model_activation_bytes_pp(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
                                  int tp_size, int layer_lo, int layer_hi);
+/* ... and for an interleaved stage's nchunks runs of layers [lo[c], hi[c]). */
+size_t model_arena_bytes_chunks(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                int tp_size, int nchunks, const int *lo, const int *hi);
+size_t model_activation_bytes_chunks(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                     int tp_size, int nchunks, const int *lo, const int *hi);
 
 #endif

@@ -76,6 +76,11 @@ void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_siz
  * absent block's ranges are empty). */
 void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
                           int tp_rank, int layer_lo, int layer_hi);
+/* ... and for the interleaved stage holding nchunks runs of layers
+ * [lo[c], hi[c]), in increasing order (the embedding where lo[0] is 0, the
+ * head where hi[nchunks - 1] is num_hidden_layers). */
+void param_table_build_chunks(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
+                              int tp_rank, int nchunks, const int *lo, const int *hi);
 void param_table_free(param_table_t *t);
 /* NULL if absent. */
 const param_view_t *param_table_find(const param_table_t *t, const char *name);

@@ -70,3 +70,17 @@ void model_stage_split(const model_config_t *mc, int pp, const int *layers, int 
     free(best);
     free(cut);
 }
+
+int model_stage_chunks(const model_config_t *mc, const parallel_config_t *pc, int stage, int *lo, int *hi)
+{
+    const int pp = pc->pipeline_parallel_size > 1 ? pc->pipeline_parallel_size : 1;
+    const int v = pc->virtual_pipeline_stages > 1 ? pc->virtual_pipeline_stages : 1;
+    FB_ASSERT(stage >= 0 && stage < pp && pp * v <= PARALLEL_MAX_STAGES);
+    int first[PARALLEL_MAX_STAGES + 1];
+    model_stage_split(mc, pp * v, v == 1 ? pc->pipeline_layers : NULL, first);
+    for (int c = 0; c < v; c++) {
+        lo[c] = first[c * pp + stage];
+        hi[c] = first[c * pp + stage + 1];
+    }
+    return v;
+}

@@ -18,4 +18,12 @@ double model_stage_layer_cost(const model_config_t *mc, int l);
  * one found first, moving layers to earlier stages). 1 <= pp <= layers. */
 void model_stage_split(const model_config_t *mc, int pp, const int *layers, int *first);
 
+/* Interleaved 1F1B (parallel.virtual_pipeline_stages = v > 1): the layers
+ * are cut into pp v chunks (model_stage_split over pp v "stages", balanced
+ * by cost) and stage s holds chunks s, s + pp, s + 2 pp, ...: its chunk c
+ * is layers [lo[c], hi[c]) of split chunk c pp + s. v = 1: the one run of
+ * model_stage_split over pp (pc->pipeline_layers when given). Returns the
+ * number of chunks (v). */
+int model_stage_chunks(const model_config_t *mc, const parallel_config_t *pc, int stage, int *lo, int *hi);
+
 #endif

@@ -20,12 +20,20 @@ static void forward_one(model_t *model, pipeline_t *pipe, const model_input_t *i
         model_forward(model, in, sc, st);
         return;
     }
-    const int stage = pipeline_stage(pipe);
-    if (stage > 0)
-        pipeline_recv_input(pipe, 0, in->T);
-    model_forward(pipeline_model(pipe, 0), in, sc, st);
-    if (stage < pipeline_stages(pipe) - 1)
-        pipeline_send_output(pipe, 0, in->T);
+    /* chunk by chunk (interleaved stages); the loss is the last chunk's */
+    double lm_sum = 0.0;
+    long ntargets = 0;
+    for (int c = 0; c < pipeline_chunks(pipe); c++) {
+        if (pipeline_has_prev(pipe, c))
+            pipeline_recv_input(pipe, 0, c, in->T);
+        model_forward(pipeline_chunk_model(pipe, 0, c), in, sc, st);
+        if (pipeline_has_next(pipe, c))
+            pipeline_send_output(pipe, 0, c, in->T);
+        lm_sum += st->lm_sum;
+        ntargets += st->ntargets;
+    }
+    st->lm_sum = lm_sum;
+    st->ntargets = ntargets;
 }
 
 static void evaluate_run(model_t *model, pipeline_t *pipe, comm_t *pp, data_source_t *src, batch_t *batch,

@@ -117,22 +117,25 @@ static void global_aux_freq(trainer_t *tr, long step)
     const size_t nexp = (size_t)mc->num_hidden_layers * (size_t)mc->num_local_experts;
     memset(tr->routed, 0, nexp * sizeof *tr->routed);
     pipeline_t *p = tr->pipe;
-    const int stage = p ? pipeline_stage(p) : 0, last = p ? pipeline_stages(p) - 1 : 0;
+    const int nchunks = p ? pipeline_chunks(p) : 1;
     for (int mb = 0; mb < tr->plan.nmicro; mb++) {
         model_input_t in;
         model_scales_t sc;
         micro_batch_load(tr, step, mb, &in, &sc);
-        model_stats_t st;
-        /* under pp the micro-batches pass through the stages one after the
-         * other (the step's transfers; their order per tag keeps them apart
-         * from the 1F1B pass that follows) */
-        if (stage > 0)
-            pipeline_recv_input(p, mb, in.T);
-        TIMED(tr, PHASE_FORWARD, model_forward(p ? pipeline_model(p, mb) : tr->model, &in, &sc, &st));
-        if (p && stage < last)
-            pipeline_send_output(p, mb, in.T);
-        for (size_t i = 0; i < nexp && in.T > 0; i++)
-            tr->routed[i] += st.routed_per_expert[i];
+        /* under pp the micro-batches pass through the stages (and their
+         * chunks) one after the other (the step's transfers; their order
+         * per tag keeps them apart from the 1F1B pass that follows) */
+        for (int c = 0; c < nchunks; c++) {
+            model_stats_t st;
+            if (p && pipeline_has_prev(p, c))
+                pipeline_recv_input(p, mb, c, in.T);
+            TIMED(tr, PHASE_FORWARD,
+                  model_forward(p ? pipeline_chunk_model(p, mb, c) : tr->model, &in, &sc, &st));
+            if (p && pipeline_has_next(p, c))
+                pipeline_send_output(p, mb, c, in.T);
+            for (size_t i = 0; i < nexp && in.T > 0; i++)
+                tr->routed[i] += st.routed_per_expert[i];
+        }
     }
     /* over the data-parallel ranks: the tp ranks of one share route alike */
     if (tr->dp_size > 1)
@@ -195,26 +198,25 @@ static void debug_delays(const trainer_t *tr)
 /* One micro-batch's forward on this pipeline stage, between its input's
  * arrival and its output's departure; the statistics of this stage's
  * layers (the loss: the last stage's) into tr->sums. */
-static void pipe_forward(void *ctx, int mb)
+static void pipe_forward(void *ctx, int mb, int chunk)
 {
     trainer_t *tr = ctx;
     const model_config_t *mc = &tr->cfg->model;
     const size_t nexp = (size_t)mc->num_hidden_layers * (mc->num_local_experts > 1 ? mc->num_local_experts : 1);
     pipeline_t *p = tr->pipe;
-    model_t *m = pipeline_model(p, mb);
     model_input_t in;
     model_scales_t sc;
     micro_batch_load(tr, tr->step, mb, &in, &sc);
     sc.aux_freq = global_aux(mc) ? tr->aux_freq : NULL;
     tr->mb_tokens[mb] = in.T;
-    if (pipeline_stage(p) > 0)
-        pipeline_recv_input(p, mb, in.T);
+    if (pipeline_has_prev(p, chunk))
+        pipeline_recv_input(p, mb, chunk, in.T);
     model_stats_t st;
-    TIMED(tr, PHASE_FORWARD, model_forward(m, &in, &sc, &st));
-    if (pipeline_stage(p) < pipeline_stages(p) - 1)
-        pipeline_send_output(p, mb, in.T);
-    /* the micro-batch's FLOPs once, on the first stage */
-    if (pipeline_stage(p) == 0)
+    TIMED(tr, PHASE_FORWARD, model_forward(pipeline_chunk_model(p, mb, chunk), &in, &sc, &st));
+    if (pipeline_has_next(p, chunk))
+        pipeline_send_output(p, mb, chunk, in.T);
+    /* the micro-batch's FLOPs once, on the first stage's first chunk */
+    if (pipeline_stage(p) == 0 && chunk == 0)
         tr->sums[4] += batch_flops(tr);
     tr->sums[0] += st.lm_sum;
     tr->sums[1] += st.aux * sc.mb_weight;
@@ -225,19 +227,19 @@ static void pipe_forward(void *ctx, int mb)
     moe_metrics_add(&tr->moe, &st, sc.mb_weight);
 }
 
-static void pipe_backward(void *ctx, int mb)
+static void pipe_backward(void *ctx, int mb, int chunk)
 {
     trainer_t *tr = ctx;
     pipeline_t *p = tr->pipe;
-    model_t *m = pipeline_model(p, mb);
     const int T = tr->mb_tokens[mb];
-    /* the last backward of the step is the last micro-batch's on every stage */
+    /* the last backward of each chunk's layers is the last micro-batch's on
+     * every stage */
     zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
-    if (pipeline_stage(p) < pipeline_stages(p) - 1)
-        pipeline_recv_grad(p, mb, T);
-    TIMED(tr, PHASE_BACKWARD, model_backward(m));
-    if (pipeline_stage(p) > 0)
-        pipeline_send_grad(p, mb, T);
+    if (pipeline_has_next(p, chunk))
+        pipeline_recv_grad(p, mb, chunk, T);
+    TIMED(tr, PHASE_BACKWARD, model_backward(pipeline_chunk_model(p, mb, chunk)));
+    if (pipeline_has_prev(p, chunk))
+        pipeline_send_grad(p, mb, chunk, T);
 }
 
 /* Forward and backward over this rank's micro-batches of the global batch. */
@@ -327,9 +329,10 @@ int train_choose_threads(void)
 
 /* Under pp, every stage's figures of the "memory bytes" line, as rank
  * (dp 0, tp 0) of the stage holds them (the largest ZeRO shards), its
- * activations those of the pp - s micro-batches 1F1B keeps in flight there
- * (one model each, train/pipeline.h). Collective over the world. */
-static void stage_memory(trainer_t *tr, int64_t rows[][6])
+ * activations those of the micro-batches its order keeps in flight there
+ * (one model each, pipeline_slots: pp - s under 1F1B). Collective over the
+ * world. */
+static void stage_memory(trainer_t *tr, int64_t rows[][7])
 {
     const int pp = tr->groups.pp_size;
     memset(rows, 0, (size_t)pp * sizeof *rows);
@@ -341,12 +344,13 @@ static void stage_memory(trainer_t *tr, int64_t rows[][6])
         r[2] = (int64_t)mem.optimizer;
         r[3] = (int64_t)mem.workspace;
         r[4] = (int64_t)param_table_total(model_params_table(tr->model));
-        r[5] = (int64_t)(model_activation_bytes(tr->model) * (size_t)(pp - tr->groups.pp_rank));
+        r[5] = (int64_t)(model_activation_bytes(tr->model) * (size_t)pipeline_slots(tr->pipe));
+        r[6] = pipeline_slots(tr->pipe);
     }
-    comm_allreduce(tr->groups.world, rows, (size_t)pp * 6, COMM_I64, COMM_SUM);
+    comm_allreduce(tr->groups.world, rows, (size_t)pp * 7, COMM_I64, COMM_SUM);
 }
 
-static void print_setup(const trainer_t *tr, const int64_t stage_mem[][6])
+static void print_setup(const trainer_t *tr, const int64_t stage_mem[][7])
 {
     const config_t *cfg = tr->cfg;
     const param_table_t *t = model_params_table(tr->model);
@@ -372,21 +376,25 @@ static void print_setup(const trainer_t *tr, const int64_t stage_mem[][6])
                tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
                param_table_total(t) / 1e6, tr->groups.tp_size);
     if (tr->groups.pp_size > 1) {
-        const int pp = tr->groups.pp_size;
-        int first[PARALLEL_MAX_STAGES + 1];
-        model_stage_split(&cfg->model, pp, cfg->parallel.pipeline_layers, first);
-        printf("fabula: layout: pp %d x tp %d x ep %d x dp %d (docs/parallel.md), 1F1B over %d micro-batches a "
+        const int pp = tr->groups.pp_size, v = pipeline_chunks(tr->pipe);
+        printf("fabula: layout: pp %d x tp %d x ep %d x dp %d (docs/parallel.md), %s over %d micro-batches a "
                "step:", pp, tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
-               tr->plan.nmicro);
-        for (int s = 0; s < pp; s++)
-            printf("%s stage %d layers %d-%d", s ? "," : "", s, first[s], first[s + 1] - 1);
+               v > 1 ? "interleaved 1F1B" : "1F1B", tr->plan.nmicro);
+        for (int s = 0; s < pp; s++) {
+            int lo[PARALLEL_MAX_STAGES], hi[PARALLEL_MAX_STAGES];
+            model_stage_chunks(&cfg->model, &cfg->parallel, s, lo, hi);
+            printf("%s stage %d layers", s ? "," : "", s);
+            for (int c = 0; c < v; c++)
+                printf("%s %d-%d", c ? " +" : "", lo[c], hi[c] - 1);
+        }
         printf(" (the embedding on stage 0, the head and the loss on stage %d; stage s keeps the activations of "
-               "pp - s micro-batches in flight); the counts above and the memory below are stage 0's (activations: "
-               "its %d micro-batches in flight), then each stage's bytes\n", pp - 1, pp);
+               "%s micro-batches in flight); the counts above and the memory below are stage 0's (activations: "
+               "its %d micro-batches in flight), then each stage's bytes\n", pp - 1,
+               v > 1 ? "its interleaved order's" : "pp - s", pipeline_slots(tr->pipe));
     }
     zero_memory_t mem = zero_memory(tr->zero);
     /* 1F1B: a model's activations for each micro-batch in flight */
-    const size_t acts = model_activation_bytes(tr->model) * (size_t)(tr->pipe ? tr->groups.pp_size : 1);
+    const size_t acts = model_activation_bytes(tr->model) * (size_t)(tr->pipe ? pipeline_slots(tr->pipe) : 1);
     printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "
            "optimizer state %.2f MiB%s, workspaces %.2f MiB, activations %.2f MiB\n",
            cfg->zero.stage, tr->dp_size, cfg->zero.offload_optimizer ? ", optimizer offloaded" : "",
@@ -506,10 +514,11 @@ static char *with_vocab_size(const char *text, int V)
 
 /* The measured bubble: every stage's share of the run's step time spent
  * waiting on the pipeline, against the 1F1B idle share (p - 1) / (m + p - 1)
- * of p stages and m micro-batches of equal cost (docs/parallel.md). */
+ * of p stages and m micro-batches of equal cost, interleaved over v chunks
+ * (p - 1) / (v m + p - 1) (docs/parallel.md). */
 static void pipeline_report(trainer_t *tr)
 {
-    const int p = tr->groups.pp_size, m = tr->plan.nmicro;
+    const int p = tr->groups.pp_size, m = tr->plan.nmicro, v = pipeline_chunks(tr->pipe);
     double *idle = fb_calloc((size_t)p, sizeof *idle);
     idle[tr->groups.pp_rank] = tr->pipe_time > 0 ? tr->pipe_wait / tr->pipe_time : 0.0;
     comm_allreduce(tr->groups.pp, idle, (size_t)p, COMM_F64, COMM_SUM);
@@ -520,7 +529,11 @@ static void pipeline_report(trainer_t *tr)
             printf(" %.3f", idle[s]);
             mean += idle[s] / p;
         }
-        printf("; mean %.3f, 1F1B theory (p-1)/(m+p-1) = %.3f\n", mean, (double)(p - 1) / (m + p - 1));
+        if (v > 1)
+            printf("; mean %.3f, interleaved 1F1B theory (p-1)/(v m+p-1) = %.3f (v = %d)\n", mean,
+                   (double)(p - 1) / (v * m + p - 1), v);
+        else
+            printf("; mean %.3f, 1F1B theory (p-1)/(m+p-1) = %.3f\n", mean, (double)(p - 1) / (m + p - 1));
         fflush(stdout);
     }
     free(idle);
@@ -578,15 +591,15 @@ int trainer_run_losses(const config_t *cfg, double *losses)
                timer_now() - t_import);
     hf_weights_close(hfw);
     tr.model = zero_model(tr.zero);
-    if (tr.groups.pp_size > 1)
-        tr.pipe = pipeline_create(tr.model, tr.groups.pp, cfg->loader.max_tokens_per_batch);
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
+    if (tr.groups.pp_size > 1)
+        tr.pipe = pipeline_create(tr.model, tr.groups.pp, cfg->loader.max_tokens_per_batch, tr.plan.nmicro);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
     tr.expert_tokens = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.expert_tokens);
     tr.routed = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.routed);
     tr.aux_freq = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.aux_freq);
     moe_metrics_init(&tr.moe, &cfg->model, BYTETOK_NGENRES, tr.groups.ep_size);
-    int64_t stage_mem[PARALLEL_MAX_STAGES][6];
+    int64_t stage_mem[PARALLEL_MAX_STAGES][7];
     if (tr.pipe)
         stage_memory(&tr, stage_mem);
     if (tr.rank == 0)

@@ -447,13 +447,17 @@ zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_
     comm_t *tp = groups->tp_size > 1 ? (dev ? groups->tp_dev : groups->tp) : NULL;
     /* a pipeline stage holds its layers only (model/stages.h) */
     const int pp = groups->pp_size > 1 ? groups->pp_size : 1;
-    int first[PARALLEL_MAX_STAGES + 1];
-    model_stage_split(&cfg->model, pp, cfg->parallel.pipeline_layers, first);
     const int stage = pp > 1 ? groups->pp_rank : 0;
+    parallel_config_t pc = cfg->parallel;
+    pc.pipeline_parallel_size = pp;
+    if (pp == 1)
+        pc.virtual_pipeline_stages = 1;
+    int lo[PARALLEL_MAX_STAGES], hi[PARALLEL_MAX_STAGES];
+    const int nchunks = model_stage_chunks(&cfg->model, &pc, stage, lo, hi);
     z->pp = pp > 1 ? groups->pp : NULL;
     const int ends = stage == 0 || stage == pp - 1;
-    z->model = model_create_pp(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep,
-                               tp, first[stage], first[stage + 1]);
+    z->model = model_create_chunks(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep, tp,
+                                   nchunks, lo, hi);
     model_set_a2a_chunks(z->model, cfg->parallel.moe_a2a_chunks);
     model_set_ep_host_comm(z->model, groups->ep);
     model_set_tp_host_comm(z->model, groups->tp_size > 1 ? groups->tp : NULL);

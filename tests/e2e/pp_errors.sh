@@ -37,8 +37,15 @@ expect_usage "pipeline_layers with a 0" parallel.pipeline_layers "positive integ
     --set 'parallel.pipeline_layers=[4,0]'
 expect_usage "pipeline_layers without pp" parallel.pipeline_layers "unset without pipeline parallelism" 1 $OK \
     --set 'parallel.pipeline_layers=[2]'
-expect_usage "virtual stages 2" parallel.virtual_pipeline_stages "interleaved 1F1B schedule is not implemented" 2 \
-    $OK --set $PP=2 --set parallel.virtual_pipeline_stages=2
+VPP=parallel.virtual_pipeline_stages
+expect_usage "virtual stages 0" $VPP "an integer from 1 to 64" 2 $OK $L4 --set $PP=2 --set $VPP=0
+expect_usage "virtual stages without pp" $VPP "1 without pipeline parallelism" 1 $OK $L4 --set $VPP=2
+expect_usage "pp 2 x 3 virtual stages > 4 layers" $VPP "at most model.num_hidden_layers / $PP = 4 / 2" 2 $OK $L4 \
+    --set $PP=2 --set $VPP=3
+expect_usage "virtual stages with pipeline_layers" parallel.pipeline_layers "unset with $VPP = 2" 2 $OK $L4 \
+    --set $PP=2 --set $VPP=2 --set 'parallel.pipeline_layers=[2,2]'
+expect_usage "virtual stages, 3 micro-batches a step at pp 2" $VPP "gradient_accumulation_steps = 3) are not a multiple" \
+    2 $OK $L4 --set $PP=2 --set $VPP=2 --set train_batch_size=6 --set train_micro_batch_size_per_gpu=2
 expect_usage "pp 2, checkpoints" checkpoint.save_interval "$PP = 2" 2 --set 'run.resume="none"' --set $PP=2
 expect_usage "pp 2, resume auto" run.resume "$PP = 2" 2 --set checkpoint.save_interval=-1 --set $PP=2
 expect_usage "pp 2, expert dropout" model.expert_dropout "$PP = 2" 2 $OK --set $PP=2 --set model.expert_dropout=0.1
@@ -57,4 +64,9 @@ for layout in "2 2 1" "4 2 1" "4 4 1" "4 2 2"; do
     check "world $1, pp $2, tp $3 accepted (batch 2 x $(($1 / $2 / $3)) dp ranks)" '[ $rc -eq 0 ]'
     [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
 done
+# interleaved: pp 2 x 2 chunks of 4 layers, 4 micro-batches a step
+(cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" $OK $L4 \
+    --set $PP=2 --set $VPP=2 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=2) >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "pp 2 x 2 virtual stages of 4 layers, 4 micro-batches a step, accepted" '[ $rc -eq 0 ]'
 finish

@@ -16,7 +16,10 @@
 # the embedding, its gradient summed with the first stage's, counted once in
 # the norm) at pp 2 and 4 (middle stages without either), dp 2 x pp 2 with
 # ZeRO 1, 2 and 3, tp 2 x pp 2. The global-batch load-balancing loss
-# (model.router_aux_loss_scope) at pp 2 and dp 2 x pp 2. Every launch runs under a timeout, so a hang
+# (model.router_aux_loss_scope) at pp 2 and dp 2 x pp 2. Interleaved 1F1B
+# (parallel.virtual_pipeline_stages 2): pp 2 (with validation, tied
+# embeddings, the global-batch aux loss), pp 4 of 8 layers, MoE dp 2 x pp 2
+# with ZeRO 2. Every launch runs under a timeout, so a hang
 # fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 PY=${PYTHON:-python3}
@@ -112,6 +115,20 @@ train 4 eval-pp4 $DENSE --set zero_optimization.stage=1 --set $PP=4 $EVAL
 check "dense, pp 4, validation: losses, norms and validation losses of 1 rank" \
     '[ $RC -eq 0 ] && compare eval-ref eval-pp4'
 
+# interleaved 1F1B (parallel.virtual_pipeline_stages): pp 2 x 2 chunks of
+# one layer, with validation passes; pp 4 x 2 chunks of 8 layers
+VPP=parallel.virtual_pipeline_stages
+train 2 eval-pp2-v2 $DENSE --set zero_optimization.stage=0 --set $PP=2 --set $VPP=2 $EVAL
+check "dense, pp 2 x 2 virtual stages, validation: losses, norms and validation losses of 1 rank" \
+    '[ $RC -eq 0 ] && compare eval-ref eval-pp2-v2 &&
+     grep -q "interleaved 1F1B over 4 micro-batches a step: stage 0 layers 0-0 + 2-2, stage 1 layers 1-1 + 3-3" \
+         "$SCRATCH/eval-pp2-v2.out" && grep -q "(p-1)/(v m+p-1) = 0.111 (v = 2)" "$SCRATCH/eval-pp2-v2.out"'
+L8="--set model.num_hidden_layers=8 --set model.num_local_experts=0"
+train 1 l8-ref $L8 --set zero_optimization.stage=0
+check "reference run (1 rank, dense, 8 layers)" '[ $RC -eq 0 ]'
+train 4 l8-pp4-v2 $L8 --set zero_optimization.stage=1 --set $PP=4 --set $VPP=2
+check "dense, pp 4 x 2 virtual stages, ZeRO 1: losses and norms of 1 rank" '[ $RC -eq 0 ] && compare l8-ref l8-pp4-v2'
+
 TIED="$DENSE --set model.tie_word_embeddings=true"
 train 1 tied-ref $TIED --set zero_optimization.stage=1
 check "reference run (1 rank, dense, tied embeddings)" '[ $RC -eq 0 ]'
@@ -124,6 +141,9 @@ for z in 1 2 3; do
     check "tied embeddings, dp 2 x pp 2, ZeRO $z: losses and norms of 1 rank" \
         "[ \$RC -eq 0 ] && compare tied-ref tied-dp2-pp2-z$z"
 done
+train 2 tied-pp2-v2 $TIED --set zero_optimization.stage=1 --set $PP=2 --set $VPP=2
+check "tied embeddings, pp 2 x 2 virtual stages, ZeRO 1: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare tied-ref tied-pp2-v2'
 train 4 tied-tp2-pp2 $TIED --set zero_optimization.stage=1 --set $PP=2 --set parallel.tensor_parallel_size=2
 check "tied embeddings, tp 2 x pp 2, ZeRO 1: losses and norms of 1 rank" '[ $RC -eq 0 ] && compare tied-ref tied-tp2-pp2'
 
@@ -143,6 +163,9 @@ check "MoE, dp 2 x pp 2, ZeRO 1: losses, norms, tokens per expert, drops of 1 ra
 train 4 moe-dp2-pp2-z2 $MOE --set zero_optimization.stage=2 --set $PP=2 --set zero_optimization.overlap_comm=true
 check "MoE, dp 2 x pp 2, ZeRO 2 with overlap_comm: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare moe-ref moe-dp2-pp2-z2 $SAME"
+train 4 moe-dp2-pp2-v2 $MOE --set zero_optimization.stage=2 --set $PP=2 --set $VPP=2
+check "MoE, dp 2 x pp 2 x 2 virtual stages, ZeRO 2: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare moe-ref moe-dp2-pp2-v2 $SAME"
 train 4 moe-ep2-pp2 $MOE --set zero_optimization.stage=0 --set $PP=2 --set parallel.expert_parallel_size=2
 check "MoE, ep 2 x pp 2, ZeRO 0: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare moe-ref moe-ep2-pp2 $SAME"
@@ -159,6 +182,10 @@ check "reference runs (1 rank, MoE): the global-batch scope changes the losses" 
 train 2 gb-pp2 $GB --set 'model.router_aux_loss_scope="global_batch"' --set zero_optimization.stage=0 --set $PP=2
 check "MoE, global-batch aux loss, pp 2: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare gb-ref gb-pp2 $SAME"
+train 2 gb-pp2-v2 $GB --set 'model.router_aux_loss_scope="global_batch"' --set zero_optimization.stage=0 --set $PP=2 \
+    --set $VPP=2
+check "MoE, global-batch aux loss, pp 2 x 2 virtual stages: losses, norms, tokens per expert, drops of 1 rank" \
+    "[ \$RC -eq 0 ] && compare gb-ref gb-pp2-v2 $SAME"
 train 4 gb-dp2-pp2 $GB --set 'model.router_aux_loss_scope="global_batch"' --set zero_optimization.stage=1 --set $PP=2
 check "MoE, global-batch aux loss, dp 2 x pp 2, ZeRO 1: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare gb-ref gb-dp2-pp2 $SAME"
