@@ -225,8 +225,9 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
         rc.recompute = (int)lay->recompute;
         model_config_tp_local(mc, lay->tp, &local);
         /* 1F1B: stage s holds a model (activations, ep buffers) for each
-         * of the pp - s micro-batches it keeps in flight (train/pipeline.h) */
-        const size_t inflight = (size_t)(lay->pp - stage);
+         * of the min(pp - s, accum) micro-batches it keeps in flight
+         * (train/pipeline.h) */
+        const size_t inflight = (size_t)(lay->pp - stage < lay->grad_accum ? lay->pp - stage : lay->grad_accum);
         const size_t ep_one = model_ep_buffer_bytes(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
         o->moe_buffers = ep_one * inflight;
         /* the arena and the tensor-parallel token maps: train's

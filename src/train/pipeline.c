@@ -83,7 +83,9 @@ pipeline_t *pipeline_create(model_t *m, comm_t *pp, int max_tokens, int nmicro)
     p->nstages = comm_size(pp);
     p->nchunks = model_chunks(m);
     FB_ASSERT(p->nchunks == 1 || nmicro % p->nstages == 0);
-    p->nslots = p->nchunks == 1 ? p->nstages - p->stage : interleaved_slots(p, nmicro);
+    /* 1F1B: p - s in flight, never more than the step has */
+    const int plain = p->nstages - p->stage < nmicro ? p->nstages - p->stage : (nmicro > 0 ? nmicro : 1);
+    p->nslots = p->nchunks == 1 ? plain : interleaved_slots(p, nmicro);
     p->slot = fb_calloc((size_t)p->nslots, sizeof *p->slot);
     p->out_buf = fb_calloc((size_t)p->nslots, sizeof *p->out_buf);
     p->grad_buf = fb_calloc((size_t)p->nslots, sizeof *p->grad_buf);

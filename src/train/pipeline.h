@@ -11,8 +11,8 @@
 typedef struct pipeline pipeline_t;
 
 /* Stage comm_rank(pp) of comm_size(pp) >= 2 around `m` (the stage's model,
- * which stays the caller's): stage s keeps pp - s micro-batches in flight,
- * so it makes pp - s - 1 siblings of m (model_create_sibling); with v > 1
+ * which stays the caller's): stage s keeps min(pp - s, nmicro) micro-batches
+ * in flight, so it makes one sibling of m fewer (model_create_sibling); with v > 1
  * chunks (interleaved; nmicro, the micro-batches of every step, a multiple
  * of pp) as many as its order keeps in flight (pipeline_slots). */
 pipeline_t *pipeline_create(model_t *m, comm_t *pp, int max_tokens, int nmicro);

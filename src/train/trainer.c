@@ -330,7 +330,7 @@ int train_choose_threads(void)
 /* Under pp, every stage's figures of the "memory bytes" line, as rank
  * (dp 0, tp 0) of the stage holds them (the largest ZeRO shards), its
  * activations those of the micro-batches its order keeps in flight there
- * (one model each, pipeline_slots: pp - s under 1F1B). Collective over the
+ * (one model each, pipeline_slots: min(pp - s, m) under 1F1B). Collective over the
  * world. */
 static void stage_memory(trainer_t *tr, int64_t rows[][7])
 {
@@ -390,7 +390,7 @@ static void print_setup(const trainer_t *tr, const int64_t stage_mem[][7])
         printf(" (the embedding on stage 0, the head and the loss on stage %d; stage s keeps the activations of "
                "%s micro-batches in flight); the counts above and the memory below are stage 0's (activations: "
                "its %d micro-batches in flight), then each stage's bytes\n", pp - 1,
-               v > 1 ? "its interleaved order's" : "pp - s", pipeline_slots(tr->pipe));
+               v > 1 ? "its interleaved order's" : "min(pp - s, m)", pipeline_slots(tr->pipe));
     }
     zero_memory_t mem = zero_memory(tr->zero);
     /* 1F1B: a model's activations for each micro-batch in flight */

@@ -115,8 +115,8 @@ same np4-tp2-ep2-z3 4 $MID $TP2 --set parallel.expert_parallel_size=2 --set zero
 # pipeline parallelism: each stage's own layers (the embedding on the first,
 # the head on the last, a tied embedding's copy and its summing workspace on
 # both), its ZeRO shards (ZeRO 0-2: plan_layout_check still refuses ZeRO-3 with
-# pp, which train runs), and the activations of the pp - s micro-batches
-# 1F1B keeps in flight on stage s: train's "memory bytes stage S:" lines
+# pp, which train runs), and the activations of the min(pp - s, accum)
+# micro-batches 1F1B keeps in flight on stage s: train's "memory bytes stage S:" lines
 # equal plan memory's stage_lines field by field
 same_pp() {
     name=$1; np=$2; shift 2
@@ -141,6 +141,8 @@ PYEOF'
 PP="--set model.num_hidden_layers=4 --set parallel.pipeline_parallel_size"
 same_pp np2-pp2-z1 2 $MID $PP=2 --set zero_optimization.stage=1
 same_pp np4-pp4-z0 4 $MID $PP=4 --set zero_optimization.stage=0
+# 2 micro-batches a step: stages 0 and 1 hold 2, not 4 and 3
+same_pp np4-pp4-accum2 4 $MID $PP=4 --set zero_optimization.stage=0 --set train_batch_size=4
 same_pp np4-dp2-pp2-z2-tied 4 $MID $PP=2 --set zero_optimization.stage=2 --set model.tie_word_embeddings=true
 same_pp np4-tp2-pp2-z1 4 $MID $PP=2 $TP2 --set zero_optimization.stage=1 --set 'parallel.pipeline_layers=[3,1]'
 same_pp np4-ep2-pp2-full 4 $MID $PP=2 --set parallel.expert_parallel_size=2 --set model.recompute=full
