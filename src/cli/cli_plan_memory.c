@@ -22,11 +22,10 @@ static void memory_usage(FILE *f)
             "micro-batch and of the micro-batches a pipeline holds, and the\n"
             "expert-parallel dispatch buffers, for the config's model and precision.\n"
             "For the layouts `fabula train` sizes alike (any tp with kv heads split, pp\n"
-            "with one chunk a stage, any recompute) the figures are the ones train prints\n"
+            "and interleaved stages, any recompute) the figures are the ones train prints\n"
             "at start (\"memory bytes:\", under pp one \"memory bytes stage S:\" line a\n"
-            "stage); interleaved stages, sequence parallelism and replicated kv heads\n"
-            "(and recomputation with them) are predictions by Megatron's rules\n"
-            "(docs/plan.md).\n"
+            "stage); sequence parallelism and replicated kv heads (and recomputation\n"
+            "with them) are predictions by Megatron's rules (docs/plan.md).\n"
             "\n"
             "  --world N          N ranks laid out as train would: dp = N, tp = pp = 1,\n"
             "                     the config's ZeRO stage, offload and expert parallelism\n"
@@ -172,8 +171,7 @@ int plan_memory_cmd(int argc, char **argv)
         row("  grown to the configured capacity", m.moe_buffers_capacity, 0);
         row("total", m.device_total, m.host_total);
         if (m.predicted)
-            printf("note: interleaved stages, sequence parallelism and replicated kv heads: these figures are "
-                   "predictions of the "
+            printf("note: sequence parallelism and replicated kv heads: these figures are predictions of the "
                    "Megatron-style implementation, not train's own sizing (docs/plan.md)\n");
         printf("memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", params, m.grads,
                optimizer, m.workspace_zero, acts);

@@ -176,8 +176,8 @@ void plan_memory(const config_t *cfg, const plan_layout_t *lay, plan_memory_t *o
 void plan_memory_stage(const config_t *cfg, const plan_layout_t *lay, int stage, plan_memory_t *out);
 /* 1 when plan_memory sizes the layout with the functions train allocates
  * by (the figures are train's start-up lines), 0 when they are predictions
- * by Megatron's rules (interleaved stages, sequence parallelism, kv heads
- * replicated below tp). */
+ * by Megatron's rules (sequence parallelism, kv heads replicated below
+ * tp, more than train's 64 pipeline chunks). */
 int plan_memory_exact(const config_t *cfg, const plan_layout_t *lay);
 
 /* plan_machine.c: a machine file in and out (docs/plan.md, "Machine files"). */

@@ -1,15 +1,15 @@
 /* Per-rank memory of a layout (docs/plan.md, "Memory").
  *
- * The layouts `fabula train` runs today (any tp, pp with one chunk a stage,
- * no sequence parallelism; model.recompute) are sized by the very functions
- * train's objects are built from: zero_memory_of for the ZeRO states and
- * workspaces, model_arena_bytes_pp and model_ep_buffer_bytes for the
- * activations of each pipeline stage's own layers (times the micro-batches
- * 1F1B keeps in flight there), so the figures equal train's start-up
- * "memory bytes" lines. Interleaved stages and sequence parallelism (and
- * recomputation with them) are applied to fabula's own buffers by
- * Megatron's rules: predictions of that implementation until issue 17
- * lands. */
+ * The layouts `fabula train` runs today (any tp, pp and interleaved
+ * stages, no sequence parallelism; model.recompute) are sized by the very
+ * functions train's objects are built from: zero_memory_of for the ZeRO
+ * states and workspaces, model_arena_bytes_chunks and model_ep_buffer_bytes
+ * for the activations of each pipeline stage's own layers (times the
+ * micro-batches its order keeps in flight there, model_stage_inflight), so
+ * the figures equal train's start-up "memory bytes" lines. Sequence
+ * parallelism (and recomputation with it) is applied to fabula's own
+ * buffers by Megatron's rules: predictions of that implementation until
+ * issue 17 lands. */
 #include <string.h>
 
 #include "model/model_memory.h"
@@ -173,26 +173,29 @@ int plan_memory_exact(const config_t *cfg, const plan_layout_t *lay)
      * heads below tp it refuses; Megatron replicates them) */
     const model_config_t *mc = &cfg->model;
     const int tp = lay->tp;
-    return lay->virtual_stages <= 1 && !lay->sequence_parallel && mc->num_attention_heads % tp == 0 &&
+    return !lay->sequence_parallel && lay->pp * lay->virtual_stages <= PARALLEL_MAX_STAGES &&
+           mc->num_attention_heads % tp == 0 &&
            mc->num_key_value_heads % tp == 0 && mc->intermediate_size % tp == 0 && mc->vocab_size % tp == 0;
 }
 
 /* Stage s's exact shapes: the stage's own parameter table on tp rank 0
- * (train's split: model_stage_split, the config's pipeline_layers when the
- * layout's pp is the config's), the tied embedding's workspace on the first
- * and last stage (zero.c); its layers into *lo, *hi. */
-static void exact_shapes(const config_t *cfg, const plan_layout_t *lay, int stage,
-                         zero_group_shape_t shape[PARAM_NGROUPS], int *lo, int *hi)
+ * (train's split, model_stage_chunks: the config's pipeline_layers when vpp
+ * is 1 and the layout's pp is the config's), the tied embedding's workspace
+ * on the first and last stage (zero.c); its chunks' layers into lo, hi, and
+ * their number returned. */
+static int exact_shapes(const config_t *cfg, const plan_layout_t *lay, int stage,
+                        zero_group_shape_t shape[PARAM_NGROUPS], int *lo, int *hi)
 {
     const model_config_t *mc = &cfg->model;
-    int first[PARALLEL_MAX_STAGES + 1];
     const int pp = lay->pp;
-    model_stage_split(mc, pp, pp == cfg->parallel.pipeline_parallel_size ? cfg->parallel.pipeline_layers : NULL,
-                      first);
-    *lo = first[stage];
-    *hi = first[stage + 1];
+    parallel_config_t pc = cfg->parallel;
+    pc.pipeline_parallel_size = pp;
+    pc.virtual_pipeline_stages = pp > 1 ? lay->virtual_stages : 1;
+    if (pp != cfg->parallel.pipeline_parallel_size)
+        memset(pc.pipeline_layers, 0, sizeof pc.pipeline_layers);
+    const int nchunks = model_stage_chunks(mc, &pc, stage, lo, hi);
     param_table_t t;
-    param_table_build_pp(&t, mc, lay->ep, 0, lay->tp, 0, *lo, *hi);
+    param_table_build_chunks(&t, mc, lay->ep, 0, lay->tp, 0, nchunks, lo, hi);
     for (int g = 0; g < PARAM_NGROUPS; g++)
         zero_group_shape_of(&t, g, &shape[g]);
     if (pp > 1 && mc->tie_word_embeddings && (stage == 0 || stage == pp - 1)) {
@@ -201,6 +204,7 @@ static void exact_shapes(const config_t *cfg, const plan_layout_t *lay, int stag
         shape[PARAM_GROUP_DENSE].tied_pp = v->numel;
     }
     param_table_free(&t);
+    return nchunks;
 }
 
 static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const param_table_t *t, int stage,
@@ -211,9 +215,9 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     o->stage = stage;
     zero_group_shape_t shape[PARAM_NGROUPS];
     const int plain = plan_memory_exact(cfg, lay);
-    int lo = 0, hi = mc->num_hidden_layers;
+    int lo[PARALLEL_MAX_STAGES] = {0}, hi[PARALLEL_MAX_STAGES] = {mc->num_hidden_layers}, nchunks = 1;
     if (plain) {
-        exact_shapes(cfg, lay, stage, shape, &lo, &hi);
+        nchunks = exact_shapes(cfg, lay, stage, shape, lo, hi);
     } else {
         stage_shapes(cfg, t, lay, stage, shape);
     }
@@ -223,17 +227,18 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
         /* the layout's recomputation, which may differ from the config's */
         model_config_t rc = *mc, local;
         rc.recompute = (int)lay->recompute;
-        model_config_tp_local(mc, lay->tp, &local);
+        model_config_tp_local(&rc, lay->tp, &local); /* the ep buffers of the layout's recompute too */
         /* 1F1B: stage s holds a model (activations, ep buffers) for each
          * of the min(pp - s, accum) micro-batches it keeps in flight
-         * (train/pipeline.h) */
-        const size_t inflight = (size_t)(lay->pp - stage < lay->grad_accum ? lay->pp - stage : lay->grad_accum);
+         * (train/pipeline.h), interleaved for each its order keeps */
+        const size_t inflight =
+            lay->pp > 1 ? (size_t)model_stage_inflight(lay->pp, nchunks, stage, lay->grad_accum) : 1;
         const size_t ep_one = model_ep_buffer_bytes(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
         o->moe_buffers = ep_one * inflight;
         /* the arena and the tensor-parallel token maps: train's
          * activations less the expert-parallel buffers */
-        o->activations = model_activation_bytes_pp(&rc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep,
-                                                   lay->tp, lo, hi) -
+        o->activations = model_activation_bytes_chunks(&rc, (size_t)lay->act_bytes, lay->micro_batch_tokens,
+                                                       lay->ep, lay->tp, nchunks, lo, hi) -
                          ep_one;
         o->moe_buffers_capacity =
             model_ep_buffer_bytes_at_capacity(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep) *

@@ -4,11 +4,16 @@
  * still in progress is never overwritten: a model's next send waits for
  * its previous one first. Sends never block, receives do; with the 1F1B
  * order that cannot deadlock (every receive's send is issued by a stage
- * that reaches it without waiting on the receiver). */
+ * that reaches it without waiting on the receiver). The interleaved order
+ * is Megatron's, which runs with its sends and receives paired and waited
+ * on together; here the sends wait less and each receive comes no earlier,
+ * so it cannot deadlock either (tests/e2e/pp_invariance.sh runs pp 2 and
+ * 4 under a timeout). */
 #include "train/pipeline.h"
 
 #include <stdlib.h>
 
+#include "model/stages.h"
 #include "monitor/timer.h"
 #include "util/error.h"
 
@@ -30,48 +35,25 @@ static int tag(const pipeline_t *p, int mb, int chunk, int backward)
     return 2 * (mb * p->nchunks + chunk) + backward;
 }
 
-/* Interleaved 1F1B (Megatron's order): the k-th forward (or backward) of a
- * stage is of micro-batch (k / (p v)) p + k % p and chunk (k % (p v)) / p
- * (backward: v - 1 minus that). */
+/* The order (model/stages.h): the k-th forward or backward's micro-batch
+ * and chunk, and the forwards before the first backward. */
 static int order_mb(const pipeline_t *p, int k)
 {
-    const int P = p->nstages, v = p->nchunks;
-    return k / (P * v) * P + k % P;
+    int mb, chunk;
+    model_stage_order(p->nstages, p->nchunks, k, 0, &mb, &chunk);
+    return mb;
 }
 
 static int order_chunk(const pipeline_t *p, int k, int backward)
 {
-    const int P = p->nstages, v = p->nchunks, c = k % (P * v) / P;
-    return backward ? v - 1 - c : c;
+    int mb, chunk;
+    model_stage_order(p->nstages, p->nchunks, k, backward, &mb, &chunk);
+    return chunk;
 }
 
-/* The forwards before the first backward: 1F1B's p - s - 1, interleaved
- * 2 (p - s - 1) + (v - 1) p (Megatron), at most all of them. */
 static int warmup(const pipeline_t *p, int nmicro)
 {
-    const int P = p->nstages, s = p->stage, v = p->nchunks;
-    const int w = v == 1 ? P - s - 1 : 2 * (P - s - 1) + (v - 1) * P;
-    return w < nmicro * v ? w : nmicro * v;
-}
-
-/* Interleaved: the most micro-batches between their first forward (chunk
- * 0) and their last backward (chunk 0) at once, from the order itself;
- * both come in micro-batch order, so the live ones are consecutive and
- * mb % nslots never gives two of them one model. */
-static int interleaved_slots(const pipeline_t *p, int nmicro)
-{
-    const int total = nmicro * p->nchunks, w = warmup(p, nmicro);
-    int started = 0, done = 0, most = 0;
-    for (int i = 0; i < total + w; i++) {
-        /* step i: the forward i (if any), then the backward i - w (if any) */
-        if (i < total && order_chunk(p, i, 0) == 0)
-            started = order_mb(p, i) + 1;
-        if (started - done > most)
-            most = started - done;
-        if (i >= w && i - w < total && order_chunk(p, i - w, 1) == 0)
-            done = order_mb(p, i - w) + 1;
-    }
-    return most > 0 ? most : 1;
+    return model_stage_warmup(p->nstages, p->nchunks, p->stage, nmicro);
 }
 
 pipeline_t *pipeline_create(model_t *m, comm_t *pp, int max_tokens, int nmicro)
@@ -83,9 +65,7 @@ pipeline_t *pipeline_create(model_t *m, comm_t *pp, int max_tokens, int nmicro)
     p->nstages = comm_size(pp);
     p->nchunks = model_chunks(m);
     FB_ASSERT(p->nchunks == 1 || nmicro % p->nstages == 0);
-    /* 1F1B: p - s in flight, never more than the step has */
-    const int plain = p->nstages - p->stage < nmicro ? p->nstages - p->stage : (nmicro > 0 ? nmicro : 1);
-    p->nslots = p->nchunks == 1 ? plain : interleaved_slots(p, nmicro);
+    p->nslots = model_stage_inflight(p->nstages, p->nchunks, p->stage, nmicro);
     p->slot = fb_calloc((size_t)p->nslots, sizeof *p->slot);
     p->out_buf = fb_calloc((size_t)p->nslots, sizeof *p->out_buf);
     p->grad_buf = fb_calloc((size_t)p->nslots, sizeof *p->grad_buf);

@@ -5,7 +5,7 @@
 # model.recompute selective and full, a layout's recompute=full, and tensor
 # parallelism 2 with dp 2, ep 2 ZeRO 3 and full recomputation; pipeline
 # parallelism 2 and 4 with dp, tp, ep, ZeRO 0-2, tied embeddings, an explicit
-# split and full recomputation, stage by stage) train's start-up "memory bytes:" line equals `plan memory --world N` field
+# split, full recomputation and interleaved stages, stage by stage) train's start-up "memory bytes:" line equals `plan memory --world N` field
 # by field, and the peak RSS of the run (the step records'
 # ranks.rss_max_bytes) is within 10% of the plan's total plus the process
 # baseline: what a rank holds beyond its model (the MPI library, the loader's
@@ -146,6 +146,11 @@ same_pp np4-pp4-accum2 4 $MID $PP=4 --set zero_optimization.stage=0 --set train_
 same_pp np4-dp2-pp2-z2-tied 4 $MID $PP=2 --set zero_optimization.stage=2 --set model.tie_word_embeddings=true
 same_pp np4-tp2-pp2-z1 4 $MID $PP=2 $TP2 --set zero_optimization.stage=1 --set 'parallel.pipeline_layers=[3,1]'
 same_pp np4-ep2-pp2-full 4 $MID $PP=2 --set parallel.expert_parallel_size=2 --set model.recompute=full
+# interleaved 1F1B: each stage's two chunks in one table, and the models its
+# order keeps in flight (4 micro-batches: stage 0 holds 4 at pp 2, not 2)
+same_pp np2-pp2-v2 2 $MID $PP=2 --set parallel.virtual_pipeline_stages=2 --set train_batch_size=8
+same_pp np4-pp4-v2-tied 4 $MID $PP=4 --set model.num_hidden_layers=8 --set parallel.virtual_pipeline_stages=2 \
+    --set model.tie_word_embeddings=true --set zero_optimization.stage=1
 same np2-tp2-full 2 $BIG $TP2 --set model.recompute=full
 # a layout's recompute part stands for model.recompute: --layout dp=1,recompute=full
 # of a config without it gives the line train printed with model.recompute=full
