@@ -21,10 +21,12 @@ static void memory_usage(FILE *f)
             "host apart, by ZeRO stage and offload), ZeRO workspaces, activations of a\n"
             "micro-batch and of the micro-batches a pipeline holds, and the\n"
             "expert-parallel dispatch buffers, for the config's model and precision.\n"
-            "For the layouts `fabula train` sizes itself (pp = 1: any dp, ep, ZeRO, tp\n"
-            "whose splits divide the model, sequence parallelism, recompute) the figures\n"
-            "are the ones train prints at start (\"memory bytes:\"); pipeline parallelism\n"
-            "and replicated kv heads are predictions by Megatron's rules (docs/plan.md).\n"
+            "For the layouts `fabula train` sizes alike (any dp, ep, ZeRO, tp with kv\n"
+            "heads split or replicated, sequence parallelism, pp and interleaved stages,\n"
+            "any recompute) the figures are the ones train prints at start (\"memory\n"
+            "bytes:\", under pp one \"memory bytes stage S:\" line a stage); a layout whose\n"
+            "sizes do not divide the model is a prediction by Megatron's rules\n"
+            "(docs/plan.md).\n"
             "\n"
             "  --world N          N ranks laid out as train would: dp = N, tp = pp = 1,\n"
             "                     the config's ZeRO stage, offload and expert parallelism\n"
@@ -49,6 +51,30 @@ static void row(const char *what, size_t dev, size_t host)
 static const char *recompute_name(plan_recompute_t r)
 {
     return r == PLAN_RECOMPUTE_FULL ? "full" : r == PLAN_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+/* Under pp, each stage's figures as train prints them ("memory bytes stage
+ * S:" lines; JSON: "stage_lines", one object a stage). */
+static void stage_lines(const config_t *cfg, const plan_layout_t *lay, int json)
+{
+    if (json)
+        printf(",\"stage_lines\":[");
+    for (int s = 0; s < lay->pp; s++) {
+        plan_memory_t m;
+        plan_memory_stage(cfg, lay, s, &m);
+        const size_t params = m.params + m.host_params, optimizer = m.optimizer + m.host_optimizer;
+        const size_t acts = m.activations_peak + m.moe_buffers;
+        if (json)
+            printf("%s{\"stage\":%d,\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
+                   "\"activations\":%zu,\"inflight_microbatches\":%zu,\"predicted\":%s}",
+                   s ? "," : "", s, params, m.grads, optimizer, m.workspace_zero, acts, m.inflight_microbatches,
+                   m.predicted ? "true" : "false");
+        else
+            printf("memory bytes stage %d: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", s,
+                   params, m.grads, optimizer, m.workspace_zero, acts);
+    }
+    if (json)
+        printf("]");
 }
 
 int plan_memory_cmd(int argc, char **argv)
@@ -108,7 +134,7 @@ int plan_memory_cmd(int argc, char **argv)
                "\"moe_buffers_capacity\":%zu,"
                "\"device_total\":%zu,\"host_total\":%zu,"
                "\"train_line\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
-               "\"activations\":%zu}}\n",
+               "\"activations\":%zu}",
                lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero, lay.offload_optimizer ? "true" : "false",
                lay.offload_param ? "true" : "false", lay.sequence_parallel ? "true" : "false",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
@@ -117,6 +143,9 @@ int plan_memory_cmd(int argc, char **argv)
                m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
                m.device_total,
                m.host_total, params, m.grads, optimizer, m.workspace_zero, acts);
+        if (lay.pp > 1)
+            stage_lines(&cfg, &lay, 1);
+        printf("}\n");
     } else {
         printf("fabula plan memory: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d%s%s%s, recompute %s, vpp %d; "
                "micro-batches of %d tokens, %d accumulated, activations %d bytes an element\n",
@@ -143,10 +172,12 @@ int plan_memory_cmd(int argc, char **argv)
         row("  grown to the configured capacity", m.moe_buffers_capacity, 0);
         row("total", m.device_total, m.host_total);
         if (m.predicted)
-            printf("note: pipeline parallelism and replicated kv heads: these figures are predictions of the "
+            printf("note: a layout train cannot build: these figures are predictions of the "
                    "Megatron-style implementation, not train's own sizing (docs/plan.md)\n");
         printf("memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", params, m.grads,
                optimizer, m.workspace_zero, acts);
+        if (lay.pp > 1)
+            stage_lines(&cfg, &lay, 0);
     }
     config_free(&cfg);
     return 0;

@@ -143,6 +143,9 @@ typedef struct parallel_config {
     /* layers of each stage (parallel.pipeline_layers), summing to
      * model.num_hidden_layers; all 0: the cost-balanced split (model/pipeline.h) */
     int pipeline_layers[PARALLEL_MAX_STAGES];
+    /* interleaved 1F1B: chunks of layers a stage holds (1: one contiguous run);
+     * pp x virtual_pipeline_stages <= PARALLEL_MAX_STAGES */
+    int virtual_pipeline_stages;
     int tensor_parallel_size;   /* consecutive ranks splitting each layer's matmuls; divides the world size */
     int expert_parallel_size;   /* ranks sharing one MoE layer's experts; divides world size and experts */
     int moe_a2a_chunks;         /* pieces of each MoE token exchange, overlapping the expert compute */

@@ -9,6 +9,7 @@
 #define TP "parallel.tensor_parallel_size"
 #define PP "parallel.pipeline_parallel_size"
 #define PP_LAYERS "parallel.pipeline_layers"
+#define VPP "parallel.virtual_pipeline_stages"
 
 /* parallel.tensor_parallel_size, or DeepSpeed's tensor_parallel.autotp_size
  * (the same number: the ranks one layer's matmuls are split over); *key is
@@ -186,10 +187,25 @@ int config_read_pipeline_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
         cj_strs_push(&c->known, PP_LAYERS);
         cj_invalid(c, PP_LAYERS, "unset without pipeline parallelism (" PP " = 1)");
     }
-    /* interleaved (virtual) stages are not implemented: one chunk a stage */
-    if (cj_int(c, "parallel.virtual_pipeline_stages", 1) != 1)
-        cj_invalid(c, "parallel.virtual_pipeline_stages", "1 (the interleaved 1F1B schedule is not implemented: "
-                                                          "each stage holds one contiguous run of layers)");
+    /* interleaved 1F1B: v chunks a stage, pp v chunks of the layers in all */
+    const int v = cj_int(c, VPP, 1);
+    cfg->parallel.virtual_pipeline_stages = 1;
+    if (v < 1 || v > PARALLEL_MAX_STAGES)
+        cj_invalid(c, VPP, "an integer from 1 to %d", PARALLEL_MAX_STAGES);
+    else if (v > 1 && ok && pp == 1)
+        cj_invalid(c, VPP, "1 without pipeline parallelism (" PP " = 1): the chunks are of a stage's layers");
+    else if (v > 1 && !ok)
+        ; /* the pp error says it */
+    else if (v > 1 && pp * v > L)
+        cj_invalid(c, VPP, "at most model.num_hidden_layers / " PP " = %d / %d (each chunk holds at least one "
+                           "layer)", L, pp);
+    else if (v > 1 && pp * v > PARALLEL_MAX_STAGES)
+        cj_invalid(c, VPP, "at most %d / " PP " = %d (at most %d chunks in all)", PARALLEL_MAX_STAGES,
+                   PARALLEL_MAX_STAGES / pp, PARALLEL_MAX_STAGES);
+    else if (v > 1 && cfg->parallel.pipeline_layers[0] > 0)
+        cj_invalid(c, PP_LAYERS, "unset with " VPP " = %d (the %d chunks are balanced by cost)", v, pp * v);
+    else
+        cfg->parallel.virtual_pipeline_stages = v;
     return cfg->parallel.pipeline_parallel_size;
 }
 
@@ -199,21 +215,17 @@ void config_check_pipeline_parallel(cj_ctx_t *c, const config_t *cfg)
     const int pp = cfg->parallel.pipeline_parallel_size;
     if (pp <= 1)
         return;
+    /* the interleaved order deals the micro-batches to the chunks in groups
+     * of pp (Megatron's rule) */
+    const int v = cfg->parallel.virtual_pipeline_stages;
+    if (v > 1 && cfg->grad_accum % pp != 0)
+        cj_invalid(c, VPP, "1 when the micro-batches a step (gradient_accumulation_steps = %d) are not a multiple "
+                           "of " PP " = %d (the interleaved schedule needs them so)", cfg->grad_accum, pp);
 #define NEED(key, cond, what)                                                                                   \
     do {                                                                                                        \
         if (!(cond))                                                                                            \
             cj_invalid(c, key, what " with " PP " = %d (not implemented for pipeline parallelism yet)", pp);   \
     } while (0)
-    NEED("run.eval_interval", cfg->run.eval_interval <= 0, "0 (no validation passes)");
-    /* the embedding and the head live on different stages */
-    NEED("model.tie_word_embeddings", !cfg->model.tie_word_embeddings, "false");
-    /* stages 2/3 reduce (and gather) per micro-batch inside the pipeline's
-     * interleaved passes; only 0 and 1 are done and tested */
-    NEED("zero_optimization.stage", cfg->zero.stage <= 1, "0 or 1");
-    /* its first pass needs every stage's forward before any backward */
-    NEED("model.router_aux_loss_scope",
-         cfg->model.router_aux_loss_scope != MODEL_AUX_SCOPE_GLOBAL_BATCH || cfg->model.num_local_experts <= 1,
-         "\"micro_batch\"");
     /* activations go through host buffers; only the CPU backends are tested */
     NEED("run.backend", cfg->run.backend == RUN_BACKEND_CPU || cfg->run.backend == RUN_BACKEND_CPU16,
          "\"cpu\" or \"cpu16\"");

@@ -5,7 +5,9 @@
 
 void model_block_begin(model_t *m, int block, int backward)
 {
-    const int head = block == m->mc.num_hidden_layers + 1, tied = m->mc.tie_word_embeddings;
+    /* tied: the head's weight is block 0's (the stage holding both; split over
+     * stages, the last one's head is a copy in its own block) */
+    const int head = block == m->mc.num_hidden_layers + 1, tied = m->mc.tie_word_embeddings && m->has_embed && m->has_head;
     if (block == 0 && backward) {
         /* tied: block 0's gradient has been acquired since the head */
         if (!tied)
@@ -27,7 +29,7 @@ void model_block_begin(model_t *m, int block, int backward)
 
 void model_block_end(model_t *m, int block, int backward)
 {
-    const int head = block == m->mc.num_hidden_layers + 1, tied = m->mc.tie_word_embeddings;
+    const int head = block == m->mc.num_hidden_layers + 1, tied = m->mc.tie_word_embeddings && m->has_embed && m->has_head;
     if (block == 0 && backward) {
         model_grads_release(m, 0);
         return;

@@ -127,7 +127,9 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     stats->routed_per_expert = m->routed_per_expert;
     stats->dropped_per_layer = m->dropped_per_layer;
     model_moe_stats_begin(m, in, stats);
-    if (empty) {
+    /* the layers this pass does not run count nothing (interleaved stages:
+     * another chunk's pass left its figures there) */
+    if (empty || m->nchunks > 1) {
         const size_t nexp = (size_t)L * (mc->num_local_experts > 1 ? mc->num_local_experts : 1);
         memset(m->tokens_per_expert, 0, nexp * sizeof(long));
         memset(m->routed_per_expert, 0, nexp * sizeof(long));

@@ -144,7 +144,7 @@ static void carve_buffers(model_t *m)
     size_t ffn_max = 0, mask_max = 0;
     int any_moe = 0;
     /* a pipeline stage's layers only */
-    for (int l = m->layer_lo; l < m->layer_hi; l++) {
+    FOR_STAGE_LAYERS(m, l) {
         layer_acts_t *a = &m->acts[l];
         const int moe = model_layer_is_moe(mc, l);
         const size_t rows = ffn_rows_of(m, l), mrows = moe && m->ep_size == 1 ? R : 0;
@@ -155,15 +155,15 @@ static void carve_buffers(model_t *m)
         ffn_max = rows > ffn_max ? rows : ffn_max;
         mask_max = mrows > mask_max ? mrows : mask_max;
     }
-    if (shared && m->layer_hi > m->layer_lo) {
+    if (shared) {
         layer_acts_t s;
         memset(&s, 0, sizeof s);
         carve_layer(m, &s, shared, any_moe, ffn_max, mask_max);
-        for (int l = m->layer_lo; l < m->layer_hi; l++)
+        FOR_STAGE_LAYERS(m, l)
             share_layer(&m->acts[l], &s, shared);
     }
     m->x_final = balloc_a(m, S * D);
-    if (m->last) {
+    if (m->has_head) {
         m->hf = balloc_a(m, T * D); /* all rows: the head's input */
         m->rstdf = balloc_f(m, S);
         m->logits = balloc_a(m, T * V);
@@ -203,14 +203,17 @@ static void find_views(model_t *m)
     const model_config_t *mc = &m->mc;
     const param_table_t *t = &m->table;
     char name[128];
-    if (m->first)
+    if (m->has_embed)
         m->v_embed = find_view(t, "model.embed_tokens.weight");
-    if (m->last) {
+    if (m->has_head) {
         m->v_norm = find_view(t, "model.norm.weight");
-        m->v_head = mc->tie_word_embeddings ? m->v_embed : find_view(t, "lm_head.weight");
+        /* tied: the embedding, or on a stage without it the stage's copy */
+        m->v_head = !mc->tie_word_embeddings ? find_view(t, "lm_head.weight")
+                    : m->has_embed             ? m->v_embed
+                                               : &t->views[t->tied_copy];
     }
     m->lv = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->lv);
-    for (int l = m->layer_lo; l < m->layer_hi; l++) {
+    FOR_STAGE_LAYERS(m, l) {
         layer_views_t *lv = &m->lv[l];
 #define FIND(field, suffix)                                                    \
     do {                                                                       \
@@ -259,11 +262,11 @@ static fb_act *at_act(const model_t *m, fb_act *const base[PARAM_NGROUPS], const
         const int L_ = (m)->mc.num_hidden_layers;                              \
         if ((block) == 0) {                                                    \
             (w)->embed = AT((m)->v_embed);                                     \
-            if ((m)->mc.tie_word_embeddings)                                   \
+            if ((m)->mc.tie_word_embeddings && (m)->has_head)                  \
                 (w)->head = (w)->embed;                                        \
         } else if ((block) == L_ + 1) {                                        \
             (w)->norm = AT((m)->v_norm);                                       \
-            if (!(m)->mc.tie_word_embeddings)                                  \
+            if (!(m)->mc.tie_word_embeddings || !(m)->has_embed)               \
                 (w)->head = AT((m)->v_head);                                   \
         } else {                                                               \
             const layer_views_t *lv_ = &(m)->lv[(block) - 1];                  \
@@ -402,14 +405,53 @@ static void set_shapes(model_t *m, const model_config_t *full, int tp)
  * reads: the shapes, the ep size and an op table's element size. */
 size_t model_arena_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size, int tp_size)
 {
+    return model_arena_bytes_pp(mc, act_bytes, max_tokens, ep_size, tp_size, 0, mc->num_hidden_layers);
+}
+
+/* The stage's chunks into m, and chunk 0 as the one the passes run. */
+static void set_chunks(model_t *m, const model_config_t *mc, int n, const int *lo, const int *hi)
+{
+    FB_ASSERT(n >= 1 && n <= MODEL_MAX_CHUNKS);
+    m->nchunks = n;
+    for (int c = 0; c < n; c++) {
+        FB_ASSERT(lo[c] >= (c ? hi[c - 1] : 0) && lo[c] < hi[c] && hi[c] <= mc->num_hidden_layers);
+        m->chunk_lo[c] = lo[c];
+        m->chunk_hi[c] = hi[c];
+    }
+    m->has_embed = lo[0] == 0;
+    m->has_head = hi[n - 1] == mc->num_hidden_layers;
+    m->layer_lo = lo[0];
+    m->layer_hi = hi[0];
+    m->first = m->layer_lo == 0;
+    m->last = m->layer_hi == mc->num_hidden_layers;
+}
+
+void model_set_chunk(model_t *m, int c)
+{
+    FB_ASSERT(c >= 0 && c < m->nchunks);
+    m->layer_lo = m->chunk_lo[c];
+    m->layer_hi = m->chunk_hi[c];
+    m->first = m->layer_lo == 0;
+    m->last = m->layer_hi == m->mc.num_hidden_layers;
+}
+
+int model_chunks(const model_t *m) { return m->nchunks; }
+
+size_t model_arena_bytes_pp(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size, int tp_size,
+                            int layer_lo, int layer_hi)
+{
+    return model_arena_bytes_chunks(mc, act_bytes, max_tokens, ep_size, tp_size, 1, &layer_lo, &layer_hi);
+}
+
+size_t model_arena_bytes_chunks(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                int tp_size, int nchunks, const int *lo, const int *hi)
+{
     ops_t o;
     memset(&o, 0, sizeof o);
     o.act_bytes = act_bytes;
     model_t *m = fb_calloc(1, sizeof *m);
     set_shapes(m, mc, tp_size);
-    m->layer_lo = 0;
-    m->layer_hi = mc->num_hidden_layers;
-    m->first = m->last = 1;
+    set_chunks(m, mc, nchunks, lo, hi);
     m->ops = &o;
     m->max_tokens = max_tokens;
     m->ep_size = ep_size;
@@ -431,9 +473,21 @@ static size_t tp_device_bytes(int max_tokens, int tp_size)
 size_t model_activation_bytes_for(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
                                   int tp_size)
 {
+    return model_activation_bytes_pp(mc, act_bytes, max_tokens, ep_size, tp_size, 0, mc->num_hidden_layers);
+}
+
+size_t model_activation_bytes_pp(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                 int tp_size, int layer_lo, int layer_hi)
+{
+    return model_activation_bytes_chunks(mc, act_bytes, max_tokens, ep_size, tp_size, 1, &layer_lo, &layer_hi);
+}
+
+size_t model_activation_bytes_chunks(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                     int tp_size, int nchunks, const int *lo, const int *hi)
+{
     model_config_t local;
     model_config_tp_local(mc, tp_size, &local);
-    return model_arena_bytes(mc, act_bytes, max_tokens, ep_size, tp_size) +
+    return model_arena_bytes_chunks(mc, act_bytes, max_tokens, ep_size, tp_size, nchunks, lo, hi) +
            model_ep_buffer_bytes(&local, act_bytes, max_tokens, ep_size) + tp_device_bytes(max_tokens, tp_size);
 }
 
@@ -461,14 +515,14 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
 model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
                          comm_t *tp, int layer_lo, int layer_hi)
 {
-    FB_ASSERT(layer_lo >= 0 && layer_lo < layer_hi && layer_hi <= mc->num_hidden_layers);
+    return model_create_chunks(mc, ops, max_tokens, flags, ep, tp, 1, &layer_lo, &layer_hi);
+}
+
+model_t *model_create_chunks(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags,
+                             comm_t *ep, comm_t *tp, int nchunks, const int *lo, const int *hi)
+{
     model_t *m = fb_calloc(1, sizeof *m);
-    m->layer_lo = layer_lo;
-    m->layer_hi = layer_hi;
-    m->first = layer_lo == 0;
-    m->last = layer_hi == mc->num_hidden_layers;
-    /* the head's weight is the embedding's: both on one stage */
-    FB_ASSERT(!mc->tie_word_embeddings || (m->first && m->last));
+    set_chunks(m, mc, nchunks, lo, hi);
     /* from here on m->mc holds this tp rank's share of the shapes */
     set_shapes(m, mc, tp ? comm_size(tp) : 1);
     m->ops = ops;
@@ -480,7 +534,7 @@ model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tok
     m->ep = m->ep_size > 1 ? ep : NULL;
     m->ep_host = m->ep;
     m->a2a_chunks = 1;
-    param_table_build_pp(&m->table, mc, m->ep_size, m->ep_rank, m->tp_size, m->tp_rank, layer_lo, layer_hi);
+    param_table_build_chunks(&m->table, mc, m->ep_size, m->ep_rank, m->tp_size, m->tp_rank, nchunks, lo, hi);
     mc = &m->mc;
     for (int g = 0; g < PARAM_NGROUPS; g++) {
         if (!(flags & MODEL_NO_PARAM_BUFFER))
@@ -546,17 +600,17 @@ model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tok
         m->kv_owned = 1;
     }
     /* what `fabula plan memory` predicts for this model must be what it
-     * holds (a pipeline stage's is its own, docs/plan.md) */
-    FB_ASSERT(!m->first || !m->last ||
-              m->alloc_bytes == model_activation_bytes_for(&m->full, ops->act_bytes, max_tokens, m->ep_size, m->tp_size));
+     * holds (a pipeline stage's: its own layers', docs/plan.md) */
+    FB_ASSERT(m->alloc_bytes == model_activation_bytes_chunks(&m->full, ops->act_bytes, max_tokens, m->ep_size,
+                                                              m->tp_size, nchunks, lo, hi));
     return m;
 }
 
 model_t *model_create_sibling(model_t *m)
 {
-    model_t *s = model_create_pp(&m->full, m->ops, m->max_tokens,
-                                 MODEL_NO_PARAM_BUFFER | MODEL_NO_GRAD_BUFFER | MODEL_NO_KV_GROUP, m->ep, m->tp,
-                                 m->layer_lo, m->layer_hi);
+    model_t *s = model_create_chunks(&m->full, m->ops, m->max_tokens,
+                                     MODEL_NO_PARAM_BUFFER | MODEL_NO_GRAD_BUFFER | MODEL_NO_KV_GROUP, m->ep, m->tp,
+                                     m->nchunks, m->chunk_lo, m->chunk_hi);
     s->kv = m->kv;
     s->kv_host = m->kv_host;
     /* m's hooks: ZeRO's, or the defaults, whose ctx is m (its buffers) */
@@ -618,7 +672,7 @@ void model_free(model_t *m)
         if (m->grads[g])
             o->release(m->grads[g]);
     }
-    for (int l = m->layer_lo; l < m->layer_hi; l++)
+    FOR_STAGE_LAYERS(m, l)
         moe_plan_free(&m->acts[l].plan);
     o->release(m->arena);
     if (m->dlogits != m->logits)

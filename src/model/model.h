@@ -112,6 +112,16 @@ model_t *model_create_tp(const model_config_t *mc, const ops_t *ops, int max_tok
  * stage's layers only (lm_sum and ntargets: the last stage's). */
 model_t *model_create_pp(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags, comm_t *ep,
                          comm_t *tp, int layer_lo, int layer_hi);
+/* Interleaved 1F1B (docs/parallel.md): the stage of nchunks runs of layers
+ * [lo[c], hi[c]) in increasing order, one parameter table over all of them;
+ * the passes run chunk model_set_chunk(m, c) (chunk 0 at creation) as the
+ * stage of that chunk's layers alone (its input from model_stage_input()
+ * unless it holds layer 0, its output in model_stage_output() unless it
+ * holds the last layer). model_stage_layers() is that chunk's. */
+model_t *model_create_chunks(const model_config_t *mc, const ops_t *ops, int max_tokens, unsigned flags,
+                             comm_t *ep, comm_t *tp, int nchunks, const int *lo, const int *hi);
+void model_set_chunk(model_t *m, int c);
+int model_chunks(const model_t *m);
 /* Another model over the same stage, parameters and gradients (with m's
  * hooks: ZeRO's, or m's own buffers), with activations of its own: the
  * pipeline keeps one per micro-batch in flight. Free it before m. */

@@ -13,6 +13,12 @@
     type *router;                 /* MoE: [E, D] */                            \
     type *w1, *w3, *w2;           /* MoE: [E, I, D], [E, I, D], [E, D, I] */
 
+#define MODEL_MAX_CHUNKS PARALLEL_MAX_STAGES
+/* every layer this stage holds, over all its chunks */
+#define FOR_STAGE_LAYERS(m, l)                                                                                 \
+    for (int c_ = 0; c_ < (m)->nchunks; c_++)                                                                  \
+        for (int l = (m)->chunk_lo[c_]; l < (m)->chunk_hi[c_]; l++)
+
 typedef struct layer_weights {
     LAYER_TENSORS(fb_act)
 } layer_weights_t;
@@ -128,6 +134,11 @@ struct model {
      * layer_hi); first: it holds the embedding, last: the final norm, the
      * head and the loss. Layer numbers stay the whole model's. */
     int layer_lo, layer_hi, first, last;
+    /* interleaved 1F1B: the stage's chunks [chunk_lo[c], chunk_hi[c]), in
+     * increasing order; layer_lo .. last above are those of the chunk the
+     * passes run (model_set_chunk), has_embed and has_head the whole
+     * stage's (layer 0, the last layer). One chunk without interleaving. */
+    int nchunks, chunk_lo[MODEL_MAX_CHUNKS], chunk_hi[MODEL_MAX_CHUNKS], has_embed, has_head;
     /* the vocabulary-parallel embedding: this micro-batch's tokens that fall
      * in this rank's rows (backend and host copies, [max_tokens] each) */
     int32_t *tp_ids, *tp_row_token, *tp_token_rows;

@@ -31,5 +31,18 @@ size_t model_ep_buffer_bytes_at_capacity(const model_config_t *mc, size_t act_by
  * model_activation_bytes reports right after creation (mc the whole model). */
 size_t model_activation_bytes_for(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
                                   int tp_size);
+/* The same two for the pipeline stage of layers [layer_lo, layer_hi)
+ * (model_create_pp): its layers' buffers, the head's on the last stage;
+ * the expert-parallel buffers are sized for every MoE layer of the model
+ * on each stage, as moe_ep_create allocates them. */
+size_t model_arena_bytes_pp(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size, int tp_size,
+                            int layer_lo, int layer_hi);
+size_t model_activation_bytes_pp(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                 int tp_size, int layer_lo, int layer_hi);
+/* ... and for an interleaved stage's nchunks runs of layers [lo[c], hi[c]). */
+size_t model_arena_bytes_chunks(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                int tp_size, int nchunks, const int *lo, const int *hi);
+size_t model_activation_bytes_chunks(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size,
+                                     int tp_size, int nchunks, const int *lo, const int *hi);
 
 #endif

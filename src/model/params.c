@@ -104,8 +104,18 @@ void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_siz
 void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
                           int tp_rank, int layer_lo, int layer_hi)
 {
+    param_table_build_chunks(t, mc, ep_size, ep_rank, tp_size, tp_rank, 1, &layer_lo, &layer_hi);
+}
+
+void param_table_build_chunks(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
+                              int tp_rank, int nchunks, const int *lo, const int *hi)
+{
     memset(t, 0, sizeof *t);
-    FB_ASSERT(layer_lo >= 0 && layer_lo < layer_hi && layer_hi <= mc->num_hidden_layers);
+    t->tied_copy = -1;
+    FB_ASSERT(nchunks >= 1);
+    for (int c = 0; c < nchunks; c++)
+        FB_ASSERT(lo[c] >= (c ? hi[c - 1] : 0) && lo[c] < hi[c] && hi[c] <= mc->num_hidden_layers);
+    const int layer_lo = lo[0], layer_hi = hi[nchunks - 1];
     FB_ASSERT(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size);
     t->tp_size = tp_size;
     t->tp_rank = tp_rank;
@@ -126,7 +136,8 @@ void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_siz
         add_view(t, dense, PARAM_INIT_NORMAL, V, D, "model.embed_tokens.weight");
         tp_split(t, 0);
     }
-    for (int l = layer_lo; l < layer_hi; l++) {
+    for (int c = 0; c < nchunks; c++)
+    for (int l = lo[c]; l < hi[c]; l++) {
         const char *p = "model.layers";
         t->build_block = 1 + l;
         add_view(t, dense, PARAM_INIT_ONES, D, 0, "%s.%d.input_layernorm.weight", p, l);
@@ -170,6 +181,11 @@ void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_siz
         add_view(t, dense, PARAM_INIT_ONES, D, 0, "model.norm.weight");
         if (!mc->tie_word_embeddings) {
             add_view(t, dense, PARAM_INIT_NORMAL, V, D, "lm_head.weight");
+            tp_split(t, 0);
+        } else if (layer_lo > 0) {
+            /* the same name, so the same initial values as the first stage's */
+            t->tied_copy = t->n;
+            add_view(t, dense, PARAM_INIT_NORMAL, V, D, "model.embed_tokens.weight");
             tp_split(t, 0);
         }
     }

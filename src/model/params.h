@@ -58,6 +58,11 @@ typedef struct param_table {
      * experts' w1/w3 split by rows (vocabulary, heads, FFN columns), o, down
      * and w2 by columns; tp 1: none. */
     int tp_size, tp_rank;
+    /* Tied embeddings under pipeline parallelism: the last stage (without
+     * layer 0) holds its own copy of model.embed_tokens.weight as the head,
+     * in block num_hidden_layers + 1; the view's index, -1 elsewhere. Its
+     * gradient is summed with the first stage's (docs/parallel.md). */
+    int tied_copy;
 } param_table_t;
 
 /* Builds the table for a model config, in the order of docs/model.md. */
@@ -74,7 +79,8 @@ void param_table_build_tp(param_table_t *t, const model_config_t *mc, int ep_siz
                           int tp_rank);
 /* ... and for the pipeline stage holding layers [layer_lo, layer_hi): the
  * embedding only where layer_lo is 0, the final norm and the head only where
- * layer_hi is num_hidden_layers. Blocks keep their whole-model numbers (an
+ * layer_hi is num_hidden_layers (with tied embeddings and layer_lo > 0, the
+ * head is a copy of the embedding: tied_copy). Blocks keep their whole-model numbers (an
  * absent block's ranges are empty). */
 void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
                           int tp_rank, int layer_lo, int layer_hi);
@@ -86,6 +92,11 @@ void param_table_build_pp(param_table_t *t, const model_config_t *mc, int ep_siz
  * are contiguous in both (at most to the end of the slice). */
 size_t param_view_full_pos(const param_view_t *v, size_t e);
 size_t param_view_run(const param_view_t *v, size_t e);
+/* ... and for the interleaved stage holding nchunks runs of layers
+ * [lo[c], hi[c]), in increasing order (the embedding where lo[0] is 0, the
+ * head where hi[nchunks - 1] is num_hidden_layers). */
+void param_table_build_chunks(param_table_t *t, const model_config_t *mc, int ep_size, int ep_rank, int tp_size,
+                              int tp_rank, int nchunks, const int *lo, const int *hi);
 void param_table_free(param_table_t *t);
 /* NULL if absent. */
 const param_view_t *param_table_find(const param_table_t *t, const char *name);

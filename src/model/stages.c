@@ -70,3 +70,55 @@ void model_stage_split(const model_config_t *mc, int pp, const int *layers, int 
     free(best);
     free(cut);
 }
+
+int model_stage_chunks(const model_config_t *mc, const parallel_config_t *pc, int stage, int *lo, int *hi)
+{
+    const int pp = pc->pipeline_parallel_size > 1 ? pc->pipeline_parallel_size : 1;
+    const int v = pc->virtual_pipeline_stages > 1 ? pc->virtual_pipeline_stages : 1;
+    FB_ASSERT(stage >= 0 && stage < pp && pp * v <= PARALLEL_MAX_STAGES);
+    int first[PARALLEL_MAX_STAGES + 1];
+    model_stage_split(mc, pp * v, v == 1 ? pc->pipeline_layers : NULL, first);
+    for (int c = 0; c < v; c++) {
+        lo[c] = first[c * pp + stage];
+        hi[c] = first[c * pp + stage + 1];
+    }
+    return v;
+}
+
+void model_stage_order(int pp, int v, int k, int backward, int *mb, int *chunk)
+{
+    *mb = k / (pp * v) * pp + k % pp;
+    const int c = k % (pp * v) / pp;
+    *chunk = backward ? v - 1 - c : c;
+}
+
+int model_stage_warmup(int pp, int v, int stage, int nmicro)
+{
+    const int w = v == 1 ? pp - stage - 1 : 2 * (pp - stage - 1) + (v - 1) * pp;
+    return w < nmicro * v ? w : nmicro * v;
+}
+
+int model_stage_inflight(int pp, int v, int stage, int nmicro)
+{
+    if (v == 1)
+        return pp - stage < nmicro ? pp - stage : (nmicro > 0 ? nmicro : 1);
+    const int total = nmicro * v, w = model_stage_warmup(pp, v, stage, nmicro);
+    int started = 0, done = 0, most = 0;
+    for (int i = 0; i < total + w; i++) {
+        int mb, chunk;
+        /* step i: the forward i (if any), then the backward i - w (if any) */
+        if (i < total) {
+            model_stage_order(pp, v, i, 0, &mb, &chunk);
+            if (chunk == 0)
+                started = mb + 1;
+        }
+        if (started - done > most)
+            most = started - done;
+        if (i >= w && i - w < total) {
+            model_stage_order(pp, v, i - w, 1, &mb, &chunk);
+            if (chunk == 0)
+                done = mb + 1;
+        }
+    }
+    return most > 0 ? most : 1;
+}

@@ -99,6 +99,8 @@ void groups_create_pp(groups_t *g, int pp_size, int tp_size, int ep_size, int nu
     g->ep = comm_split(g->world, rank / (tp * ep) * tp + rank % tp, rank);
     g->edp = comm_split(g->world, stage * tp * ep + q % (tp * ep), rank);
     g->pp = comm_split(g->world, q, rank);
+    if (pp_size > 1)
+        g->emb = comm_split(g->pp, stage == 0 || stage == pp_size - 1 ? 0 : 1, stage);
 
     g->world_rank = rank;
     g->world_size = size;
@@ -136,6 +138,7 @@ void groups_free(groups_t *g)
     comm_free(&g->edp_dev);
     comm_free(&g->ep_dev);
     comm_free(&g->dp_dev);
+    comm_free(&g->emb);
     comm_free(&g->pp);
     comm_free(&g->tp);
     comm_free(&g->edp);

@@ -7,6 +7,8 @@
  * index is q / tp. So rank = pp_rank S + dp_rank tp + tp_rank.
  *
  *   pp   the pp ranks of equal q, one a stage  activations and their gradients (send/recv)
+ *   emb  of pp: its first and last stage       tied embeddings' gradient (all-reduce); pp > 1
+ *        (the middle stages: a group of their own, unused)
  *
  *   tp   the tp consecutive ranks              sharded matmuls (all-reduce)
  *   dp   ranks with the same tp_rank           dense parameters: reduce and ZeRO shard
@@ -21,7 +23,7 @@
 #include "parallel/comm.h"
 
 typedef struct groups {
-    comm_t *world, *dp, *ep, *edp, *tp, *pp;
+    comm_t *world, *dp, *ep, *edp, *tp, *pp, *emb; /* emb NULL without pp */
     /* The same groups for buffers in device memory (groups_attach_device);
      * NULL on host backends. */
     comm_t *dp_dev, *ep_dev, *edp_dev, *tp_dev;

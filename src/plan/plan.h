@@ -172,10 +172,12 @@ int plan_layout_check(const config_t *cfg, const plan_layout_t *lay, char *err, 
 
 /* plan_memory.c: per-rank bytes of the layout (docs/plan.md). */
 void plan_memory(const config_t *cfg, const plan_layout_t *lay, plan_memory_t *out);
+/* The same for pipeline stage `stage` (plan_memory: the fullest stage's). */
+void plan_memory_stage(const config_t *cfg, const plan_layout_t *lay, int stage, plan_memory_t *out);
 /* 1 when plan_memory sizes the layout with the functions train allocates
- * by (the figures are train's start-up line), 0 when they are predictions
- * by Megatron's rules (pipeline and sequence parallelism, kv heads
- * replicated below tp). */
+ * by (the figures are train's start-up lines), 0 when they are predictions
+ * by Megatron's rules (sequence parallelism, kv heads replicated below
+ * tp, more than train's 64 pipeline chunks). */
 int plan_memory_exact(const config_t *cfg, const plan_layout_t *lay);
 
 /* plan_machine.c: a machine file in and out (docs/plan.md, "Machine files"). */

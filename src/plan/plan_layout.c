@@ -30,7 +30,7 @@ void plan_layout_from_config(const config_t *cfg, int world, plan_layout_t *lay)
     lay->offload_param = cfg->zero.offload_param && cfg->zero.stage == 3;
     lay->sequence_parallel = cfg->parallel.sequence_parallel;
     lay->recompute = (plan_recompute_t)cfg->model.recompute; /* MODEL_RECOMPUTE_* in the same order */
-    lay->virtual_stages = 1;
+    lay->virtual_stages = cfg->parallel.virtual_pipeline_stages > 1 ? cfg->parallel.virtual_pipeline_stages : 1;
     lay->micro_batch_tokens = cfg->loader.max_tokens_per_batch;
     lay->grad_accum = cfg->grad_accum > 0 ? cfg->grad_accum : 1;
     lay->act_bytes = act_bytes_of(cfg);

@@ -1,17 +1,20 @@
 /* Per-rank memory of a layout (docs/plan.md, "Memory").
  *
- * The layouts `fabula train` runs today (pp = 1, no sequence parallelism;
- * any tp, model.recompute) are sized by the very functions train's
- * objects are built from: zero_memory_of for the ZeRO states and workspaces,
- * model_arena_bytes and model_ep_buffer_bytes for the activations, so the
- * figures equal train's start-up "memory bytes:" line. Pipeline
- * parallelism and sequence parallelism (and recomputation with them) are
- * applied to fabula's own buffers by Megatron's rules: predictions of that
- * implementation until issue 17 lands. */
+ * The layouts `fabula train` runs today (any tp, pp and interleaved
+ * stages, no sequence parallelism; model.recompute) are sized by the very
+ * functions train's objects are built from: zero_memory_of for the ZeRO
+ * states and workspaces, model_arena_bytes_chunks and model_ep_buffer_bytes
+ * for the activations of each pipeline stage's own layers (times the
+ * micro-batches its order keeps in flight there, model_stage_inflight), so
+ * the figures equal train's start-up "memory bytes" lines. Sequence
+ * parallelism (and recomputation with it) is applied to fabula's own
+ * buffers by Megatron's rules: predictions of that implementation until
+ * issue 17 lands. */
 #include <string.h>
 
 #include "model/model_memory.h"
 #include "model/params.h"
+#include "model/stages.h"
 #include "plan/plan.h"
 #include "zero/zero_memory.h"
 
@@ -170,8 +173,37 @@ int plan_memory_exact(const config_t *cfg, const plan_layout_t *lay)
      * tp, or (fewer than tp) each replicated on tp / kv ranks */
     const model_config_t *mc = &cfg->model;
     const int tp = lay->tp, kv = mc->num_key_value_heads;
-    return lay->pp == 1 && mc->num_attention_heads % tp == 0 && (kv % tp == 0 || tp % kv == 0) &&
-           mc->intermediate_size % tp == 0 && mc->vocab_size % tp == 0;
+    return lay->pp * lay->virtual_stages <= PARALLEL_MAX_STAGES && mc->num_attention_heads % tp == 0 &&
+           (kv % tp == 0 || tp % kv == 0) && mc->intermediate_size % tp == 0 && mc->vocab_size % tp == 0;
+}
+
+/* Stage s's exact shapes: the stage's own parameter table on tp rank 0
+ * (train's split, model_stage_chunks: the config's pipeline_layers when vpp
+ * is 1 and the layout's pp is the config's), the tied embedding's workspace
+ * on the first and last stage (zero.c); its chunks' layers into lo, hi, and
+ * their number returned. */
+static int exact_shapes(const config_t *cfg, const plan_layout_t *lay, int stage,
+                        zero_group_shape_t shape[PARAM_NGROUPS], int *lo, int *hi)
+{
+    const model_config_t *mc = &cfg->model;
+    const int pp = lay->pp;
+    parallel_config_t pc = cfg->parallel;
+    pc.pipeline_parallel_size = pp;
+    pc.virtual_pipeline_stages = pp > 1 ? lay->virtual_stages : 1;
+    if (pp != cfg->parallel.pipeline_parallel_size)
+        memset(pc.pipeline_layers, 0, sizeof pc.pipeline_layers);
+    const int nchunks = model_stage_chunks(mc, &pc, stage, lo, hi);
+    param_table_t t;
+    param_table_build_chunks(&t, mc, lay->ep, 0, lay->tp, 0, nchunks, lo, hi);
+    for (int g = 0; g < PARAM_NGROUPS; g++)
+        zero_group_shape_of(&t, g, &shape[g]);
+    if (pp > 1 && mc->tie_word_embeddings && (stage == 0 || stage == pp - 1)) {
+        const param_view_t *v = t.tied_copy >= 0 ? &t.views[t.tied_copy]
+                                                 : param_table_find(&t, "model.embed_tokens.weight");
+        shape[PARAM_GROUP_DENSE].tied_pp = v->numel;
+    }
+    param_table_free(&t);
+    return nchunks;
 }
 
 static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const param_table_t *t, int stage,
@@ -182,9 +214,9 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     o->stage = stage;
     zero_group_shape_t shape[PARAM_NGROUPS];
     const int plain = plan_memory_exact(cfg, lay);
+    int lo[PARALLEL_MAX_STAGES] = {0}, hi[PARALLEL_MAX_STAGES] = {mc->num_hidden_layers}, nchunks = 1;
     if (plain) {
-        for (int g = 0; g < PARAM_NGROUPS; g++)
-            zero_group_shape_of(t, g, &shape[g]);
+        nchunks = exact_shapes(cfg, lay, stage, shape, lo, hi);
     } else {
         stage_shapes(cfg, t, lay, stage, shape);
     }
@@ -195,17 +227,24 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
         model_config_t rc = *mc, local;
         rc.recompute = (int)lay->recompute;
         rc.sequence_parallel = lay->sequence_parallel && lay->tp > 1;
-        model_config_tp_local(mc, lay->tp, &local);
-        o->moe_buffers = model_ep_buffer_bytes(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
+        model_config_tp_local(&rc, lay->tp, &local); /* the ep buffers of the layout's recompute too */
+        /* 1F1B: stage s holds a model (activations, ep buffers) for each
+         * of the min(pp - s, accum) micro-batches it keeps in flight
+         * (train/pipeline.h), interleaved for each its order keeps */
+        const size_t inflight =
+            lay->pp > 1 ? (size_t)model_stage_inflight(lay->pp, nchunks, stage, lay->grad_accum) : 1;
+        const size_t ep_one = model_ep_buffer_bytes(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
+        o->moe_buffers = ep_one * inflight;
         /* the arena and the tensor-parallel token maps: train's
          * activations less the expert-parallel buffers */
-        o->activations =
-            model_activation_bytes_for(&rc, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep, lay->tp) -
-            o->moe_buffers;
+        o->activations = model_activation_bytes_chunks(&rc, (size_t)lay->act_bytes, lay->micro_batch_tokens,
+                                                       lay->ep, lay->tp, nchunks, lo, hi) -
+                         ep_one;
         o->moe_buffers_capacity =
-            model_ep_buffer_bytes_at_capacity(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep);
-        o->inflight_microbatches = 1;
-        o->activations_peak = o->activations;
+            model_ep_buffer_bytes_at_capacity(&local, (size_t)lay->act_bytes, lay->micro_batch_tokens, lay->ep) *
+            inflight;
+        o->inflight_microbatches = inflight;
+        o->activations_peak = o->activations * inflight;
     } else {
         o->predicted = 1;
         const int per_stage = L / lay->pp, first = stage * per_stage;
@@ -245,18 +284,23 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     o->host_total = o->host_params + o->host_optimizer + o->host_staging;
 }
 
-void plan_memory(const config_t *cfg, const plan_layout_t *lay, plan_memory_t *out)
+void plan_memory_stage(const config_t *cfg, const plan_layout_t *lay, int stage, plan_memory_t *out)
 {
     param_table_t t;
-    /* the exact layouts size tp rank 0's own tensors; the predictions
-     * split the whole model's themselves */
-    param_table_build_tp(&t, &cfg->model, lay->ep, 0, plan_memory_exact(cfg, lay) ? lay->tp : 1, 0);
-    plan_stage(cfg, lay, &t, 0, out);
+    /* the exact layouts size each stage's own tensors on tp rank 0
+     * (exact_shapes); the predictions split the whole model's themselves */
+    param_table_build_tp(&t, &cfg->model, lay->ep, 0, 1, 0);
+    plan_stage(cfg, lay, &t, stage, out);
+    param_table_free(&t);
+}
+
+void plan_memory(const config_t *cfg, const plan_layout_t *lay, plan_memory_t *out)
+{
+    plan_memory_stage(cfg, lay, 0, out);
     for (int s = 1; s < lay->pp; s++) {
         plan_memory_t m;
-        plan_stage(cfg, lay, &t, s, &m);
+        plan_memory_stage(cfg, lay, s, &m);
         if (m.device_total + m.host_total > out->device_total + out->host_total)
             *out = m;
     }
-    param_table_free(&t);
 }

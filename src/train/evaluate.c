@@ -6,10 +6,38 @@
 #include <string.h>
 
 #include "parallel/comm.h"
+#include "train/pipeline.h"
 
 enum { NG = BYTETOK_NGENRES };
 
-void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, comm_t *dp, eval_result_t *out)
+/* One validation forward; under pp through this stage, between its input's
+ * arrival and its output's departure (as the step's, on the model of
+ * micro-batch 0). */
+static void forward_one(model_t *model, pipeline_t *pipe, const model_input_t *in, const model_scales_t *sc,
+                        model_stats_t *st)
+{
+    if (!pipe) {
+        model_forward(model, in, sc, st);
+        return;
+    }
+    /* chunk by chunk (interleaved stages); the loss is the last chunk's */
+    double lm_sum = 0.0;
+    long ntargets = 0;
+    for (int c = 0; c < pipeline_chunks(pipe); c++) {
+        if (pipeline_has_prev(pipe, c))
+            pipeline_recv_input(pipe, 0, c, in->T);
+        model_forward(pipeline_chunk_model(pipe, 0, c), in, sc, st);
+        if (pipeline_has_next(pipe, c))
+            pipeline_send_output(pipe, 0, c, in->T);
+        lm_sum += st->lm_sum;
+        ntargets += st->ntargets;
+    }
+    st->lm_sum = lm_sum;
+    st->ntargets = ntargets;
+}
+
+static void evaluate_run(model_t *model, pipeline_t *pipe, comm_t *pp, data_source_t *src, batch_t *batch,
+                         int64_t n, comm_t *dp, eval_result_t *out)
 {
     const int rank = comm_rank(dp), world = comm_size(dp);
     if (n > src->n)
@@ -28,7 +56,7 @@ void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t 
         model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, NULL, 0};
         model_scales_t sc = {.lm_denominator = 1.0, .mb_weight = 1.0, .training = 0};
         model_stats_t st;
-        model_forward(model, &in, &sc, &st);
+        forward_one(model, pipe, &in, &sc, &st);
         sums[0] += st.lm_sum;
         sums[1] += (double)st.ntargets;
         if (have) {
@@ -39,6 +67,12 @@ void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t 
         }
     }
     comm_allreduce(dp, sums, 2 + 3 * NG, COMM_F64, COMM_SUM);
+    if (pipe) {
+        /* the losses are the last stage's (the others' sums are 0): every
+         * stage logs the same figures */
+        pipeline_end_step(pipe);
+        comm_allreduce(pp, sums, 2 + 3 * NG, COMM_F64, COMM_SUM);
+    }
     memset(out, 0, sizeof *out);
     out->lm_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
     out->ppl = exp(out->lm_loss);
@@ -49,6 +83,17 @@ void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t 
         out->genre_samples[g] = (long)sums[4 + 3 * g];
         out->genre_lm_loss[g] = sums[3 + 3 * g] > 0 ? sums[2 + 3 * g] / sums[3 + 3 * g] : NAN;
     }
+}
+
+void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, comm_t *dp, eval_result_t *out)
+{
+    evaluate_run(model, NULL, NULL, src, batch, n, dp, out);
+}
+
+void evaluate_split_pipeline(pipeline_t *pipe, comm_t *pp, data_source_t *src, batch_t *batch, int64_t n,
+                             comm_t *dp, eval_result_t *out)
+{
+    evaluate_run(pipeline_model(pipe, 0), pipe, pp, src, batch, n, dp, out);
 }
 
 void evaluate_json(json_t *record, const eval_result_t *r)

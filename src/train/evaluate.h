@@ -11,6 +11,7 @@
 #include "loader/batch.h"
 #include "loader/data_source.h"
 #include "model/model.h"
+#include "train/pipeline.h"
 #include "tokenizer/bytetok.h"
 
 typedef struct eval_result {
@@ -32,6 +33,13 @@ typedef struct eval_result {
  * (empty ones at the end): the ep exchanges and ZeRO-3 gathers need every
  * rank. No gradient, no dropout. `batch` is a reusable buffer. */
 void evaluate_split(model_t *model, data_source_t *src, batch_t *batch, int64_t n, comm_t *dp, eval_result_t *out);
+/* The same under pipeline parallelism, collective over the world too: each
+ * sample's forward passes through the stages of `pp` in order (the step's
+ * transfers, pipeline.h; one sample in flight, no overlap: validation is a
+ * small share of the run), the loss taken on the last stage and summed over
+ * `pp`, so that every rank holds it. `dp`: this stage's data-parallel group. */
+void evaluate_split_pipeline(pipeline_t *pipe, comm_t *pp, data_source_t *src, batch_t *batch, int64_t n,
+                             comm_t *dp, eval_result_t *out);
 
 /* "valid_ppl" and "valid_genre_lm_loss" ({genre: loss}, the genres with
  * targets) into a metrics record; "valid_lm_loss" is the caller's. */

@@ -117,18 +117,35 @@ static void global_aux_freq(trainer_t *tr, long step)
     const model_config_t *mc = &tr->cfg->model;
     const size_t nexp = (size_t)mc->num_hidden_layers * (size_t)mc->num_local_experts;
     memset(tr->routed, 0, nexp * sizeof *tr->routed);
+    pipeline_t *p = tr->pipe;
+    const int nchunks = p ? pipeline_chunks(p) : 1;
     for (int mb = 0; mb < tr->plan.nmicro; mb++) {
         model_input_t in;
         model_scales_t sc;
         micro_batch_load(tr, step, mb, &in, &sc);
-        model_stats_t st;
-        TIMED(tr, PHASE_FORWARD, model_forward(tr->model, &in, &sc, &st));
-        for (size_t i = 0; i < nexp && in.T > 0; i++)
-            tr->routed[i] += st.routed_per_expert[i];
+        /* under pp the micro-batches pass through the stages (and their
+         * chunks) one after the other (the step's transfers; their order
+         * per tag keeps them apart from the 1F1B pass that follows) */
+        for (int c = 0; c < nchunks; c++) {
+            model_stats_t st;
+            if (p && pipeline_has_prev(p, c))
+                pipeline_recv_input(p, mb, c, in.T);
+            TIMED(tr, PHASE_FORWARD,
+                  model_forward(p ? pipeline_chunk_model(p, mb, c) : tr->model, &in, &sc, &st));
+            if (p && pipeline_has_next(p, c))
+                pipeline_send_output(p, mb, c, in.T);
+            for (size_t i = 0; i < nexp && in.T > 0; i++)
+                tr->routed[i] += st.routed_per_expert[i];
+        }
     }
     /* over the data-parallel ranks: the tp ranks of one share route alike */
     if (tr->dp_size > 1)
         comm_allreduce(tr->groups.dp, tr->routed, nexp, COMM_I64, COMM_SUM);
+    /* each stage counted its own layers (the others' entries are 0) */
+    if (p) {
+        pipeline_end_step(p);
+        comm_allreduce(tr->groups.pp, tr->routed, nexp, COMM_I64, COMM_SUM);
+    }
     for (size_t i = 0; i < nexp; i++)
         tr->aux_freq[i] = (double)tr->routed[i] / tr->plan.tokens;
 }
@@ -142,7 +159,11 @@ static int global_aux(const model_config_t *mc)
  * validation split (train/evaluate.h), with the weights after the step. */
 static void evaluate(trainer_t *tr, eval_result_t *out)
 {
-    evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->groups.dp, out);
+    if (tr->pipe)
+        evaluate_split_pipeline(tr->pipe, tr->groups.pp, &tr->valid, &tr->batch, tr->cfg->run.eval_samples,
+                                tr->groups.dp, out);
+    else
+        evaluate_split(tr->model, &tr->valid, &tr->batch, tr->cfg->run.eval_samples, tr->groups.dp, out);
 }
 
 /* Model FLOPs of the micro-batch in tr->batch, from its real sample
@@ -178,25 +199,25 @@ static void debug_delays(const trainer_t *tr)
 /* One micro-batch's forward on this pipeline stage, between its input's
  * arrival and its output's departure; the statistics of this stage's
  * layers (the loss: the last stage's) into tr->sums. */
-static void pipe_forward(void *ctx, int mb)
+static void pipe_forward(void *ctx, int mb, int chunk)
 {
     trainer_t *tr = ctx;
     const model_config_t *mc = &tr->cfg->model;
     const size_t nexp = (size_t)mc->num_hidden_layers * (mc->num_local_experts > 1 ? mc->num_local_experts : 1);
     pipeline_t *p = tr->pipe;
-    model_t *m = pipeline_model(p, mb);
     model_input_t in;
     model_scales_t sc;
     micro_batch_load(tr, tr->step, mb, &in, &sc);
+    sc.aux_freq = global_aux(mc) ? tr->aux_freq : NULL;
     tr->mb_tokens[mb] = in.T;
-    if (pipeline_stage(p) > 0)
-        pipeline_recv_input(p, mb, in.T);
+    if (pipeline_has_prev(p, chunk))
+        pipeline_recv_input(p, mb, chunk, in.T);
     model_stats_t st;
-    TIMED(tr, PHASE_FORWARD, model_forward(m, &in, &sc, &st));
-    if (pipeline_stage(p) < pipeline_stages(p) - 1)
-        pipeline_send_output(p, mb, in.T);
-    /* the micro-batch's FLOPs once, on the first stage */
-    if (pipeline_stage(p) == 0)
+    TIMED(tr, PHASE_FORWARD, model_forward(pipeline_chunk_model(p, mb, chunk), &in, &sc, &st));
+    if (pipeline_has_next(p, chunk))
+        pipeline_send_output(p, mb, chunk, in.T);
+    /* the micro-batch's FLOPs once, on the first stage's first chunk */
+    if (pipeline_stage(p) == 0 && chunk == 0)
         tr->sums[4] += batch_flops(tr);
     tr->sums[0] += st.lm_sum;
     tr->sums[1] += st.aux * sc.mb_weight;
@@ -207,19 +228,19 @@ static void pipe_forward(void *ctx, int mb)
     moe_metrics_add(&tr->moe, &st, sc.mb_weight);
 }
 
-static void pipe_backward(void *ctx, int mb)
+static void pipe_backward(void *ctx, int mb, int chunk)
 {
     trainer_t *tr = ctx;
     pipeline_t *p = tr->pipe;
-    model_t *m = pipeline_model(p, mb);
     const int T = tr->mb_tokens[mb];
-    /* the last backward of the step is the last micro-batch's on every stage */
+    /* the last backward of each chunk's layers is the last micro-batch's on
+     * every stage */
     zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
-    if (pipeline_stage(p) < pipeline_stages(p) - 1)
-        pipeline_recv_grad(p, mb, T);
-    TIMED(tr, PHASE_BACKWARD, model_backward(m));
-    if (pipeline_stage(p) > 0)
-        pipeline_send_grad(p, mb, T);
+    if (pipeline_has_next(p, chunk))
+        pipeline_recv_grad(p, mb, chunk, T);
+    TIMED(tr, PHASE_BACKWARD, model_backward(pipeline_chunk_model(p, mb, chunk)));
+    if (pipeline_has_prev(p, chunk))
+        pipeline_send_grad(p, mb, chunk, T);
 }
 
 /* Forward and backward over this rank's micro-batches of the global batch. */
@@ -307,7 +328,30 @@ int train_choose_threads(void)
     return kernels_cpu_threads();
 }
 
-static void print_setup(const trainer_t *tr)
+/* Under pp, every stage's figures of the "memory bytes" line, as rank
+ * (dp 0, tp 0) of the stage holds them (the largest ZeRO shards), its
+ * activations those of the micro-batches its order keeps in flight there
+ * (one model each, pipeline_slots: min(pp - s, m) under 1F1B). Collective over the
+ * world. */
+static void stage_memory(trainer_t *tr, int64_t rows[][7])
+{
+    const int pp = tr->groups.pp_size;
+    memset(rows, 0, (size_t)pp * sizeof *rows);
+    if (tr->groups.dp_rank == 0 && tr->groups.tp_rank == 0) {
+        const zero_memory_t mem = zero_memory(tr->zero);
+        int64_t *r = rows[tr->groups.pp_rank];
+        r[0] = (int64_t)mem.params;
+        r[1] = (int64_t)mem.grads;
+        r[2] = (int64_t)mem.optimizer;
+        r[3] = (int64_t)mem.workspace;
+        r[4] = (int64_t)param_table_total(model_params_table(tr->model));
+        r[5] = (int64_t)(model_activation_bytes(tr->model) * (size_t)pipeline_slots(tr->pipe));
+        r[6] = pipeline_slots(tr->pipe);
+    }
+    comm_allreduce(tr->groups.world, rows, (size_t)pp * 7, COMM_I64, COMM_SUM);
+}
+
+static void print_setup(const trainer_t *tr, const int64_t stage_mem[][7])
 {
     const config_t *cfg = tr->cfg;
     const param_table_t *t = model_params_table(tr->model);
@@ -336,29 +380,39 @@ static void print_setup(const trainer_t *tr)
                                                  "micro-batch, all-gather and reduce-scatter around each "
                                                  "tensor-parallel region" : "");
     if (tr->groups.pp_size > 1) {
-        const int pp = tr->groups.pp_size;
-        int first[PARALLEL_MAX_STAGES + 1];
-        model_stage_split(&cfg->model, pp, cfg->parallel.pipeline_layers, first);
-        printf("fabula: layout: pp %d x tp %d x ep %d x dp %d (docs/parallel.md), 1F1B over %d micro-batches a "
+        const int pp = tr->groups.pp_size, v = pipeline_chunks(tr->pipe);
+        printf("fabula: layout: pp %d x tp %d x ep %d x dp %d (docs/parallel.md), %s over %d micro-batches a "
                "step:", pp, tr->groups.tp_size, tr->groups.ep_size, tr->groups.dp_size / tr->groups.ep_size,
-               tr->plan.nmicro);
-        for (int s = 0; s < pp; s++)
-            printf("%s stage %d layers %d-%d", s ? "," : "", s, first[s], first[s + 1] - 1);
+               v > 1 ? "interleaved 1F1B" : "1F1B", tr->plan.nmicro);
+        for (int s = 0; s < pp; s++) {
+            int lo[PARALLEL_MAX_STAGES], hi[PARALLEL_MAX_STAGES];
+            model_stage_chunks(&cfg->model, &cfg->parallel, s, lo, hi);
+            printf("%s stage %d layers", s ? "," : "", s);
+            for (int c = 0; c < v; c++)
+                printf("%s %d-%d", c ? " +" : "", lo[c], hi[c] - 1);
+        }
         printf(" (the embedding on stage 0, the head and the loss on stage %d; stage s keeps the activations of "
-               "pp - s micro-batches in flight); the counts above and below are stage 0's (activations: one "
-               "micro-batch's)\n", pp - 1);
+               "%s micro-batches in flight); the counts above and the memory below are stage 0's (activations: "
+               "its %d micro-batches in flight), then each stage's bytes\n", pp - 1,
+               v > 1 ? "its interleaved order's" : "min(pp - s, m)", pipeline_slots(tr->pipe));
     }
     zero_memory_t mem = zero_memory(tr->zero);
+    /* 1F1B: a model's activations for each micro-batch in flight */
+    const size_t acts = model_activation_bytes(tr->model) * (size_t)(tr->pipe ? pipeline_slots(tr->pipe) : 1);
     printf("fabula: memory per rank (ZeRO stage %d over %d rank(s)%s%s): parameters %.2f MiB, gradients %.2f MiB, "
            "optimizer state %.2f MiB%s, workspaces %.2f MiB, activations %.2f MiB\n",
            cfg->zero.stage, tr->dp_size, cfg->zero.offload_optimizer ? ", optimizer offloaded" : "",
            cfg->zero.offload_param && cfg->zero.stage == 3 ? ", parameters offloaded" : "",
            mem.params / 1048576.0, mem.grads / 1048576.0, mem.optimizer / 1048576.0,
-           mem.host_optimizer ? " (host)" : "", mem.workspace / 1048576.0,
-           model_activation_bytes(tr->model) / 1048576.0);
+           mem.host_optimizer ? " (host)" : "", mem.workspace / 1048576.0, acts / 1048576.0);
     printf("fabula: memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu parameters=%zu activations=%zu\n",
-           mem.params, mem.grads, mem.optimizer, mem.workspace, param_table_total(t),
-           model_activation_bytes(tr->model));
+           mem.params, mem.grads, mem.optimizer, mem.workspace, param_table_total(t), acts);
+    for (int s = 0; s < tr->groups.pp_size && tr->pipe; s++) {
+        const int64_t *r = stage_mem[s];
+        printf("fabula: memory bytes stage %d: params=%lld grads=%lld optimizer=%lld workspace=%lld parameters=%lld "
+               "activations=%lld\n", s, (long long)r[0], (long long)r[1], (long long)r[2], (long long)r[3],
+               (long long)r[4], (long long)r[5]);
+    }
     const ops_t *ops = model_ops(tr->model);
     if (tr->be.cuda)
         printf("fabula: device: GPU %d of this node per rank %d%s; compute dtype %s, fp32 master weights, "
@@ -497,10 +551,11 @@ static void tp_comm_report(const trainer_t *tr, long steps)
 
 /* The measured bubble: every stage's share of the run's step time spent
  * waiting on the pipeline, against the 1F1B idle share (p - 1) / (m + p - 1)
- * of p stages and m micro-batches of equal cost (docs/parallel.md). */
+ * of p stages and m micro-batches of equal cost, interleaved over v chunks
+ * (p - 1) / (v m + p - 1) (docs/parallel.md). */
 static void pipeline_report(trainer_t *tr)
 {
-    const int p = tr->groups.pp_size, m = tr->plan.nmicro;
+    const int p = tr->groups.pp_size, m = tr->plan.nmicro, v = pipeline_chunks(tr->pipe);
     double *idle = fb_calloc((size_t)p, sizeof *idle);
     idle[tr->groups.pp_rank] = tr->pipe_time > 0 ? tr->pipe_wait / tr->pipe_time : 0.0;
     comm_allreduce(tr->groups.pp, idle, (size_t)p, COMM_F64, COMM_SUM);
@@ -511,7 +566,11 @@ static void pipeline_report(trainer_t *tr)
             printf(" %.3f", idle[s]);
             mean += idle[s] / p;
         }
-        printf("; mean %.3f, 1F1B theory (p-1)/(m+p-1) = %.3f\n", mean, (double)(p - 1) / (m + p - 1));
+        if (v > 1)
+            printf("; mean %.3f, interleaved 1F1B theory (p-1)/(v m+p-1) = %.3f (v = %d)\n", mean,
+                   (double)(p - 1) / (v * m + p - 1), v);
+        else
+            printf("; mean %.3f, 1F1B theory (p-1)/(m+p-1) = %.3f\n", mean, (double)(p - 1) / (m + p - 1));
         fflush(stdout);
     }
     free(idle);
@@ -574,16 +633,19 @@ int trainer_run_losses(const config_t *cfg, double *losses)
                timer_now() - t_import);
     hf_weights_close(hfw);
     tr.model = zero_model(tr.zero);
-    if (tr.groups.pp_size > 1)
-        tr.pipe = pipeline_create(tr.model, tr.groups.pp, cfg->loader.max_tokens_per_batch);
     step_plan_init(&tr.plan, cfg, tr.data.lens, tr.data.n, tr.dp_size, tr.dp_rank);
+    if (tr.groups.pp_size > 1)
+        tr.pipe = pipeline_create(tr.model, tr.groups.pp, cfg->loader.max_tokens_per_batch, tr.plan.nmicro);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
     tr.expert_tokens = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.expert_tokens);
     tr.routed = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.routed);
     tr.aux_freq = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.aux_freq);
     moe_metrics_init(&tr.moe, &cfg->model, BYTETOK_NGENRES, tr.groups.ep_size);
+    int64_t stage_mem[PARALLEL_MAX_STAGES][7];
+    if (tr.pipe)
+        stage_memory(&tr, stage_mem);
     if (tr.rank == 0)
-        print_setup(&tr);
+        print_setup(&tr, stage_mem);
     outputs_prepare(&tr);
     /* parameters, moments, step count and data position from a checkpoint
      * (docs/checkpoint.md); before the metrics log opens, which it trims */

@@ -447,17 +447,30 @@ zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_
     comm_t *tp = groups->tp_size > 1 ? (dev ? groups->tp_dev : groups->tp) : NULL;
     /* a pipeline stage holds its layers only (model/stages.h) */
     const int pp = groups->pp_size > 1 ? groups->pp_size : 1;
-    int first[PARALLEL_MAX_STAGES + 1];
-    model_stage_split(&cfg->model, pp, cfg->parallel.pipeline_layers, first);
     const int stage = pp > 1 ? groups->pp_rank : 0;
+    parallel_config_t pc = cfg->parallel;
+    pc.pipeline_parallel_size = pp;
+    if (pp == 1)
+        pc.virtual_pipeline_stages = 1;
+    int lo[PARALLEL_MAX_STAGES], hi[PARALLEL_MAX_STAGES];
+    const int nchunks = model_stage_chunks(&cfg->model, &pc, stage, lo, hi);
     z->pp = pp > 1 ? groups->pp : NULL;
-    z->model = model_create_pp(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep,
-                               tp, first[stage], first[stage + 1]);
+    const int ends = stage == 0 || stage == pp - 1;
+    z->model = model_create_chunks(&cfg->model, ops, max_tokens, flags, dev ? groups->ep_dev : groups->ep, tp,
+                                   nchunks, lo, hi);
     model_set_a2a_chunks(z->model, cfg->parallel.moe_a2a_chunks);
     model_set_ep_host_comm(z->model, groups->ep);
     model_set_tp_host_comm(z->model, groups->tp_size > 1 ? groups->tp : NULL);
     z->t = model_params_table(z->model);
     z->nblocks = z->t->nblocks;
+    if (pp > 1 && z->tied && ends) {
+        z->emb = groups->emb;
+        z->tied_copy = z->t->tied_copy >= 0;
+        z->tied_view = z->tied_copy ? &z->t->views[z->t->tied_copy]
+                                    : param_table_find(z->t, "model.embed_tokens.weight");
+        FB_ASSERT(z->tied_view && z->tied_view->group == PARAM_GROUP_DENSE);
+        z->tied_ws = balloc(z, z->tied_view->numel);
+    }
     group_init(z, PARAM_GROUP_DENSE, dev ? groups->dp_dev : groups->dp, groups->dp);
     group_init(z, PARAM_GROUP_EXPERT, dev ? groups->edp_dev : groups->edp, groups->edp);
     for (int gi = 0; gi < PARAM_NGROUPS; gi++)
@@ -510,6 +523,8 @@ void zero_free(zero_t *z)
         free(g->counts);
         free(g->displs);
     }
+    if (z->tied_ws)
+        z->ops->release(z->tied_ws);
     model_free(z->model);
     free(z);
 }
@@ -538,10 +553,38 @@ void zero_begin_micro(zero_t *z, int micro, int nmicro)
     z->reduce_now = z->stage >= 2 || micro == nmicro - 1;
 }
 
+/* Tied embeddings under pp: the first stage's embedding and the last
+ * stage's copy each hold their stage's data-parallel sum of the gradient
+ * (whole at stage 0, this rank's owned part above); the whole view is
+ * gathered over the data-parallel group where it is sharded, summed over
+ * the two stages, and its owned part put back, so both copies take the
+ * same update and stay equal. The two stages' shards do not line up (their
+ * groups' other tensors differ), hence the gather. */
+static void tied_sum(zero_t *z)
+{
+    const param_view_t *v = z->tied_view;
+    zgroup_t *g = &z->g[PARAM_GROUP_DENSE];
+    const size_t a = v->offset, b = v->offset + v->numel;
+    const size_t lo = a > g->lo ? a : g->lo, hi = b < g->hi ? b : g->hi;
+    float *own = z->stage >= 2 ? g->grad_shard - g->lo : model_grads(z->model, PARAM_GROUP_DENSE);
+    if (hi > lo)
+        z->ops->copy(z->tied_ws + (lo - a), own + lo, (hi - lo) * sizeof(float));
+    if (z->stage > 0) {
+        zero_split_range(g, a, b);
+        comm_request_t *r = comm_iallgatherv_inplace(g->comm, z->tied_ws, g->counts, g->displs, COMM_F32);
+        comm_wait(&r);
+    }
+    comm_allreduce(z->emb, z->tied_ws, v->numel, COMM_F32, COMM_SUM);
+    if (hi > lo)
+        z->ops->copy(own + lo, z->tied_ws + (lo - a), (hi - lo) * sizeof(float));
+}
+
 void zero_end_backward(zero_t *z)
 {
     if (z->stage < 2)
         for (int gi = 0; gi < PARAM_NGROUPS; gi++)
             flush_pending(z, gi);
     zero_complete_all(z);
+    if (z->emb)
+        tied_sum(z);
 }

@@ -56,6 +56,13 @@ struct zero {
     comm_t *ep;
     comm_t *tp;         /* host comm of the tensor-parallel group; NULL without tp */
     comm_t *pp;         /* the pipeline group (each stage holds other parameters); NULL without pp */
+    /* Tied embeddings under pp, on the first and the last stage: the group
+     * of the two, this stage's embedding view (the last stage's: its copy,
+     * left out of the norm) and a workspace of its size; else NULL. */
+    comm_t *emb;
+    const param_view_t *tied_view;
+    float *tied_ws;
+    int tied_copy;      /* tied_view is the last stage's copy */
     zgroup_t g[PARAM_NGROUPS];
     int reduce_now;     /* this micro-batch's gradients are reduced */
     inflight_t inflight[ZERO_MAX_INFLIGHT];

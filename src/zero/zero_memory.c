@@ -63,6 +63,7 @@ zero_memory_t zero_memory_of(const config_t *cfg, const zero_group_shape_t shape
         }
         if (stage == 3 && s->max_block)
             m.workspace += ZERO_PARAM_SLOTS * s->max_block * f;
+        m.workspace += s->tied_pp * f;
         /* Reductions in flight (launch_reduce), transient but part of the
          * peak: stage 0 allreduces in place; stages 1-3 reduce-scatter into
          * a bounce buffer of this rank's part of the bucket: one bucket at a

@@ -23,9 +23,12 @@ typedef struct zero_memory {
 } zero_memory_t;
 
 /* One reduction group's shape: its elements, its largest block range (the
- * workspace slot size) and block 0's range (the tied-embedding slot). */
+ * workspace slot size), block 0's range (the tied-embedding slot) and, on
+ * the first and last pipeline stage with tied embeddings, the embedding's
+ * elements (the workspace its gradient is summed in over the two stages;
+ * zero_group_shape_of leaves it 0: the table does not know the stages). */
 typedef struct zero_group_shape {
-    size_t numel, max_block, block0;
+    size_t numel, max_block, block0, tied_pp;
 } zero_group_shape_t;
 
 void zero_group_shape_of(const param_table_t *t, int group, zero_group_shape_t *shape);

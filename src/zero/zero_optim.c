@@ -53,6 +53,15 @@ static double owned_sumsq(zero_t *z, int gi)
     return split + kvrep + repl / comm_size(z->tp);
 }
 
+/* The sum of squares of this rank's owned part of view v's gradient. */
+static double view_owned_sumsq(zero_t *z, const param_view_t *v)
+{
+    zgroup_t *g = &z->g[v->group];
+    const size_t lo = v->offset > g->lo ? v->offset : g->lo;
+    const size_t hi = v->offset + v->numel < g->hi ? v->offset + v->numel : g->hi;
+    return hi > lo ? z->ops->sumsq(owned_grads(z, v->group) + (lo - g->lo), hi - lo) : 0.0;
+}
+
 /* Global L2 norm of the reduced gradient (collective). */
 static double grad_norm(zero_t *z)
 {
@@ -62,6 +71,11 @@ static double grad_norm(zero_t *z)
         if (g->hi > g->lo)
             ss[gi] = owned_sumsq(z, gi);
     }
+    /* the last stage's copy of a tied embedding is the first stage's tensor
+     * (the same summed gradient): counted once, there (a split view: whole
+     * on each tp rank, as owned_sumsq counts it) */
+    if (z->tied_copy)
+        ss[PARAM_GROUP_DENSE] -= view_owned_sumsq(z, z->tied_view);
     double total;
     if (z->stage == 0) {
         /* replicated: dense is whole everywhere; experts differ across ep */
@@ -74,7 +88,7 @@ static double grad_norm(zero_t *z)
     }
     if (z->tp)
         comm_allreduce(z->tp, &total, 1, COMM_F64, COMM_SUM);
-    /* the stages hold disjoint parameters (tied embeddings are refused) */
+    /* the stages hold disjoint parameters (a tied embedding's copy left out above) */
     if (z->pp)
         comm_allreduce(z->pp, &total, 1, COMM_F64, COMM_SUM);
     return sqrt(total);
@@ -213,6 +227,8 @@ zero_memory_t zero_memory(const zero_t *z)
         size[gi] = z->g[gi].size;
         rank[gi] = z->g[gi].rank;
     }
+    if (z->tied_view)
+        shape[PARAM_GROUP_DENSE].tied_pp = z->tied_view->numel;
     zero_memory_t m = zero_memory_of(z->cfg, shape, size, rank);
     /* the arithmetic `fabula plan memory` uses must be what was allocated */
     size_t own = 0;

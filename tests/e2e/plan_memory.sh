@@ -6,8 +6,10 @@
 # parallelism 2 with dp 2, ep 2 ZeRO 3 and full recomputation, sequence
 # parallelism at tp 2, dp 2 x tp 2 ZeRO 1 and tp 4 with full recomputation
 # and 126-token micro-batches (uneven shards); `--layout dp=1,tp=2,sp` too;
-# fewer kv heads than tp: tp 4 with 2 kv heads, dp 2 x tp 2 ZeRO 3 with 1)
-# train's start-up "memory bytes:" line equals `plan memory --world N` field
+# fewer kv heads than tp: tp 4 with 2 kv heads, dp 2 x tp 2 ZeRO 3 with 1;
+# pipeline parallelism 2 and 4 with dp, tp, ep, ZeRO 0-2, tied embeddings,
+# an explicit split, full recomputation and interleaved stages, stage by
+# stage) train's start-up "memory bytes:" line equals `plan memory --world N` field
 # by field, and the peak RSS of the run (the step records'
 # ranks.rss_max_bytes) is within 10% of the plan's total plus the process
 # baseline: what a rank holds beyond its model (the MPI library, the loader's
@@ -113,6 +115,46 @@ TP2="--set parallel.tensor_parallel_size=2 --set run.resume=\"none\" --set check
 same np2-tp2 2 $BIG $TP2
 same np4-dp2-tp2-z1 4 $BIG $TP2 --set zero_optimization.stage=1
 same np4-tp2-ep2-z3 4 $MID $TP2 --set parallel.expert_parallel_size=2 --set zero_optimization.stage=3
+
+# pipeline parallelism: each stage's own layers (the embedding on the first,
+# the head on the last, a tied embedding's copy and its summing workspace on
+# both), its ZeRO shards (ZeRO 0-2: plan_layout_check still refuses ZeRO-3 with
+# pp, which train runs), and the activations of the min(pp - s, accum)
+# micro-batches 1F1B keeps in flight on stage s: train's "memory bytes stage S:" lines
+# equal plan memory's stage_lines field by field
+same_pp() {
+    name=$1; np=$2; shift 2
+    run "$name" "$np" --set 'run.resume="none"' "$@"
+    plan "$np" --set 'run.resume="none"' --set checkpoint.save_interval=-1 "$@"
+    check "$name: plan memory's stage_lines equal train's memory bytes stage lines" \
+        '[ $RC -eq 0 ] && "$PY" - "$SCRATCH/$name.out" "$SCRATCH/plan.json" <<PYEOF
+import json, sys
+lines = [l.split("memory bytes stage ")[1] for l in open(sys.argv[1]) if "memory bytes stage " in l]
+got = {int(l.split(":")[0]): dict(kv.split("=") for kv in l.split(":")[1].split()) for l in lines}
+p = json.load(open(sys.argv[2]))
+ok = not p["predicted"] and len(p["stage_lines"]) == p["pp"] == len(got)
+for st in p["stage_lines"]:
+    s = st["stage"]
+    bad = [k for k in ("params", "grads", "optimizer", "workspace", "activations") if int(got[s][k]) != st[k]]
+    print("  stage %d (%d in flight): train %s" % (s, st["inflight_microbatches"], " ".join("%s=%s" % kv for kv in got[s].items())))
+    if bad:
+        print("  differ: %s" % bad); ok = False
+sys.exit(0 if ok else 1)
+PYEOF'
+}
+PP="--set model.num_hidden_layers=4 --set parallel.pipeline_parallel_size"
+same_pp np2-pp2-z1 2 $MID $PP=2 --set zero_optimization.stage=1
+same_pp np4-pp4-z0 4 $MID $PP=4 --set zero_optimization.stage=0
+# 2 micro-batches a step: stages 0 and 1 hold 2, not 4 and 3
+same_pp np4-pp4-accum2 4 $MID $PP=4 --set zero_optimization.stage=0 --set train_batch_size=4
+same_pp np4-dp2-pp2-z2-tied 4 $MID $PP=2 --set zero_optimization.stage=2 --set model.tie_word_embeddings=true
+same_pp np4-tp2-pp2-z1 4 $MID $PP=2 $TP2 --set zero_optimization.stage=1 --set 'parallel.pipeline_layers=[3,1]'
+same_pp np4-ep2-pp2-full 4 $MID $PP=2 --set parallel.expert_parallel_size=2 --set model.recompute=full
+# interleaved 1F1B: each stage's two chunks in one table, and the models its
+# order keeps in flight (4 micro-batches: stage 0 holds 4 at pp 2, not 2)
+same_pp np2-pp2-v2 2 $MID $PP=2 --set parallel.virtual_pipeline_stages=2 --set train_batch_size=8
+same_pp np4-pp4-v2-tied 4 $MID $PP=4 --set model.num_hidden_layers=8 --set parallel.virtual_pipeline_stages=2 \
+    --set model.tie_word_embeddings=true --set zero_optimization.stage=1
 same np2-tp2-full 2 $BIG $TP2 --set model.recompute=full
 # sequence parallelism: the residual stream, the norms' inputs and outputs
 # and the backward's residual gradient on token shards (ceil(tokens / tp)
@@ -188,8 +230,8 @@ check "kv heads (2) below tp (4): replicated, planned exactly (no prediction not
 same np4-tp4-kv2 4 $MID $TP2 --set parallel.tensor_parallel_size=4 --set zero_optimization.stage=1
 same np4-dp2-tp2-kv1-z3 4 $MID $TP2 --set model.num_key_value_heads=1 --set zero_optimization.stage=3
 
-# pp/sp in a config: train refuses them by name (exit 2); tp 2 on one rank
-# too (it does not divide the world size), sp there since tp is 1
+# tp/pp on one rank: train refuses them by name (exit 2: they do not divide
+# the world size), sp too since tp is 1
 for kv in parallel.tensor_parallel_size=2 parallel.pipeline_parallel_size=2 parallel.sequence_parallel=true; do
     (cd "$FB_SRCDIR" && "$FABULA" train --dry-run --set "$kv") >"$SCRATCH/refuse.out" 2>&1
     rc=$?

@@ -37,8 +37,6 @@ expect_usage "pipeline_layers with a 0" parallel.pipeline_layers "positive integ
     --set 'parallel.pipeline_layers=[4,0]'
 expect_usage "pipeline_layers without pp" parallel.pipeline_layers "unset without pipeline parallelism" 1 $OK \
     --set 'parallel.pipeline_layers=[2]'
-expect_usage "virtual stages 2" parallel.virtual_pipeline_stages "interleaved 1F1B schedule is not implemented" 2 \
-    $OK --set $PP=2 --set parallel.virtual_pipeline_stages=2
 # checkpoints, resume and preemption work under pp (tests/e2e/ckpt_reshard_mp.sh,
 # ckpt_preempt.sh): a checkpoint interval and run.resume "auto" are accepted
 (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" --set $PP=2 \
@@ -46,15 +44,15 @@ expect_usage "virtual stages 2" parallel.virtual_pipeline_stages "interleaved 1F
 rc=$?
 check "pp 2 with checkpoint.save_interval 5 and run.resume auto accepted" '[ $rc -eq 0 ]'
 [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
-expect_usage "pp 2, validation" run.eval_interval "$PP = 2" 2 $OK --set $PP=2 --set run.eval_interval=5
-expect_usage "pp 2, tied embeddings" model.tie_word_embeddings "$PP = 2" 2 $OK --set $PP=2 \
-    --set model.tie_word_embeddings=true
-expect_usage "pp 2, ZeRO 2" zero_optimization.stage "0 or 1 with $PP = 2" 2 $OK --set $PP=2 \
-    --set zero_optimization.stage=2
-expect_usage "pp 2, ZeRO 3" zero_optimization.stage "0 or 1 with $PP = 2" 2 $OK --set $PP=2 \
-    --set zero_optimization.stage=3
-expect_usage "pp 2, global-batch aux loss" model.router_aux_loss_scope "$PP = 2" 2 $OK --set $PP=2 \
-    --set 'model.router_aux_loss_scope="global_batch"'
+VPP=parallel.virtual_pipeline_stages
+expect_usage "virtual stages 0" $VPP "an integer from 1 to 64" 2 $OK $L4 --set $PP=2 --set $VPP=0
+expect_usage "virtual stages without pp" $VPP "1 without pipeline parallelism" 1 $OK $L4 --set $VPP=2
+expect_usage "pp 2 x 3 virtual stages > 4 layers" $VPP "at most model.num_hidden_layers / $PP = 4 / 2" 2 $OK $L4 \
+    --set $PP=2 --set $VPP=3
+expect_usage "virtual stages with pipeline_layers" parallel.pipeline_layers "unset with $VPP = 2" 2 $OK $L4 \
+    --set $PP=2 --set $VPP=2 --set 'parallel.pipeline_layers=[2,2]'
+expect_usage "virtual stages, 3 micro-batches a step at pp 2" $VPP "gradient_accumulation_steps = 3) are not a multiple" \
+    2 $OK $L4 --set $PP=2 --set $VPP=2 --set train_batch_size=6 --set train_micro_batch_size_per_gpu=2
 expect_usage "pp 2, cuda" run.backend "\"cpu\" or \"cpu16\" with $PP = 2" 2 $OK --set $PP=2 --set 'run.backend="cuda"'
 
 # Layouts that fit: the dry run accepts them, and the batch identity counts
@@ -77,4 +75,9 @@ for extra in "bf16.enabled=true" "fp16.enabled=true" "run.backend=\"cpu16\" --se
     check "pp 2 with $extra accepted" '[ $rc -eq 0 ]'
     [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
 done
+# interleaved: pp 2 x 2 chunks of 4 layers, 4 micro-batches a step
+(cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" $OK $L4 \
+    --set $PP=2 --set $VPP=2 --set train_batch_size=8 --set train_micro_batch_size_per_gpu=2) >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "pp 2 x 2 virtual stages of 4 layers, 4 micro-batches a step, accepted" '[ $rc -eq 0 ]'
 finish

@@ -103,6 +103,16 @@ int main(void)
     EXPECT(full.activations < sel.activations && sel.activations < none.activations, "%zu %zu %zu",
            full.activations, sel.activations, none.activations);
     EXPECT(sp.activations_peak < none.activations_peak, "sp %zu vs %zu", sp.activations_peak, none.activations_peak);
+    /* a layout's recomputation with expert parallelism: full recomputation
+     * shares one MoE layer's exchange buffers, in the arena and the ep
+     * buffers alike (the activations were the difference of the two) */
+    plan_memory_t epn, epf;
+    layout("dp=2,ep=2,recompute=none", &lay);
+    plan_memory(&cfg, &lay, &epn);
+    layout("dp=2,ep=2,recompute=full", &lay);
+    plan_memory(&cfg, &lay, &epf);
+    EXPECT(epf.activations < epn.activations && epf.moe_buffers < epn.moe_buffers, "ep 2: full %zu / %zu, none %zu / %zu",
+           epf.activations, epf.moe_buffers, epn.activations, epn.moe_buffers);
 
     config_free(&cfg);
     printf("%d checks, %d failures\n", checks, failures);
