@@ -60,12 +60,13 @@ int main(void)
     EXPECT(mem.params == 4 * want && mem.grads == 4 * want && mem.optimizer == 8 * want, "tp 2: params %zu, want %zu",
            mem.params, 4 * want);
     EXPECT(!mem.predicted, "tp 2 (train runs it) marked as a prediction");
-    /* tp = 4 > kv heads (2): each rank one kv head's copy */
+    /* tp = 4 > kv heads (2): each rank one kv head's copy, as train builds
+     * it (docs/parallel.md, "Replicated kv heads") */
     layout("dp=1,tp=4,zero=0", &lay);
     plan_memory(&cfg, &lay, &mem);
     want = V * D / 4 + L * layer_numel(4) + D + V * D / 4;
     EXPECT(mem.params == 4 * want, "tp 4: params %zu, want %zu", mem.params, 4 * want);
-    EXPECT(mem.predicted, "tp 4 above the kv heads (train refuses it) not marked as a prediction");
+    EXPECT(!mem.predicted, "tp 4 above the kv heads (train replicates them) marked as a prediction");
 
     /* pp = 2 (one layer a stage): the embedding with layer 0, the final norm
      * and head with layer 1; the fuller stage reported */
