@@ -34,3 +34,14 @@ cwithin() {
         { d = $2 - $4; if (d < 0) d = -d; a = $2 < 0 ? -$2 : $2; if (d > tol * a) { bad = 1; print "step " $1 ": " $2 " vs " $4 } }
         END { exit bad }'
 }
+
+# cprefix A B TOL: every step B logged is one A logged, its loss within TOL relative
+cprefix() {
+    closses "$1" >"$SCRATCH/la.txt"; closses "$2" >"$SCRATCH/lb.txt"
+    [ -s "$SCRATCH/lb.txt" ] && awk -v tol="$3" '
+        NR == FNR { ref[$1] = $2; next }
+        { n++; if (!($1 in ref)) { bad = 1; print "step " $1 " not in the reference"; next }
+          d = ref[$1] - $2; if (d < 0) d = -d; a = ref[$1] < 0 ? -ref[$1] : ref[$1]
+          if (d > tol * a) { bad = 1; print "step " $1 ": " ref[$1] " vs " $2 } }
+        END { exit bad || n == 0 }' "$SCRATCH/la.txt" "$SCRATCH/lb.txt"
+}

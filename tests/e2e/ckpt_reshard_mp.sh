@@ -27,16 +27,6 @@ ck() { echo "$SCRATCH/$1/checkpoints/step-$(printf %08d "$2").h5"; }
 same_as_ref() {
     "$CKPT_TOOL" compare "$(ck ref "$2")" "$(ck "$1" "$2")" 1e-5 && "$FABULA" ckpt verify -q "$(ck "$1" "$2")"
 }
-# cprefix A B TOL: every step B logged is one A logged, its loss within TOL relative
-cprefix() {
-    closses "$1" >"$SCRATCH/la.txt"; closses "$2" >"$SCRATCH/lb.txt"
-    [ -s "$SCRATCH/lb.txt" ] && awk -v tol="$3" '
-        NR == FNR { ref[$1] = $2; next }
-        { n++; if (!($1 in ref)) { bad = 1; print "step " $1 " not in the reference"; next }
-          d = ref[$1] - $2; if (d < 0) d = -d; a = ref[$1] < 0 ? -ref[$1] : ref[$1]
-          if (d > tol * a) { bad = 1; print "step " $1 ": " ref[$1] " vs " $2 } }
-        END { exit bad || n == 0 }' "$SCRATCH/la.txt" "$SCRATCH/lb.txt"
-}
 
 ctrain 1 ref --steps 20 --set checkpoint.save_interval=5
 check "uninterrupted reference run (1 rank), checkpoints every 5 steps" '[ $RC -eq 0 ] && [ -f "$(ck ref 15)" ]'
