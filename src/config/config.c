@@ -195,7 +195,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     config_read_zero(&c, cfg);
     config_read_parallel(&c, cfg, world_size);
     config_read_monitor(&c, cfg, world_size);
-    config_read_compat(&c);
+    config_read_compat(&c, cfg);
     config_check_tensor_parallel(&c, cfg);
     config_check_pipeline_parallel(&c, cfg);
     if (cj_nerrors(&c) == 0)

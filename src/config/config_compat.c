@@ -60,25 +60,56 @@ static const cj_inert_t checkpointing_inert[] = {
     {"profile", CJ_BOOL},                         /* the step records time forward and backward */
 };
 
-static void read_activation_checkpointing(cj_ctx_t *c)
+/* A key read and, here, without effect: listed in the note. */
+static void mark_inert(cj_ctx_t *c, const char *path)
+{
+    if (!cj_strs_has(&c->inert, path))
+        cj_strs_push(&c->inert, path);
+}
+
+#define PART "activation_checkpointing.partition_activations"
+#define CPU_CKPT "activation_checkpointing.cpu_checkpointing"
+
+/* partition_activations keeps each tensor-parallel rank's part of the
+ * layers' saved inputs only, gathered again for the backward: what
+ * fabula's sequence parallelism does to them (the residual stream on
+ * token shards), which it turns on. With one tensor-parallel rank there is
+ * nothing to split. cpu_checkpointing keeps the saved activations in host
+ * memory: where they are already on the CPU backends. */
+static void read_activation_checkpointing(cj_ctx_t *c, config_t *cfg)
 {
     if (!cj_section(c, "activation_checkpointing"))
         return;
-    if (cj_bool(c, "activation_checkpointing.partition_activations", 0))
-        cj_invalid(c, "activation_checkpointing.partition_activations",
-                   "false (it splits the kept activations over the tensor-parallel ranks, and fabula has no "
-                   "tensor parallelism yet)");
-    if (cj_bool(c, "activation_checkpointing.cpu_checkpointing", 0))
-        cj_invalid(c, "activation_checkpointing.cpu_checkpointing",
-                   "false (kept activations offloaded to host memory are not implemented; model.recompute "
-                   "keeps fewer of them on the device)");
+    const int tp = cfg->parallel.tensor_parallel_size;
+    if (cj_bool(c, PART, 0) && tp <= 1) {
+        mark_inert(c, PART);
+    } else if (cj_bool(c, PART, 0)) {
+        if (cj_given(c, c->user, "parallel.sequence_parallel") && !cfg->parallel.sequence_parallel)
+            cj_invalid(c, PART, "false with parallel.sequence_parallel false (fabula partitions the saved "
+                                "activations by sequence parallelism)");
+        else if (cfg->bf16_enabled || cfg->fp16.enabled)
+            cj_invalid(c, PART, "false with %s (fabula partitions the saved activations by sequence parallelism, "
+                                "which is fp32 only)", cfg->bf16_enabled ? "bf16.enabled" : "fp16.enabled");
+        else {
+            cfg->parallel.sequence_parallel = cfg->model.sequence_parallel = 1;
+            cj_put(c, "parallel.sequence_parallel", json_true()); /* the effective config says so */
+        }
+    }
+    if (cj_bool(c, CPU_CKPT, 0)) {
+        if (cfg->run.backend == RUN_BACKEND_CPU || cfg->run.backend == RUN_BACKEND_CPU16)
+            mark_inert(c, CPU_CKPT);
+        else
+            cj_invalid(c, CPU_CKPT, "false unless run.backend is \"cpu\" or \"cpu16\" (activations in host "
+                                    "memory are the CPU backends' own; the GPU backend keeps them on the device, "
+                                    "and model.recompute keeps fewer of them)");
+    }
     cj_accept_inert(c, "activation_checkpointing", checkpointing_inert,
                     sizeof checkpointing_inert / sizeof *checkpointing_inert);
 }
 
-void config_read_compat(cj_ctx_t *c)
+void config_read_compat(cj_ctx_t *c, config_t *cfg)
 {
-    read_activation_checkpointing(c);
+    read_activation_checkpointing(c, cfg);
     cj_accept_inert(c, NULL, top_inert, sizeof top_inert / sizeof *top_inert);
     refuse_if_enabled(c, "amp", "Apex AMP is not supported; use \"bf16\" or \"fp16\"");
     refuse_if_enabled(c, "elasticity", "elastic batch sizes are not supported; set the batch keys");

@@ -60,6 +60,6 @@ void config_check_memory(cj_ctx_t *c, const config_t *cfg, int world_size);
 /* monitor.* and wall_clock_breakdown (config_monitor.c). */
 void config_read_monitor(cj_ctx_t *c, config_t *cfg, int world_size);
 /* Top-level DeepSpeed keys accepted without effect, and the refused ones. */
-void config_read_compat(cj_ctx_t *c);
+void config_read_compat(cj_ctx_t *c, config_t *cfg);
 
 #endif

@@ -4,13 +4,17 @@
 # step records of "none" bit for bit (every loss part, the gradient norm,
 # the tokens per expert and per genre, the drops in all and per layer), on
 # 1 rank (with expert dropout, and with 16-bit activations of run.backend
-# cpu16), 2 ranks ZeRO 3, 2 ranks tensor-parallel (tp 2), and 2 ranks with expert parallelism 2 and ZeRO 3
+# cpu16), 2 ranks ZeRO 3, 2 ranks tensor-parallel (tp 2), 2 ranks
+# pipeline-parallel (pp 2: the default model's 2 layers, one a stage), and 2 ranks with expert parallelism 2 and ZeRO 3
 # whose micro-batches 2 and 3 are empty (the idle ranks' exchanges of the
 # recomputed forward must line up, or the run hangs and the timeout fails
 # it). The memory line's activation figure drops by what docs/model.md says
 # a mode leaves out (the expert-parallel buffers included), computed here
-# from the shapes. Bad values of
-# model.recompute and the refused activation_checkpointing keys exit 2
+# from the shapes. DeepSpeed's activation_checkpointing.partition_activations
+# under tp 2 gives sequence parallelism's step records bit for bit (it is
+# mapped onto it), and is refused against it or with 16 bits; on 1 rank it,
+# and cpu_checkpointing on the CPU backends, are accepted without effect;
+# cpu_checkpointing on cuda is refused. Bad values of model.recompute exit 2
 # naming the key. Every launch runs under a timeout.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ep_lib.sh"
@@ -101,6 +105,11 @@ check "2 ranks, ep 2: the activations drop as docs/model.md says" "memory np2-ep
 modes np2-tp2 2 --set parallel.tensor_parallel_size=2 --set checkpoint.save_interval=-1 --set 'run.resume="none"'
 same np2-tp2 "2 ranks, tp 2"
 
+# pipeline parallelism: each stage recomputes its own layers, the in-flight
+# micro-batches' models each theirs
+modes np2-pp2 2 --set parallel.pipeline_parallel_size=2 --set checkpoint.save_interval=-1 --set 'run.resume="none"'
+same np2-pp2 "2 ranks, pp 2"
+
 # bad values: exit 2, one message naming the key
 bad() {
     what=$1; key=$2; shift 2
@@ -111,10 +120,38 @@ bad() {
 }
 bad "model.recompute \"some\"" model.recompute --set model.recompute=some
 bad "model.recompute true" model.recompute --set model.recompute=true
-bad "activation_checkpointing.partition_activations true" activation_checkpointing.partition_activations \
-    --set activation_checkpointing.partition_activations=true
-bad "activation_checkpointing.cpu_checkpointing true" activation_checkpointing.cpu_checkpointing \
-    --set activation_checkpointing.cpu_checkpointing=true
+# DeepSpeed's partition_activations: under tp the saved inputs kept on token
+# shards, i.e. sequence parallelism (the same step records as asking for it);
+# refused against an explicit sequence_parallel false and with 16 bits
+TP2="--set parallel.tensor_parallel_size=2 --set checkpoint.save_interval=-1 --set run.resume=\"none\""
+train 2 np2-part $MB $TP2 --set model.recompute=full --set activation_checkpointing.partition_activations=true
+train 2 np2-sp $MB $TP2 --set model.recompute=full --set parallel.sequence_parallel=true
+check "partition_activations true at tp 2: the step records of sequence parallelism, bit for bit" \
+    '[ $RC -eq 0 ] && compare np2-sp np2-part 0 $SAME && grep -q "\"sequence_parallel\": true" "$SCRATCH/np2-part/config.json"'
+bad_np() {
+    what=$1; key=$2; shift 2
+    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n 2 "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/bad" "$@") \
+        >"$SCRATCH/bad.out" 2>&1
+    rc=$?
+    check "$what: exit 2 naming $key" \
+        '[ $rc -eq 2 ] && grep -q "config key .$key." "$SCRATCH/bad.out" || { cat "$SCRATCH/bad.out"; false; }'
+}
+bad_np "partition_activations true, sequence_parallel false, tp 2" activation_checkpointing.partition_activations \
+    $TP2 --set activation_checkpointing.partition_activations=true --set parallel.sequence_parallel=false
+bad_np "partition_activations true, bf16 on cpu16, tp 2" activation_checkpointing.partition_activations \
+    $TP2 --set activation_checkpointing.partition_activations=true --set bf16.enabled=true --set 'run.backend="cpu16"'
+# cpu_checkpointing: activations in host memory are the CPU backends' own;
+# on the GPU backend it is refused
+bad "activation_checkpointing.cpu_checkpointing true, run.backend cuda" activation_checkpointing.cpu_checkpointing \
+    --set activation_checkpointing.cpu_checkpointing=true --set 'run.backend="cuda"'
+(cd "$FB_SRCDIR" && "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/bad" \
+    --set activation_checkpointing.partition_activations=true --set activation_checkpointing.cpu_checkpointing=true) \
+    >"$SCRATCH/inert1.out" 2>&1
+rc=$?
+check "1 rank, cpu: partition_activations and cpu_checkpointing true accepted, listed without effect" \
+    '[ $rc -eq 0 ] && grep "accepted without effect" "$SCRATCH/inert1.out" | grep -q "activation_checkpointing.partition_activations" &&
+     grep "accepted without effect" "$SCRATCH/inert1.out" | grep -q "activation_checkpointing.cpu_checkpointing" &&
+     grep -q "\"sequence_parallel\": false" "$SCRATCH/inert1.out"'
 # the rest of DeepSpeed's block: accepted without effect, named in the note
 (cd "$FB_SRCDIR" && "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/bad" \
     --set activation_checkpointing.partition_activations=false --set activation_checkpointing.number_checkpoints=4 \
