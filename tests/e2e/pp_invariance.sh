@@ -10,7 +10,8 @@
 # and pp 4, dp 2 x pp 2 with ZeRO 1 (dense and MoE), ep 2 x pp 2 (MoE),
 # tp 2 x pp 2 (dense), an explicit split parallel.pipeline_layers = [3, 1],
 # and steps whose micro-batches 1 and 2 are empty (the stages still pass
-# them along). ZeRO 2 and 3 under pp (dense, and MoE with overlap_comm).
+# them along). ZeRO 2 and 3 under pp (dense, and MoE with overlap_comm),
+# ZeRO 3 with both offloads.
 # Validation passes (run.eval_interval) through the stages give the
 # validation losses of 1 rank. Tied embeddings (the last stage's copy of
 # the embedding, its gradient summed with the first stage's, counted once in
@@ -96,6 +97,10 @@ check "dense, dp 2 x pp 2, ZeRO 2: losses and norms of 1 rank" '[ $RC -eq 0 ] &&
 train 4 dense-dp2-pp2-z3 $DENSE --set zero_optimization.stage=3 --set $PP=2 --set zero_optimization.overlap_comm=true
 check "dense, dp 2 x pp 2, ZeRO 3 with overlap_comm: losses and norms of 1 rank" \
     '[ $RC -eq 0 ] && compare dense-ref dense-dp2-pp2-z3'
+train 2 dense-pp2-z3-off $DENSE --set zero_optimization.stage=3 --set $PP=2 \
+    --set zero_optimization.offload_optimizer.device=cpu --set zero_optimization.offload_param.device=cpu
+check "dense, pp 2, ZeRO 3 with optimizer and parameter offload: losses and norms of 1 rank" \
+    '[ $RC -eq 0 ] && compare dense-ref dense-pp2-z3-off'
 
 # validation passes: a corpus with a validation split
 (cd "$FB_SRCDIR" && timeout 120 "$FABULA" prep -q --max-seq-len 64 --overlap 8 --min-seq-len 16 --valid-fraction 0.25 \
