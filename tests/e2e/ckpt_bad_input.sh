@@ -8,7 +8,6 @@
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ckpt_lib.sh"
 
-ck() { echo "$SCRATCH/$1/checkpoints/step-$(printf %08d "$2").h5"; }
 ctrain 2 orig --steps 2
 check "a checkpoint to resume from" '[ $RC -eq 0 ] && [ "$(clatest orig)" = 2 ]'
 resume() { ctrain 2 "$@" --steps 3 --set "run.resume=$(ck orig 2)"; }

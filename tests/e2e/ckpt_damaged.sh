@@ -10,7 +10,6 @@
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ckpt_lib.sh"
 
-ck() { echo "$SCRATCH/$1/checkpoints/step-$(printf %08d "$2").h5"; }
 # offset of a dataset's data in the file (last column of `ckpt info`)
 offset() { "$FABULA" ckpt info "$1" | awk -v d="$2" '$1 == d { print $NF }'; }
 # overwrites 8 bytes of dataset $2's data in file $1

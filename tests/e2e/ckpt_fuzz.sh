@@ -13,7 +13,6 @@ CASES=${FB_FUZZ_CASES:-300}
 SEED=${FB_FUZZ_SEED:-20261201}
 RESUME_EVERY=35   # every 35th case also resumes: 8, of each kind of flip
 
-ck() { echo "$SCRATCH/$1/checkpoints/step-$(printf %08d "$2").h5"; }
 
 ctrain 1 orig --steps 4 --set checkpoint.save_interval=2
 check "original run: checkpoints at 2 and 4" '[ $RC -eq 0 ] && [ "$(clatest orig)" = 4 ] && [ -f "$(ck orig 2)" ]'

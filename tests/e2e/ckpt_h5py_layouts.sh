@@ -16,7 +16,6 @@ for p in "${PYTHON:-}" /usr/bin/python3 python3; do
 done
 [ -n "$PY" ] || { echo "SKIP: no Python with h5py and numpy (tools/install-deps.sh installs them)"; exit 77; }
 
-ck() { echo "$SCRATCH/$1/checkpoints/step-$(printf %08d "$2").h5"; }
 # ttrain THREADS RUN_DIR ARGS...: 1 rank, THREADS threads
 ttrain() {
     t=$1; dir=$2; shift 2

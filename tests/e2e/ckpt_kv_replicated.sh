@@ -16,10 +16,8 @@
 . "$FB_SRCDIR/tests/e2e/ckpt_lib.sh"
 TP=parallel.tensor_parallel_size
 CKPT_ARGS="$CKPT_ARGS --set model.num_attention_heads=8 --set model.num_key_value_heads=2 --set checkpoint.keep_last=0"
-ck() { echo "$SCRATCH/$1/checkpoints/step-$(printf %08d "$2").h5"; }
-same_as_ref() {
-    "$CKPT_TOOL" compare "$(ck ref "$2")" "$(ck "$1" "$2")" 1e-5 && "$FABULA" ckpt verify -q "$(ck "$1" "$2")"
-}
+# same_as_ref DIR STEP: DIR's checkpoint of STEP holds the 1-rank run's values and verifies
+same_as_ref() { same_ckpt ref "$1" "$2"; }
 
 ctrain 1 ref --steps 20 --set checkpoint.save_interval=5
 check "uninterrupted reference run (1 rank, 8 heads, 2 kv heads), checkpoints every 5 steps" \

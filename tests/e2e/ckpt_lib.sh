@@ -45,3 +45,13 @@ cprefix() {
           if (d > tol * a) { bad = 1; print "step " $1 ": " ref[$1] " vs " $2 } }
         END { exit bad || n == 0 }' "$SCRATCH/la.txt" "$SCRATCH/lb.txt"
 }
+
+# ck RUN_DIR STEP: the path of that run's checkpoint of STEP
+ck() { echo "$SCRATCH/$1/checkpoints/step-$(printf %08d "$2").h5"; }
+
+# same_ckpt REF DIR STEP: DIR's checkpoint of STEP holds REF's values
+# (parameters and both Adam moments, tensor by tensor, within 1e-5:
+# ckpt_tool compare) and verifies (`fabula ckpt verify`)
+same_ckpt() {
+    "$CKPT_TOOL" compare "$(ck "$1" "$3")" "$(ck "$2" "$3")" 1e-5 && "$FABULA" ckpt verify -q "$(ck "$2" "$3")"
+}

@@ -12,7 +12,6 @@
 table() { "$FABULA" ckpt info "$1" | awk '/^\/(params|optimizer)/ { $NF = ""; print }'; }
 same_table() { table "$1" >"$SCRATCH/ta.txt" && table "$2" >"$SCRATCH/tb.txt" && [ -s "$SCRATCH/ta.txt" ] &&
     cmp -s "$SCRATCH/ta.txt" "$SCRATCH/tb.txt"; }
-ck() { echo "$SCRATCH/$1/checkpoints/step-$(printf %08d "$2").h5"; }
 
 for z in 1 3; do
     extra=""

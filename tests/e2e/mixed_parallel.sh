@@ -19,60 +19,13 @@
 #    differ from the run without dropout (the masks act).
 # Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
-PY=${PYTHON:-python3}
 STEPS=10
-export OMP_NUM_THREADS=1
+PAR_TIMEOUT=240
+. "$FB_SRCDIR/tests/e2e/parallel_lib.sh"
 TP=parallel.tensor_parallel_size
 PP=parallel.pipeline_parallel_size
 DENSE="--set model.num_hidden_layers=4 --set model.num_local_experts=0"
 MOE="--set model.num_hidden_layers=4 --set model.router_z_loss_coef=0.001"
-
-# train NP NAME ARGS...: into $SCRATCH/NAME, status in $RC
-train() {
-    np=$1; name=$2; shift 2
-    (cd "$FB_SRCDIR" && timeout 240 $MPIEXEC -n "$np" "$FABULA" train --steps $STEPS --run-dir "$SCRATCH/$name" \
-        --set checkpoint.save_interval=-1 --set 'run.resume="none"' --set train_batch_size=8 \
-        --set train_micro_batch_size_per_gpu=2 --set data.seq_len=64 --set model.hidden_size=64 \
-        --set model.intermediate_size=128 --set gradient_clipping=0.05 "$@") >"$SCRATCH/$name.out" 2>&1
-    RC=$?
-    [ $RC -eq 0 ] || { echo "--- $name failed ($RC):"; tail -n 20 "$SCRATCH/$name.out"; }
-}
-
-# compare A B TOL KEY...: loss and grad_norm within TOL relative (a null
-# norm, an overflowed step's, must be null in both), the keys equal
-compare() {
-    a=$1; b=$2; tol=$3; shift 3
-    "$PY" - "$SCRATCH/$a/metrics.jsonl" "$SCRATCH/$b/metrics.jsonl" "$STEPS" "$tol" "$@" >"$SCRATCH/$b.cmp" <<'PYEOF'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-steps, tol, keys = int(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
-ok = len(a) == steps and len(b) == steps
-if not ok:
-    print("steps: %d and %d, expected %d" % (len(a), len(b), steps))
-worst = 0.0
-for x, y in zip(a, b):
-    for k in ("loss", "grad_norm"):
-        if (x.get(k) is None) != (y.get(k) is None):
-            print("step %d: %s %s vs %s" % (x["step"], k, x.get(k), y.get(k))); ok = False
-        elif x.get(k) is not None:
-            rel = abs(x[k] - y[k]) / abs(x[k])
-            worst = max(worst, rel)
-            if not rel <= tol:
-                print("step %d: %s %.9g vs %.9g (%.2e)" % (x["step"], k, x[k], y[k], rel)); ok = False
-    for k in keys:
-        if x.get(k) != y.get(k):
-            print("step %d: %s %s vs %s" % (x["step"], k, x.get(k), y.get(k))); ok = False
-applied = [x["grad_norm"] for x in a if x.get("grad_norm") is not None]
-if sum(n > 0.05 for n in applied) < len(applied):
-    print("clipping did not act on every applied step"); ok = False
-print("worst relative difference %.3e (tolerance %g)" % (worst, tol))
-sys.exit(0 if ok else 1)
-PYEOF
-    rc=$?
-    tail -n 1 "$SCRATCH/$b.cmp"
-    [ $rc -eq 0 ] || { head -n 5 "$SCRATCH/$b.cmp"; return 1; }
-}
 
 # layouts PREC TOL ARGS...: the four layouts of issue 17 item 4, each
 # against the 1-rank run of its precision: those with tp within TOL, pp 2
@@ -82,15 +35,15 @@ layouts() {
     train 1 $prec-ref "$@"
     check "$prec: reference run (1 rank)" '[ $RC -eq 0 ]'
     train 2 $prec-tp2 --set $TP=2 "$@"
-    check "$prec: tp 2 within $ltol of 1 rank" "[ \$RC -eq 0 ] && compare $prec-ref $prec-tp2 $ltol $KEYS"
+    check "$prec: tp 2 within $ltol of 1 rank" "[ \$RC -eq 0 ] && compare $prec-ref $prec-tp2 --tol $ltol $KEYS"
     train 2 $prec-pp2 --set $PP=2 "$@"
-    check "$prec: pp 2 within 1e-5 of 1 rank" "[ \$RC -eq 0 ] && compare $prec-ref $prec-pp2 1e-5 $KEYS"
+    check "$prec: pp 2 within 1e-5 of 1 rank" "[ \$RC -eq 0 ] && compare $prec-ref $prec-pp2 --tol 1e-5 $KEYS"
     train 4 $prec-tp2-pp2 --set $TP=2 --set $PP=2 "$@"
     check "$prec: tp 2 x pp 2 within $ltol of 1 rank" \
-        "[ \$RC -eq 0 ] && compare $prec-ref $prec-tp2-pp2 $ltol $KEYS"
+        "[ \$RC -eq 0 ] && compare $prec-ref $prec-tp2-pp2 --tol $ltol $KEYS"
     train 4 $prec-dp2-tp2 --set $TP=2 --set zero_optimization.stage=1 "$@"
     check "$prec: dp 2 x tp 2, ZeRO 1 within $ltol of 1 rank" \
-        "[ \$RC -eq 0 ] && compare $prec-ref $prec-dp2-tp2 $ltol $KEYS"
+        "[ \$RC -eq 0 ] && compare $prec-ref $prec-dp2-tp2 --tol $ltol $KEYS"
 }
 
 KEYS=""
@@ -158,11 +111,11 @@ train 1 drop-ref $DROP
 check "dropout: reference run (1 rank)" '[ $RC -eq 0 ]'
 train 1 nodrop-ref $MOE
 check "dropout changes the losses (the masks act)" \
-    '[ $RC -eq 0 ] && ! compare nodrop-ref drop-ref 1e-3 >/dev/null'
+    '[ $RC -eq 0 ] && ! compare nodrop-ref drop-ref --tol 1e-3 >/dev/null'
 train 2 drop-tp2 $DROP --set $TP=2
-check "dropout: tp 2 within 1e-5 of 1 rank" '[ $RC -eq 0 ] && compare drop-ref drop-tp2 1e-5 $KEYS'
+check "dropout: tp 2 within 1e-5 of 1 rank" '[ $RC -eq 0 ] && compare drop-ref drop-tp2 --tol 1e-5 $KEYS'
 train 2 drop-pp2 $DROP --set $PP=2
-check "dropout: pp 2 within 1e-5 of 1 rank" '[ $RC -eq 0 ] && compare drop-ref drop-pp2 1e-5 $KEYS'
+check "dropout: pp 2 within 1e-5 of 1 rank" '[ $RC -eq 0 ] && compare drop-ref drop-pp2 --tol 1e-5 $KEYS'
 train 4 drop-tp2-pp2 $DROP --set $TP=2 --set $PP=2
-check "dropout: tp 2 x pp 2 within 1e-5 of 1 rank" '[ $RC -eq 0 ] && compare drop-ref drop-tp2-pp2 1e-5 $KEYS'
+check "dropout: tp 2 x pp 2 within 1e-5 of 1 rank" '[ $RC -eq 0 ] && compare drop-ref drop-tp2-pp2 --tol 1e-5 $KEYS'
 finish

@@ -23,59 +23,12 @@
 # with ZeRO 2. Every launch runs under a timeout, so a hang
 # fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
-PY=${PYTHON:-python3}
 STEPS=20
-export OMP_NUM_THREADS=1
+. "$FB_SRCDIR/tests/e2e/parallel_lib.sh"
 PP=parallel.pipeline_parallel_size
 L4="--set model.num_hidden_layers=4"
 DENSE="$L4 --set model.num_local_experts=0"
 MOE="$L4 --set model.router_z_loss_coef=0.001"
-
-# train NP NAME ARGS...: into $SCRATCH/NAME, status in $RC
-train() {
-    np=$1; name=$2; shift 2
-    (cd "$FB_SRCDIR" && timeout 180 $MPIEXEC -n "$np" "$FABULA" train --steps $STEPS --run-dir "$SCRATCH/$name" \
-        --set checkpoint.save_interval=-1 --set 'run.resume="none"' --set train_batch_size=8 \
-        --set train_micro_batch_size_per_gpu=2 --set data.seq_len=64 --set model.hidden_size=64 \
-        --set model.intermediate_size=128 --set gradient_clipping=0.05 "$@") >"$SCRATCH/$name.out" 2>&1
-    RC=$?
-    [ $RC -eq 0 ] || { echo "--- $name failed ($RC):"; tail -n 20 "$SCRATCH/$name.out"; }
-}
-
-# compare A B KEY...: the losses within 1e-5 relative (compare_losses.py),
-# grad_norm too, the listed keys equal (layer_dropped: the per-layer drops)
-compare() {
-    a=$1; b=$2; shift 2
-    "$PY" "$FB_SRCDIR/tests/e2e/compare_losses.py" "$SCRATCH/$a/metrics.jsonl" "$SCRATCH/$b/metrics.jsonl" 1e-5 \
-        >"$SCRATCH/$b.cmp" || { tail -n 3 "$SCRATCH/$b.cmp"; return 1; }
-    "$PY" - "$SCRATCH/$a/metrics.jsonl" "$SCRATCH/$b/metrics.jsonl" "$STEPS" "$@" <<'PYEOF'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-steps, keys = int(sys.argv[3]), sys.argv[4:]
-for r in a + b:
-    if "moe_layers" in r:
-        r["layer_dropped"] = [x["dropped"] for x in r["moe_layers"]]
-ok = len(a) == steps and len(b) == steps
-if not ok:
-    print("steps: %d and %d, expected %d" % (len(a), len(b), steps))
-clipped = 0
-for x, y in zip(a, b):
-    if abs(x["grad_norm"] - y["grad_norm"]) > 1e-5 * abs(x["grad_norm"]):
-        print("step %d: grad_norm %.9g vs %.9g" % (x["step"], x["grad_norm"], y["grad_norm"])); ok = False
-    if ("valid_lm_loss" in x) != ("valid_lm_loss" in y) or \
-            abs(x.get("valid_lm_loss", 0) - y.get("valid_lm_loss", 0)) > 1e-5 * abs(x.get("valid_lm_loss", 0)):
-        print("step %d: valid_lm_loss %s vs %s" % (x["step"], x.get("valid_lm_loss"), y.get("valid_lm_loss")))
-        ok = False
-    for k in keys:
-        if x.get(k) != y.get(k):
-            print("step %d: %s %s vs %s" % (x["step"], k, x.get(k), y.get(k))); ok = False
-    clipped += x["grad_norm"] > 0.05
-if clipped < steps:
-    print("clipping acted on %d of %d steps only" % (clipped, steps)); ok = False
-sys.exit(0 if ok else 1)
-PYEOF
-}
 
 train 1 dense-ref $DENSE --set zero_optimization.stage=0
 check "reference run (1 rank, dense, 4 layers)" '[ $RC -eq 0 ]'

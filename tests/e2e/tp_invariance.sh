@@ -15,54 +15,10 @@
 # Validation passes (run.eval_interval) give the losses of 1 rank too.
 # Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
-PY=${PYTHON:-python3}
 STEPS=12
-export OMP_NUM_THREADS=1
+. "$FB_SRCDIR/tests/e2e/parallel_lib.sh"
 DENSE="--set model.num_local_experts=0"
 TP=parallel.tensor_parallel_size
-
-# train NP NAME ARGS...: into $SCRATCH/NAME, status in $RC
-train() {
-    np=$1; name=$2; shift 2
-    (cd "$FB_SRCDIR" && timeout 180 $MPIEXEC -n "$np" "$FABULA" train --steps $STEPS --run-dir "$SCRATCH/$name" \
-        --set checkpoint.save_interval=-1 --set 'run.resume="none"' --set train_batch_size=8 \
-        --set train_micro_batch_size_per_gpu=2 --set data.seq_len=64 --set model.hidden_size=64 \
-        --set model.intermediate_size=128 --set gradient_clipping=0.05 "$@") >"$SCRATCH/$name.out" 2>&1
-    RC=$?
-    [ $RC -eq 0 ] || { echo "--- $name failed ($RC):"; tail -n 20 "$SCRATCH/$name.out"; }
-}
-
-# compare A B KEY...: STEPS steps each; loss and grad_norm within 1e-5
-# relative; the listed keys equal (layer_dropped: the per-layer drops)
-compare() {
-    a=$1; b=$2; shift 2
-    "$PY" - "$SCRATCH/$a/metrics.jsonl" "$SCRATCH/$b/metrics.jsonl" "$STEPS" "$@" <<'PYEOF'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-steps, keys = int(sys.argv[3]), sys.argv[4:]
-for r in a + b:
-    if "moe_layers" in r:
-        r["layer_dropped"] = [x["dropped"] for x in r["moe_layers"]]
-ok = len(a) == steps and len(b) == steps
-if not ok:
-    print("steps: %d and %d, expected %d" % (len(a), len(b), steps))
-clipped = 0
-for x, y in zip(a, b):
-    for k in ("loss", "lm_loss", "grad_norm", "valid_lm_loss"):
-        if (k in x) != (k in y):
-            print("step %d: %s in one run only" % (x["step"], k)); ok = False
-        elif k in x and abs(x[k] - y[k]) > 1e-5 * abs(x[k]):
-            print("step %d: %s %.9g vs %.9g" % (x["step"], k, x[k], y[k])); ok = False
-    for k in keys:
-        if x.get(k) != y.get(k):
-            print("step %d: %s %s vs %s" % (x["step"], k, x.get(k), y.get(k))); ok = False
-    clipped += x["grad_norm"] > 0.05
-if clipped < steps:
-    print("clipping acted on %d of %d steps only" % (clipped, steps)); ok = False
-sys.exit(0 if ok else 1)
-PYEOF
-}
 
 # a corpus with a validation split for the runs with validation passes
 (cd "$FB_SRCDIR" && timeout 120 "$FABULA" prep -q --max-seq-len 64 --overlap 8 --min-seq-len 16 --valid-fraction 0.25 \
