@@ -24,24 +24,7 @@ IDS=5,17,250,3,99,120,7,0,299,42,11,64,1,2,3
     "$FB_SRCDIR/inputs/sample.jsonl" >prep.out 2>&1 || { cat prep.out; exit 99; }
 export OMP_NUM_THREADS=1
 
-# train NP NAME DIR STEPS ARGS...
-train() {
-    np=$1; name=$2; dir=$3; steps=$4; shift 4
-    printf '{"model": {"init_from": "m/%s"}, "data": {"corpus": "corpus.h5", "tokenizer": "m/tokenizer.json", "seq_len": 64, "overlap": 8, "min_seq_len": 16}, "train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "checkpoint": {"save_interval": -1}}\n' "$dir" >"$name.json"
-    timeout 300 $MPIEXEC -n "$np" "$FABULA" train --steps "$steps" --run-dir "$name" "$@" "$name.json" >"$name.out" 2>&1
-    RC=$?
-    [ $RC -eq 0 ] || { echo "--- $name failed ($RC):"; tail -n 15 "$name.out"; }
-}
-same_losses() {
-    python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PYEOF'
-import json, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-bad = [(i, x, y) for i, (x, y) in enumerate(zip(a, b)) if abs(x - y) > 1e-5 * abs(x)]
-print(bad[:3])
-sys.exit(0 if len(a) == len(b) == 10 and not bad else 1)
-PYEOF
-}
+. "$FB_SRCDIR/tests/e2e/hf_lib.sh"
 
 for case in "llama_tied_bf16 320 tp parallel.tensor_parallel_size=2" \
             "mixtral_sharded 313 pp parallel.pipeline_parallel_size=2"; do

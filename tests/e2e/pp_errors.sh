@@ -5,37 +5,22 @@
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 PP=parallel.pipeline_parallel_size
 
-# expect_usage NAME KEY NEEDLE NP ARGS...: exit 2, stderr names KEY and
-# holds NEEDLE, exactly one "fabula: error:" line
-expect_usage() {
-    name=$1; key=$2; needle=$3; np=$4; shift 4
-    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$np" "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
-        "$@") >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
-    rc=$?
-    check "$name: exit 2 naming $key and '$needle', one message" \
-        '[ $rc -eq 2 ] && grep -qF "$key" "$SCRATCH/err.txt" && grep -qF -- "$needle" "$SCRATCH/err.txt" &&
-         [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ]'
-    [ "$rc" -eq 2 ] && [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ] ||
-        { echo "  exit $rc, stderr:"; sed 's/^/  | /' "$SCRATCH/err.txt"; }
-}
-# dry runs: no checkpoints, no resume
-OK="--set checkpoint.save_interval=-1 --set run.resume=\"none\""
 L4="--set model.num_hidden_layers=4"
 
-expect_usage "world 3, pp 2" $PP "world size (3 ranks)" 3 $OK --set $PP=2
-expect_usage "world 4, tp 2, pp 4" $PP "world size (4 ranks) / parallel.tensor_parallel_size = 2" 4 $OK \
+expect_refused "world 3, pp 2" $PP "world size (3 ranks)" 3 $OK --set $PP=2
+expect_refused "world 4, tp 2, pp 4" $PP "world size (4 ranks) / parallel.tensor_parallel_size = 2" 4 $OK \
     --set $PP=4 --set parallel.tensor_parallel_size=2 $L4
-expect_usage "pp 0" $PP "an integer from 1 to 64" 1 $OK --set $PP=0
-expect_usage "pp 4 > 2 layers" $PP "at most model.num_hidden_layers = 2" 4 $OK --set $PP=4
-expect_usage "world 4, pp 2, ep 4" parallel.expert_parallel_size "i.e. of 2" 4 $OK --set $PP=2 \
+expect_refused "pp 0" $PP "an integer from 1 to 64" 1 $OK --set $PP=0
+expect_refused "pp 4 > 2 layers" $PP "at most model.num_hidden_layers = 2" 4 $OK --set $PP=4
+expect_refused "world 4, pp 2, ep 4" parallel.expert_parallel_size "i.e. of 2" 4 $OK --set $PP=2 \
     --set parallel.expert_parallel_size=4
-expect_usage "pipeline_layers not summing to the layers" parallel.pipeline_layers "summing to model.num_hidden_layers = 4" \
+expect_refused "pipeline_layers not summing to the layers" parallel.pipeline_layers "summing to model.num_hidden_layers = 4" \
     2 $OK $L4 --set $PP=2 --set 'parallel.pipeline_layers=[2,1]'
-expect_usage "pipeline_layers of 3 stages at pp 2" parallel.pipeline_layers "$PP = 2 positive integers" 2 $OK $L4 \
+expect_refused "pipeline_layers of 3 stages at pp 2" parallel.pipeline_layers "$PP = 2 positive integers" 2 $OK $L4 \
     --set $PP=2 --set 'parallel.pipeline_layers=[2,1,1]'
-expect_usage "pipeline_layers with a 0" parallel.pipeline_layers "positive integers" 2 $OK $L4 --set $PP=2 \
+expect_refused "pipeline_layers with a 0" parallel.pipeline_layers "positive integers" 2 $OK $L4 --set $PP=2 \
     --set 'parallel.pipeline_layers=[4,0]'
-expect_usage "pipeline_layers without pp" parallel.pipeline_layers "unset without pipeline parallelism" 1 $OK \
+expect_refused "pipeline_layers without pp" parallel.pipeline_layers "unset without pipeline parallelism" 1 $OK \
     --set 'parallel.pipeline_layers=[2]'
 # checkpoints, resume and preemption work under pp (tests/e2e/ckpt_reshard_mp.sh,
 # ckpt_preempt.sh): a checkpoint interval and run.resume "auto" are accepted
@@ -45,15 +30,15 @@ rc=$?
 check "pp 2 with checkpoint.save_interval 5 and run.resume auto accepted" '[ $rc -eq 0 ]'
 [ "$rc" -eq 0 ] || sed 's/^/  | /' "$SCRATCH/out.txt"
 VPP=parallel.virtual_pipeline_stages
-expect_usage "virtual stages 0" $VPP "an integer from 1 to 64" 2 $OK $L4 --set $PP=2 --set $VPP=0
-expect_usage "virtual stages without pp" $VPP "1 without pipeline parallelism" 1 $OK $L4 --set $VPP=2
-expect_usage "pp 2 x 3 virtual stages > 4 layers" $VPP "at most model.num_hidden_layers / $PP = 4 / 2" 2 $OK $L4 \
+expect_refused "virtual stages 0" $VPP "an integer from 1 to 64" 2 $OK $L4 --set $PP=2 --set $VPP=0
+expect_refused "virtual stages without pp" $VPP "1 without pipeline parallelism" 1 $OK $L4 --set $VPP=2
+expect_refused "pp 2 x 3 virtual stages > 4 layers" $VPP "at most model.num_hidden_layers / $PP = 4 / 2" 2 $OK $L4 \
     --set $PP=2 --set $VPP=3
-expect_usage "virtual stages with pipeline_layers" parallel.pipeline_layers "unset with $VPP = 2" 2 $OK $L4 \
+expect_refused "virtual stages with pipeline_layers" parallel.pipeline_layers "unset with $VPP = 2" 2 $OK $L4 \
     --set $PP=2 --set $VPP=2 --set 'parallel.pipeline_layers=[2,2]'
-expect_usage "virtual stages, 3 micro-batches a step at pp 2" $VPP "gradient_accumulation_steps = 3) are not a multiple" \
+expect_refused "virtual stages, 3 micro-batches a step at pp 2" $VPP "gradient_accumulation_steps = 3) are not a multiple" \
     2 $OK $L4 --set $PP=2 --set $VPP=2 --set train_batch_size=6 --set train_micro_batch_size_per_gpu=2
-expect_usage "pp 2, cuda" run.backend "\"cpu\" or \"cpu16\" with $PP = 2" 2 $OK --set $PP=2 --set 'run.backend="cuda"'
+expect_refused "pp 2, cuda" run.backend "\"cpu\" or \"cpu16\" with $PP = 2" 2 $OK --set $PP=2 --set 'run.backend="cuda"'
 
 # Layouts that fit: the dry run accepts them, and the batch identity counts
 # world / (tp pp) data-parallel ranks.
