@@ -1,14 +1,16 @@
 /* Dense and grouped matmul on the CPU through CBLAS (row-major).
  *
  * BLAS itself always runs on one thread (blas_threads.h says why): a GEMM is
- * cut into blocks of C run in parallel, each block one BLAS call.
+ * cut into blocks of C, from its shape alone (mm_cut), run in parallel,
+ * each block one BLAS call.
  *
- * A grouped matmul is one BLAS call per expert over its contiguous rows.
+ * A grouped matmul is one GEMM per expert over its contiguous rows.
  * With one thread, fewer experts holding rows than threads, or one expert
  * holding most rows, the experts run one after another, each GEMM cut into
  * blocks as above. Otherwise
  * the experts are shared out whole among the OpenMP threads, each running
- * its experts' whole GEMMs: with 64-128 experts and a few rows
+ * its experts' GEMMs alone (their blocks one after another): with 64-128
+ * experts and a few rows
  * each, a threaded GEMM per expert spends its time forking and joining.
  * Experts go largest first to whichever thread is free (schedule(dynamic,1)
  * over a list sorted by rows: longest-processing-time first), so one late
@@ -42,21 +44,43 @@ static void scale_c(real *C, size_t n, real beta)
     }
 }
 
-/* The blocks a GEMM is cut into: of the longer of C's two sides, in
- * multiples of 64 (so that every block starts where OpenBLAS's own tiling of
- * the whole GEMM would, and gives its bits), at most 16 of them, chosen from
- * the shape only: the same cut at any thread count. */
+/* The blocks a GEMM is cut into, chosen from the shape alone and run the
+ * same way at every thread count (in parallel, or one after another on one
+ * thread or inside a grouped matmul's region): each block is one
+ * single-threaded BLAS call, so C's bits depend on the shape only. They do
+ * not equal the uncut GEMM's: OpenBLAS's Haswell kernels compute the rows
+ * near its own internal block ends with other edge kernels, so a GEMM cut
+ * at row 1024 differs from the whole in rows 1020-1060 (on its Prescott
+ * kernels a cut at a multiple of 64 happened to agree). Blocks run along
+ * the longer of C's two sides, in multiples of 64, at most 16 of them and
+ * at least 256 long: each block packs the other operand again, which
+ * costs a 1-thread GEMM 0-5% at 256 and 3-10% at 128 rows on this
+ * machine's AVX2 kernels (bench/README.md, "GEMM blocks"). A GEMM
+ * under 262144 multiply-adds (OpenBLAS's own threshold for threading,
+ * 65536 x 4) or shorter than two blocks runs whole. */
 #define MM_ALIGN 64
 #define MM_MAX_BLOCKS 16
-/* Below this many multiply-adds a GEMM runs whole on one thread: the
- * fork and join would cost more than the split saves (OpenBLAS's own
- * threshold for threading, 65536 x 4). */
+#define MM_MIN_BLOCK 256
 #define MM_PAR_MIN_MACS 262144.0
 
-static int mm_block(int len)
+typedef struct {
+    int by_rows; /* blocks of C's rows, else of its columns */
+    int len;     /* the side cut */
+    int bs;      /* block length (the last one may be shorter) */
+    int nb;      /* blocks; 1: the GEMM runs whole */
+} mm_cut_t;
+
+static mm_cut_t mm_cut(int M, int N, int K)
 {
-    int per = (len + MM_MAX_BLOCKS - 1) / MM_MAX_BLOCKS;
-    return (per + MM_ALIGN - 1) / MM_ALIGN * MM_ALIGN;
+    mm_cut_t c = {.by_rows = M >= N, .len = M >= N ? M : N};
+    c.bs = c.len, c.nb = 1;
+    if ((double)M * N * K < MM_PAR_MIN_MACS || c.len < 2 * MM_MIN_BLOCK)
+        return c;
+    int per = (c.len + MM_MAX_BLOCKS - 1) / MM_MAX_BLOCKS;
+    per = (per + MM_ALIGN - 1) / MM_ALIGN * MM_ALIGN;
+    c.bs = per > MM_MIN_BLOCK ? per : MM_MIN_BLOCK;
+    c.nb = (c.len + c.bs - 1) / c.bs;
+    return c;
 }
 
 /* One row times a weight stored [N, K] (a decode step's x W^T): rows
@@ -118,16 +142,12 @@ static void matmul(real *C, const real *A, const real *B, int M, int N, int K, i
         scale_c(C, (size_t)M * (size_t)N, beta);
         return;
     }
-    /* inside a grouped matmul's region: this thread's whole GEMM */
-    if (omp_in_parallel()) {
-        gemm(C, A, B, M, N, K, transA, transB, beta, gemv_ok);
-        return;
-    }
-    cpu_blas_pin_serial();
-    int by_rows = M >= N, len = by_rows ? M : N;
-    int bs = mm_block(len), nb = (len + bs - 1) / bs;
-    if (omp_get_max_threads() <= 1 || nb <= 1 || (double)M * N * K < MM_PAR_MIN_MACS) {
-        if (omp_get_max_threads() > 1 && cpu_blas_is_openmp()) {
+    const mm_cut_t cut = mm_cut(M, N, K);
+    const int nested = omp_in_parallel(); /* inside a grouped matmul's region: this thread's whole GEMM */
+    if (!nested)
+        cpu_blas_pin_serial();
+    if (cut.nb <= 1) {
+        if (!nested && omp_get_max_threads() > 1 && cpu_blas_is_openmp()) {
             /* an OpenMP OpenBLAS would thread it: an active region keeps it
              * on one thread */
 #pragma omp parallel num_threads(2)
@@ -138,10 +158,10 @@ static void matmul(real *C, const real *A, const real *B, int M, int N, int K, i
         }
         return;
     }
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < nb; i++) {
-        int lo = i * bs, hi = lo + bs < len ? lo + bs : len;
-        gemm_block(C, A, B, M, N, K, transA, transB, beta, by_rows, lo, hi, gemv_ok);
+#pragma omp parallel for schedule(static) if (!nested && omp_get_max_threads() > 1)
+    for (int i = 0; i < cut.nb; i++) {
+        int lo = i * cut.bs, hi = lo + cut.bs < cut.len ? lo + cut.bs : cut.len;
+        gemm_block(C, A, B, M, N, K, transA, transB, beta, cut.by_rows, lo, hi, gemv_ok);
     }
 }
 
@@ -204,7 +224,7 @@ static void gmm(enum gmm_kind kind, real *out, const real *a, const real *b, con
      * blocked GEMMs one after another ideally total/threads: share experts
      * out unless the biggest is over twice that share (small experts lose
      * more than that to each GEMM's fork and join). Either way each expert
-     * gets the same bits (the blocks give the one-thread GEMM's). */
+     * gets the same bits: the same blocks, the same BLAS calls. */
     long total = n > 0 ? offsets[E] - offsets[0] : 0;
     long biggest = n > 0 ? offsets[order[0] + 1] - offsets[order[0]] : 0;
     if (threads <= 1 || n < threads || biggest * threads > 2 * total) {

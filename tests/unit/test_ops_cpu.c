@@ -222,10 +222,10 @@ static void test_matmul_shape(const ops_t *ops, int M, int N, int K)
             }
 }
 
-/* 70x50x60 runs whole; at 2 and 3 threads 520x96x130 is cut into blocks
- * of rows and 40x600x300 into blocks of columns, which must give the
- * one-thread bits (and BLAS, told 1/2/3 threads by set_threads, must not
- * thread). One row (a decode step) against a transposed B is a GEMV:
+/* 70x50x60 runs whole; 520x96x130 is cut into blocks of rows and
+ * 40x600x300 into blocks of columns, run in parallel at 2 and 3 threads and
+ * one after another at 1, which must give the same bits (and BLAS, told
+ * 1/2/3 threads by set_threads, must not thread). One row (a decode step) against a transposed B is a GEMV:
  * 1x50x60 whole, 1x1200x300 cut into blocks of columns. */
 static void test_matmul(const ops_t *ops)
 {
