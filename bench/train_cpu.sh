@@ -156,11 +156,15 @@ rows = [json.loads(l) for l in open(path) if l.strip()]
 if len(rows) != steps:
     sys.exit("%s: %d lines, expected %d" % (path, len(rows), steps))
 timed = rows[warmup:]
-print("%.1f %.2f %.4f %.4f %s %.2f %.2f" % (statistics.median(r["tokens_per_s"] for r in timed),
+# the last two: the median MFU against the sgemm peak fabula measured at
+# start-up (threads alike), and the step at that peak (model_flops / peak)
+print("%.1f %.2f %.4f %.4f %s %.2f %.2f %.1f %.2f" % (statistics.median(r["tokens_per_s"] for r in timed),
                                            1e3 * statistics.median(r["step_time"] for r in timed),
                                            rows[0]["loss"], rows[-1]["loss"], rows[-1].get("dropped", "?"),
                                            1e3 * min(r["step_time"] for r in timed),
-                                           1e3 * statistics.median(r["step_cpu_time"] for r in timed)))
+                                           1e3 * statistics.median(r["step_cpu_time"] for r in timed),
+                                           100 * statistics.median(r["mfu"] for r in timed),
+                                           1e3 * statistics.median(r["step_time"] * r["mfu"] for r in timed)))
 '
 
 blas_of() {
@@ -194,6 +198,8 @@ run_fabula() {
     FAB_BEST=$(echo "$fab" | awk '{print $6}')
     FAB_CPU=$(cpu_of "$WORK/fabula.time")
     FAB_CPU_MS=$(echo "$fab" | awk '{print $7}')
+    FAB_MFU=$(echo "$fab" | awk '{print $8}')
+    FAB_FLOOR_MS=$(echo "$fab" | awk '{print $9}')
     echo "fabula: loss $(echo "$fab" | awk '{print $3 " -> " $4 ", last step dropped " $5 " assignments"}')"
 }
 
@@ -245,18 +251,24 @@ echo "$rows" | while read -r row sets; do
             run_torch "$policy" "$WORK/$row.json"
             ratio=$(awk -v a="$FAB_TPS" -v b="$TORCH_TPS" 'BEGIN{printf "%.2f", a / b}')
             cratio=$(awk -v a="$FAB_CPU_MS" -v b="$TORCH_CPU_MS" 'BEGIN{printf "%.2f", b / a}')
-            printf '%-8s %3s %-8s %-18s %9.0f %9.1f %9.1f %9.1f %8s %8sx %8sx\n' "$row" "$threads" "$policy" \
-                "fabula" "$FAB_TPS" "$FAB_MS" "$FAB_BEST" "$FAB_CPU_MS" "$FAB_CPU" "$ratio" "$cratio" >>"$WORK/table"
+            ceil=$(awk -v a="$FAB_FLOOR_MS" -v b="$TORCH_MS" 'BEGIN{printf "%.2f", b / a}')
+            # each row also on stdout as it comes (a long sweep stopped early keeps its rows)
+            printf '%-8s %3s %-8s %-18s %9.0f %9.1f %9.1f %9.1f %8s %8sx %8sx %6s %6sx\n' "$row" "$threads" \
+                "$policy" "fabula" "$FAB_TPS" "$FAB_MS" "$FAB_BEST" "$FAB_CPU_MS" "$FAB_CPU" "$ratio" "$cratio" \
+                "$FAB_MFU" "$ceil" | tee -a "$WORK/table"
             printf '%-8s %3s %-8s %-18s %9.0f %9.1f %9.1f %9.1f %8s %8sx %8sx\n' "$row" "$threads" "$policy" \
                 "PyTorch $TORCH_VERSION" "$TORCH_TPS" "$TORCH_MS" "$TORCH_BEST" "$TORCH_CPU_MS" "$TORCH_CPU" "1.00" \
-                "1.00" >>"$WORK/table"
+                "1.00" | tee -a "$WORK/table"
         done
     done
 done
 echo
 echo "thr = OMP_NUM_THREADS; policy = OMP_WAIT_POLICY (default: unset); tokens/s, ms/step and CPU ms (all"
 echo "threads' CPU time in the step) are medians after the warm-up, best = fastest step; run CPU = user + sys"
-echo "of the whole run in s; wall x = tokens/s over PyTorch's, cpu x = PyTorch's CPU ms over fabula's"
-printf '%-8s %3s %-8s %-18s %9s %9s %9s %9s %8s %9s %9s\n' row thr policy implementation tokens/s ms/step \
-    "best ms" "CPU ms" "run CPU" "wall x" "cpu x"
+echo "of the whole run in s; wall x = tokens/s over PyTorch's, cpu x = PyTorch's CPU ms over fabula's;"
+echo "MFU = fabula's model FLOP/s over the sgemm peak it measured at start-up (same threads), ceil x ="
+echo "PyTorch's ms/step over fabula's FLOPs at that peak: the most any implementation of fabula's FLOPs"
+echo "could lead PyTorch by at this sgemm rate"
+printf '%-8s %3s %-8s %-18s %9s %9s %9s %9s %8s %9s %9s %6s %7s\n' row thr policy implementation tokens/s ms/step \
+    "best ms" "CPU ms" "run CPU" "wall x" "cpu x" "MFU %" "ceil x"
 cat "$WORK/table"
