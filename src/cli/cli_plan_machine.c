@@ -16,6 +16,7 @@
 #include "ops.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"
+#include "train/step_monitor.h"
 #include "util/error.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -147,7 +148,7 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
                                   "over the extra time of the long samples");
         json_object_set_new(o, "attention_flops", figure(c->attention_flops, src, 0));
     }
-    snprintf(src, sizeof src, "measured: best of repeated 384x384x384 sgemm through the CPU ops table's matmul at %d "
+    snprintf(src, sizeof src, "measured: best of repeated " PEAK_GEMM_SHAPE " sgemm through the CPU ops table's matmul at %d "
                               "thread%s on every rank at once (peak_flops_cpu)",
              c->threads, c->threads == 1 ? "" : "s");
     json_object_set_new(o, "gemm_flops", figure(c->gemm_flops, src, 0));

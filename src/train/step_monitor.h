@@ -63,8 +63,9 @@ void step_monitor_device_end(step_monitor_t *m, phase_id_t p);
 void step_monitor_end(step_monitor_t *m, long step, double step_time, double flops, double plan_imbalance,
                       monitor_report_t *r);
 
-/* Seconds of sgemm at the largest rate the CPU backend reaches with its
- * current threads in about `seconds` (FLOP/s). */
+/* The largest sgemm rate (FLOP/s) the CPU backend reaches with its current
+ * threads in about `seconds`, on the PEAK_GEMM_SHAPE shape. */
+#define PEAK_GEMM_SHAPE "2048x512x512"
 double peak_flops_cpu(double seconds);
 /* bf16 dense tensor-core peak of a GPU by name (docs/monitoring.md has the
  * table); 0 when the name is not in it. */
