@@ -7,7 +7,9 @@
 # RMSNorm and the embedding, the global norm's fixed blocks) and the
 # grouped expert matmuls share experts out among threads: 4 experts, 64
 # experts (a few rows each), expert dropout on; and the bf16 backend
-# (cpu16: the fp32<->16-bit conversions). Every launch runs under a timeout.
+# (cpu16: the fp32<->16-bit conversions); and the 4-expert case again on
+# each of OpenBLAS's Prescott and (where the CPU has AVX2) Haswell kernel
+# sets. Every launch runs under a timeout.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ep_lib.sh"
 STEPS=3
@@ -41,4 +43,25 @@ pair() {
 pair fp32-e4 --set model.num_local_experts=4
 pair fp32-e64 --set model.num_local_experts=64 --set model.num_experts_per_tok=4
 pair bf16-e16 --set model.num_local_experts=16 --set run.backend=cpu16
+
+# OpenBLAS picks its kernels by CPU (Prescott on one of this project's VMs,
+# Haswell on another), and their edge kernels round differently: a GEMM
+# cut into blocks at multiples of 64 gave the uncut GEMM's bits on one set
+# and not on the other, so 1 and 2 threads gave other losses there
+# (docs/cpu-threads.md). The 4-expert case runs again on each kernel set
+# this CPU can execute (OPENBLAS_CORETYPE, which a DYNAMIC_ARCH OpenBLAS
+# obeys), so either machine catches that.
+blas=$(ldd "$FABULA" 2>/dev/null | awk '/blas/ {print $3; exit}')
+if [ -n "$blas" ] && readlink -f "$blas" | grep -q openblas && [ "$(uname -m)" = x86_64 ]; then
+    cores=Prescott
+    grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && cores="$cores Haswell"
+    for core in $cores; do
+        OPENBLAS_CORETYPE=$core
+        export OPENBLAS_CORETYPE
+        pair "fp32-e4-$core" --set model.num_local_experts=4
+        unset OPENBLAS_CORETYPE
+    done
+else
+    echo "note: not an x86-64 OpenBLAS ($blas): no kernel-set variants"
+fi
 finish
