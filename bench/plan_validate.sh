@@ -21,9 +21,11 @@
 # round's: the median step after 3 warm-up steps) with the rounds' range,
 # the median prediction and the error between the two medians. Timings on
 # a shared machine vary: the highest load average seen is printed per row.
+# --keep DIR: the calibrations, training logs (their time splits) and
+# predictions stay in DIR (else a temporary directory, removed at the end).
 #
 # usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--rounds R] [--config FILE] [--calibrate-once]
-#                               [--clock wall|cpu]
+#                               [--clock wall|cpu] [--keep DIR]
 #        (from the repository top)
 # env:   FABULA (default ./fabula), MPIEXEC (default mpiexec.mpich)
 set -eu
@@ -35,6 +37,7 @@ CFG=bench/configs/plan_small.json
 ONCE=0
 ROUNDS=3
 CLOCK=wall
+KEEP=
 PY=${PYTHON:-python3}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -44,7 +47,8 @@ while [ $# -gt 0 ]; do
     --config) CFG=$2; shift 2 ;;
     --calibrate-once) ONCE=1; shift ;;
     --clock) CLOCK=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--clock wall|cpu]" >&2
+    --keep) KEEP=$2; shift 2 ;;
+    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--clock wall|cpu] [--keep DIR]" >&2
        exit 2 ;;
     esac
 done
@@ -53,8 +57,13 @@ wall) ;;
 cpu) OMP_NUM_THREADS=1; OMP_WAIT_POLICY=passive; export OMP_NUM_THREADS OMP_WAIT_POLICY ;;
 *) echo "$0: --clock expects wall or cpu" >&2; exit 2 ;;
 esac
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+if [ -n "$KEEP" ]; then
+    mkdir -p "$KEEP" || exit 2
+    OUT=$KEEP
+else
+    OUT=$(mktemp -d)
+    trap 'rm -rf "$OUT"' EXIT
+fi
 
 median() { # numbers, one a line -> their median
     sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
@@ -114,8 +123,9 @@ for round in $(seq "$ROUNDS"); do
                 meas=$(awk -v a="$c1" -v b="$c2" -v s="$STEPS" -v n="$np" 'BEGIN{print (b - a) / (s - 3) / n}')
             else
                 $MPIEXEC -n "$np" "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/$name" "$@" \
-                    >"$OUT/$name.log" 2>&1 </dev/null || { cat "$OUT/$name.log"; exit 1; }
+                    >"$OUT/$name.r$round.log" 2>&1 </dev/null || { cat "$OUT/$name.r$round.log"; exit 1; }
                 meas=$(median_step_time "$OUT/$name/metrics.jsonl")
+                cp "$OUT/$name/metrics.jsonl" "$OUT/$name.r$round.jsonl"
             fi
             # the next round's run starts afresh, not as a resume
             rm -rf "${OUT:?}/$name" "${OUT:?}/${name}_3" "${OUT:?}/${name}_n"
