@@ -21,12 +21,13 @@
 
 double peak_flops_cpu(double seconds)
 {
-    /* The bench model's q/o forward shape: big enough for the BLAS to reach
-     * its blocked kernel and for the CPU matmul to cut it into 8 blocks
-     * (so 1, 2, 4 and 8 threads all take part; a 384-square one now runs
-     * whole on one thread: kernels/cpu/matmul.c), small enough that one
-     * call is tens of ms even on one slow core. */
-    const int M = 2048, N = 512, K = 512;
+    /* Big enough for the BLAS to reach its blocked kernel and for the CPU
+     * matmul to cut it into 4 blocks (so 1, 2 and 4 threads all take part;
+     * a 384-square one runs whole on one thread: kernels/cpu/matmul.c),
+     * small enough that one call is a few ms even on one slow core and its
+     * 3 MiB of buffers barely move the process's peak RSS (which
+     * tests/e2e/plan_memory.sh compares with plan memory). */
+    const int M = 1024, N = 256, K = 256;
     const ops_t *o = ops_cpu();
     const size_t ab = (size_t)M * K * sizeof(float), bb = (size_t)N * K * sizeof(float),
                  cb = (size_t)M * N * sizeof(float);

@@ -65,7 +65,7 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
 
 /* The largest sgemm rate (FLOP/s) the CPU backend reaches with its current
  * threads in about `seconds`, on the PEAK_GEMM_SHAPE shape. */
-#define PEAK_GEMM_SHAPE "2048x512x512"
+#define PEAK_GEMM_SHAPE "1024x256x256"
 double peak_flops_cpu(double seconds);
 /* bf16 dense tensor-core peak of a GPU by name (docs/monitoring.md has the
  * table); 0 when the name is not in it. */
