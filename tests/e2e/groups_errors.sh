@@ -8,17 +8,10 @@
 TEST_COMM="$FB_BUILDDIR/tests/unit/test_comm"
 KEY=parallel.expert_parallel_size
 
-# expect_usage NAME NEEDLE NP CMD...: exit 2, stderr holds KEY and NEEDLE,
-# and exactly one "fabula: error:" line (rank 0 alone reports).
+# expect_usage NAME NEEDLE NP CMD...: expect_exit2 (lib.sh) naming KEY.
 expect_usage() {
     name=$1; needle=$2; np=$3; shift 3
-    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$np" "$@") >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
-    rc=$?
-    check "$name: exit 2 naming $KEY and '$needle', one message" \
-        '[ $rc -eq 2 ] && grep -qF "$KEY" "$SCRATCH/err.txt" && grep -qF -- "$needle" "$SCRATCH/err.txt" &&
-         [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ]'
-    [ "$rc" -eq 2 ] && [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ] ||
-        { echo "  exit $rc, stderr:"; sed 's/^/  | /' "$SCRATCH/err.txt"; }
+    expect_exit2 "$name" "$KEY" "$needle" "$np" "$@"
 }
 
 RD="$SCRATCH/rundir"

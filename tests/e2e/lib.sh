@@ -47,19 +47,24 @@ rank_suite() {
     done
 }
 
-# expect_refused NAME KEY NEEDLE NP ARGS...: `fabula train --dry-run ARGS` on
-# NP ranks from the source tree exits 2, stderr names KEY and holds NEEDLE,
-# exactly one "fabula: error:" line (the refusal tests of tp/pp layouts).
-expect_refused() {
+# expect_exit2 NAME KEY NEEDLE NP CMD...: CMD on NP ranks from the source
+# tree exits 2, stderr names KEY and holds NEEDLE, exactly one
+# "fabula: error:" line (rank 0 alone reports).
+expect_exit2() {
     name=$1; key=$2; needle=$3; np=$4; shift 4
-    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$np" "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" \
-        "$@") >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
+    (cd "$FB_SRCDIR" && timeout 60 $MPIEXEC -n "$np" "$@") >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
     rc=$?
     check "$name: exit 2 naming $key and '$needle', one message" \
         '[ $rc -eq 2 ] && grep -qF "$key" "$SCRATCH/err.txt" && grep -qF -- "$needle" "$SCRATCH/err.txt" &&
          [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ]'
     [ "$rc" -eq 2 ] && [ "$(grep -c "fabula: error:" "$SCRATCH/err.txt")" -eq 1 ] ||
         { echo "  exit $rc, stderr:"; sed 's/^/  | /' "$SCRATCH/err.txt"; }
+}
+# expect_refused NAME KEY NEEDLE NP ARGS...: expect_exit2 of
+# `fabula train --dry-run ARGS` (the refusal tests of tp/pp layouts).
+expect_refused() {
+    name=$1; key=$2; needle=$3; np=$4; shift 4
+    expect_exit2 "$name" "$key" "$needle" "$np" "$FABULA" train --dry-run --set "run.run_dir=$SCRATCH/rd" "$@"
 }
 # OK: the --set flags of a dry run that saves and resumes nothing
 OK="--set checkpoint.save_interval=-1 --set run.resume=\"none\""
