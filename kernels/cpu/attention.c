@@ -14,6 +14,7 @@
  */
 #include "cpu/real.h"
 #include "cpu/cpu_kernels.h"
+#include "cpu/row_exp.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -79,11 +80,7 @@ static void probs_block(real *P, const real *Q, const real *K, const att_shape_t
             real m = row[0];
             for (int c = 1; c <= last; c++)
                 m = row[c] > m ? row[c] : m;
-            double sum = 0.0;
-            for (int c = 0; c <= last; c++) {
-                row[c] = R_EXP(row[c] - m);
-                sum += (double)row[c];
-            }
+            const double sum = row_exp_store(row, row, last + 1, m);
             lse_out[(size_t)last * lse_stride] = m + (real)log(sum);
             const real inv = (real)(1.0 / sum);
             for (int c = 0; c <= last; c++)

@@ -1,6 +1,7 @@
 /* Softmax cross-entropy with its gradient, one pass per row. */
 #include "cpu/real.h"
 #include "cpu/cpu_kernels.h"
+#include "cpu/row_exp.h"
 
 #include "util/error.h"
 
@@ -27,15 +28,14 @@ void CPU_FN(cpu_cross_entropy)(real *loss, real *dlogits, const real *logits, co
         for (int j = 1; j < V; j++)
             if (l[j] > m)
                 m = l[j];
-        double sum = 0;
-        for (int j = 0; j < V; j++)
-            sum += (double)R_EXP(l[j] - m);
+        const double sum = row_exp_sum(l, V, m);
         double lse = (double)m + log(sum);
         loss[t] = (real)(lse - (double)l[y]);
-        real rl = (real)lse;
-        for (int j = 0; j < V; j++) {
-            real pj = R_EXP(l[j] - rl);
-            d[j] = grad_scale * (j == y ? pj - (real)1 : pj);
-        }
+        const real rl = (real)lse, py = R_EXP(l[y] - rl);
+        /* the target's entry after the loop, from py taken before it: a
+         * test for j == y inside would keep the loop from vectorising */
+        for (int j = 0; j < V; j++)
+            d[j] = grad_scale * R_EXP(l[j] - rl);
+        d[y] = grad_scale * (py - (real)1);
     }
 }

@@ -32,8 +32,17 @@ double CPU_FN(cpu_sumsq)(const real *x, size_t n)
     for (int b = 0; b < SUMSQ_BLOCKS; b++) {
         size_t lo = n * (size_t)b / SUMSQ_BLOCKS;
         size_t hi = n * (size_t)(b + 1) / SUMSQ_BLOCKS;
+        /* eight lanes within the block, added in lane order, then the
+         * block's tail: an order fixed by n, and a loop that vectorises */
+        double lane[8] = {0};
+        size_t i = lo;
+        for (; i + 8 <= hi; i += 8)
+            for (int j = 0; j < 8; j++)
+                lane[j] += (double)x[i + j] * (double)x[i + j];
         double s = 0;
-        for (size_t i = lo; i < hi; i++)
+        for (int j = 0; j < 8; j++)
+            s += lane[j];
+        for (; i < hi; i++)
             s += (double)x[i] * (double)x[i];
         part[b] = s;
     }

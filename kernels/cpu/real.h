@@ -20,10 +20,11 @@
 #endif
 
 #if FB_REAL_BITS == 32
+#include "cpu/vec_exp.h"
 typedef float real;
 typedef uint32_t real_bits; /* an unsigned integer of real's width */
 #define CPU_FN(name) name##_f32
-#define R_EXP expf
+#define R_EXP fb_expf /* vectorisable, within 1 ulp of expf (cpu/vec_exp.h) */
 #define R_LOG logf
 #define R_SQRT sqrtf
 #define R_POW powf

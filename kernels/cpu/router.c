@@ -1,6 +1,7 @@
 /* MoE router: softmax, top-k with renormalised weights, and the backward. */
 #include "cpu/real.h"
 #include "cpu/cpu_kernels.h"
+#include "cpu/row_exp.h"
 
 void CPU_FN(cpu_router_fwd)(real *probs, real *lse, int32_t *topk_idx, real *topk_w, const real *logits,
                             int T, int E, int K)
@@ -15,11 +16,7 @@ void CPU_FN(cpu_router_fwd)(real *probs, real *lse, int32_t *topk_idx, real *top
         for (int e = 1; e < E; e++)
             if (l[e] > m)
                 m = l[e];
-        double sum = 0;
-        for (int e = 0; e < E; e++) {
-            p[e] = R_EXP(l[e] - m);
-            sum += p[e];
-        }
+        const double sum = row_exp_store(p, l, E, m);
         real inv = (real)(1.0 / sum);
         for (int e = 0; e < E; e++)
             p[e] *= inv;
