@@ -43,7 +43,7 @@ static void calibrate_usage(FILE *f)
             "Measures data.attention_cost, the c of the sampler's cost len + c*len^2,\n"
             "for the config's model on the CPU backend: forward and backward over\n"
             "--tokens tokens packed as samples of --short tokens, then of --long\n"
-            "tokens (default data.seq_len), the fastest of --repeats alternating runs each. Prints\n"
+            "tokens (default data.seq_len), the median of --repeats alternating runs each. Prints\n"
             "the measured c beside the FLOP-based \"auto\" value; put it in the config\n"
             "as data.attention_cost to plan with it.\n"
             "\n"
@@ -55,7 +55,8 @@ static void calibrate_usage(FILE *f)
             "  --set K=V     override a config key\n"
             "  --write-machine FILE  also measure this machine and write a machine file for\n"
             "                `fabula plan time` (docs/plan.md): the model's sustained FLOP/s\n"
-            "                (linear layers and attention, from the two passes), the sgemm\n"
+            "                (linear layers and attention, from the two passes), how far the\n"
+            "                slowest rank lags at synchronisations (sync_wait), the sgemm\n"
             "                FLOP/s through the ops table, AdamW's memory bandwidth and, run\n"
             "                under mpiexec -n N (N >= 2), the MPI latency and bandwidth;\n"
             "                every rank measures at once, at train's thread count\n"
@@ -83,7 +84,9 @@ static double now(void)
 }
 
 /* T tokens cut into samples of `len` (the last one shorter when len does
- * not divide T). */
+ * not divide T). Each rank draws its own tokens, as data-parallel ranks
+ * train on other samples: their routers then give their experts other
+ * loads, one source of the waits "sync_wait" measures. */
 typedef struct pass_input {
     int32_t *tokens, *positions, *targets, *cu;
     model_input_t in;
@@ -92,12 +95,13 @@ typedef struct pass_input {
 static void pass_make(pass_input_t *p, const model_config_t *mc, int T, int len)
 {
     const int nseq = (T + len - 1) / len;
+    const uint64_t seed = 77 + (uint64_t)parallel_rank();
     p->tokens = fb_malloc((size_t)T * sizeof *p->tokens);
     p->positions = fb_malloc((size_t)T * sizeof *p->positions);
     p->targets = fb_malloc((size_t)T * sizeof *p->targets);
     p->cu = fb_malloc((size_t)(nseq + 1) * sizeof *p->cu);
     for (int t = 0; t < T; t++)
-        p->tokens[t] = (int32_t)(fb_hash2(77, (uint64_t)t) % (uint64_t)mc->vocab_size);
+        p->tokens[t] = (int32_t)(fb_hash2(seed, (uint64_t)t) % (uint64_t)mc->vocab_size);
     p->cu[0] = 0;
     for (int s = 0; s < nseq; s++) {
         p->cu[s + 1] = (s + 1) * len < T ? (s + 1) * len : T;
@@ -128,37 +132,89 @@ static double pass_time(model_t *m, const pass_input_t *p)
     return now() - t0;
 }
 
-/* The fastest pass, not the median: other jobs on the node only ever add
- * time, and on a shared 2-core VM the median of one process's passes came
- * out 10-45% slower than the training steps run right after it, the
- * fastest within 3% (docs/plan.md, "Validation"). */
-static double fastest_of(const double *v, int n)
+/* One pass on every rank at once: the ranks start together after a
+ * barrier, as after a collective; *mean is the ranks' mean time and
+ * *slowest the slowest rank's, the time a collective after the pass would
+ * wait for. */
+static void pass_together(model_t *m, const pass_input_t *p, double *mean, double *slowest)
 {
-    double best = v[0];
-    for (int i = 1; i < n; i++)
-        best = v[i] < best ? v[i] : best;
-    return best;
+    comm_t *w = comm_world();
+    comm_barrier(w);
+    double sum = pass_time(m, p), max = sum;
+    comm_allreduce(w, &sum, 1, COMM_F64, COMM_SUM);
+    comm_allreduce(w, &max, 1, COMM_F64, COMM_MAX);
+    *mean = sum / comm_size(w);
+    *slowest = max;
 }
 
-/* Seconds (the fastest) of forward + backward over T tokens as samples of `s`
- * and of `l` tokens, the two passes alternating so that a machine whose
- * load drifts (other jobs on a shared node) slows both alike. */
-static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int l, int repeats, double *ts,
-                        double *tl)
+/* Hooks that meet the other ranks at every block, forward and backward, as
+ * ZeRO 2/3's per-block reductions and gathers and tensor and expert
+ * parallelism's per-layer exchanges do, and leave the parameters and
+ * gradients in the model's own buffers. */
+static void meet_params_acquire(void *ctx, int block, int backward, float *base[PARAM_NGROUPS])
+{
+    (void)block, (void)backward;
+    comm_barrier(comm_world());
+    for (int g = 0; g < PARAM_NGROUPS; g++)
+        base[g] = model_params(ctx, g);
+}
+
+static void own_grads_acquire(void *ctx, int block, float *base[PARAM_NGROUPS])
+{
+    (void)block;
+    for (int g = 0; g < PARAM_NGROUPS; g++)
+        base[g] = model_grads(ctx, g);
+}
+
+/* What time_passes measures: the median over the passes of the ranks' mean
+ * time at each length, and (when asked) how far the slowest rank lags:
+ * the median over the passes of slowest / mean - 1 of the long passes as
+ * they are (ranks meeting once per pass) and with the ranks meeting at
+ * every block. */
+typedef struct pass_times {
+    double t_short, t_long;
+    double wait_pass, wait_block;
+} pass_times_t;
+
+/* The median, not the fastest: training's step is judged by its median
+ * too, and every pass here is timed as a step is, the ranks together.
+ * With the passes alternating (short, long, long meeting per block), a
+ * machine whose speed drifts slows all alike, and the lags are ratios
+ * within one pass. */
+static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int l, int repeats, int waits,
+                        pass_times_t *out)
 {
     pass_input_t ps, pl;
     pass_make(&ps, mc, T, s);
     pass_make(&pl, mc, T, l);
+    const int meet = waits && parallel_size() > 1;
     double *a = fb_malloc((size_t)repeats * sizeof *a), *b = fb_malloc((size_t)repeats * sizeof *b);
+    double *lag = fb_malloc((size_t)repeats * sizeof *lag), *blag = fb_malloc((size_t)repeats * sizeof *blag);
+    const model_hooks_t meet_hooks = {.ctx = m, .params_acquire = meet_params_acquire,
+                                      .grads_acquire = own_grads_acquire};
     for (int r = -1; r < repeats; r++) {
-        const double x = pass_time(m, &ps), y = pass_time(m, &pl);
-        if (r >= 0)
-            a[r] = x, b[r] = y;
+        double xs, xs_max, xl, xl_max, xb = 0, xb_max = 0;
+        pass_together(m, &ps, &xs, &xs_max);
+        pass_together(m, &pl, &xl, &xl_max);
+        if (meet) {
+            model_set_hooks(m, &meet_hooks);
+            pass_together(m, &pl, &xb, &xb_max);
+            model_set_hooks(m, NULL);
+        }
+        if (r < 0)
+            continue;
+        a[r] = xs, b[r] = xl;
+        lag[r] = xl_max / xl - 1;
+        blag[r] = meet ? xb_max / xl - 1 : 0;
     }
-    *ts = fastest_of(a, repeats);
-    *tl = fastest_of(b, repeats);
+    out->t_short = calib_median(a, repeats);
+    out->t_long = calib_median(b, repeats);
+    out->wait_pass = fmax(0.0, calib_median(lag, repeats));
+    out->wait_block = fmax(0.0, calib_median(blag, repeats));
     free(a);
     free(b);
+    free(lag);
+    free(blag);
     pass_free(&ps);
     pass_free(&pl);
 }
@@ -269,18 +325,16 @@ int plan_calibrate(int argc, char **argv)
     dropless.capacity_factor = 0.0;
     model_t *m = model_create(&dropless, ops_cpu(), tokens);
     model_init_weights(m, cfg.run.seed);
-    double ts, tl;
-    comm_barrier(comm_world());
-    time_passes(m, &dropless, tokens, shortlen, longlen, repeats, &ts, &tl);
-    ts = calib_max_over_ranks(ts);
-    tl = calib_max_over_ranks(tl);
+    pass_times_t pt;
+    time_passes(m, &dropless, tokens, shortlen, longlen, repeats, 0, &pt);
+    const double ts = pt.t_short, tl = pt.t_long;
     model_free(m);
 
     const double b = (tl - ts) / ((double)tokens * (double)(longlen - shortlen));
     const double a = ts / (double)tokens - b * (double)shortlen;
     if (rank == 0)
-        printf("calibrate: %d tokens as samples of %d: %.4f s, of %d: %.4f s (forward + backward, fastest of %d%s)\n",
-               tokens, shortlen, ts, longlen, tl, repeats, parallel_size() > 1 ? ", slowest rank" : "");
+        printf("calibrate: %d tokens as samples of %d: %.4f s, of %d: %.4f s (forward + backward, median of %d%s)\n",
+               tokens, shortlen, ts, longlen, tl, repeats, parallel_size() > 1 ? ", mean over the ranks" : "");
     const int measurable = b > 0 && a > 0;
     if (rank == 0 && !measurable)
         printf("calibrate: no attention term measurable at these lengths (a %.3g, b %.3g s per token); use a longer "
@@ -307,14 +361,15 @@ int plan_calibrate(int argc, char **argv)
         const double fa_l = model_flops_packed(mc, tokens, sq_l) - f_lin;
         /* the rates from the model as configured (capacity included: what
          * train runs), not the dropless one the attention cost needs */
-        double ms, ml;
         model_t *mm = model_create(mc, ops_cpu(), tokens);
         model_init_weights(mm, cfg.run.seed);
-        comm_barrier(comm_world());
-        time_passes(mm, mc, tokens, shortlen, longlen, repeats, &ms, &ml);
+        pass_times_t mt;
+        time_passes(mm, mc, tokens, shortlen, longlen, repeats, 1, &mt);
         model_free(mm);
-        ms = calib_max_over_ranks(ms);
-        ml = calib_max_over_ranks(ml);
+        const double ms = mt.t_short, ml = mt.t_long;
+        cm.wait_pass = mt.wait_pass;
+        cm.wait_block = mt.wait_block;
+        cm.node_cpus = comm_node_cpus();
         const double inv_att = ml > ms ? (ml - ms) / (fa_l - fa_s) : 0.0;
         const double t_lin = ms - fa_s * inv_att;
         cm.attention_flops = inv_att > 0 ? 1.0 / inv_att : 0.0;
@@ -335,6 +390,9 @@ int plan_calibrate(int argc, char **argv)
         if (rank == 0) {
             calib_write_machine(machine, &cm);
             printf("calibrate: the model as configured: %.4f s and %.4f s\n", ms, ml);
+            if (cm.ranks > 1)
+                printf("calibrate: the slowest of %d ranks lags their mean by %.2f%% meeting once a pass, %.2f%% "
+                       "meeting at every block\n", cm.ranks, 100 * cm.wait_pass, 100 * cm.wait_block);
             printf("calibrate: machine %s: %.4g GFLOP/s linear, %.4g GFLOP/s attention, sgemm %.4g GFLOP/s, AdamW "
                    "%.4g GB/s, ", name, cm.dense_flops / 1e9, cm.attention_flops / 1e9, cm.gemm_flops / 1e9,
                    cm.adamw_bandwidth / 1e9);

@@ -88,13 +88,13 @@ static void print_candidate_json(const plan_candidate_t *c)
            "\"grads\": %zu, \"optimizer\": %zu, \"host_params\": %zu, \"host_optimizer\": %zu, \"workspace\": %zu, "
            "\"activations\": %zu, \"activations_peak\": %zu, \"moe_buffers\": %zu, \"device_total\": %zu, "
            "\"host_total\": %zu},\n  \"time\": {\"compute_s\": %.17g, \"comm_s\": %.17g, \"comm_exposed_s\": %.17g, "
-           "\"bubble_s\": %.17g, \"imbalance_s\": %.17g, \"step_s\": %.17g, \"tokens_per_s\": %.17g, "
+           "\"bubble_s\": %.17g, \"imbalance_s\": %.17g, \"sync_s\": %.17g, \"step_s\": %.17g, \"tokens_per_s\": %.17g, "
            "\"bubble_fraction\": %.17g}",
            l->dp, l->tp, l->pp, l->ep, l->zero, l->offload_optimizer, l->offload_param, l->sequence_parallel,
            (int)l->recompute, l->virtual_stages, l->micro_batch_tokens, l->grad_accum, c->headroom, mm->params,
            mm->grads, mm->optimizer, mm->host_params, mm->host_optimizer, mm->workspace, mm->activations,
            mm->activations_peak, mm->moe_buffers, mm->device_total, mm->host_total, t->compute_s, t->comm_s,
-           t->comm_exposed_s, t->bubble_s, t->imbalance_s, t->step_s, t->tokens_per_s, t->bubble_fraction);
+           t->comm_exposed_s, t->bubble_s, t->imbalance_s, t->sync_s, t->step_s, t->tokens_per_s, t->bubble_fraction);
     printf(",\n  \"comm\": {");
     for (int r = 0; r < PLAN_COMM_N; r++)
         printf("%s\"%s\": {\"seconds\": %.17g, \"exposed_s\": %.17g}", r ? ", " : "",
@@ -128,6 +128,8 @@ static void print_json(const plan_search_opts_t *o, const plan_machine_t *m, con
     printf("}\n");
 }
 
+/* The "imbal" column holds both waits for the slowest rank: the step
+ * plan's imbalance and the synchronisation waits of a calibrated machine. */
 static void print_row(const char *label, const plan_candidate_t *c)
 {
     const plan_memory_t *mm = &c->mem;
@@ -135,7 +137,7 @@ static void print_row(const char *label, const plan_candidate_t *c)
     char spec[256];
     plan_search_layout_spec(&c->lay, spec, sizeof spec);
     printf("%4s %12.6g %9.4g | %9.4g %9.4g %9.4g %9.4g | %9.2f %9.2f %9.2f %9.2f %5.1f%% | %s\n", label,
-           t->tokens_per_s, t->step_s, t->compute_s, t->comm_exposed_s, t->bubble_s, t->imbalance_s,
+           t->tokens_per_s, t->step_s, t->compute_s, t->comm_exposed_s, t->bubble_s, t->imbalance_s + t->sync_s,
            gib(mm->params + mm->grads + mm->optimizer), gib(mm->activations_peak), gib(mm->device_total),
            gib(mm->host_total), 100 * c->headroom, spec);
 }

@@ -25,7 +25,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
+double calib_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -59,7 +59,7 @@ double calib_adamw_bandwidth(void)
     free(g);
     free(m);
     free(v);
-    const double sec = calib_max_over_ranks(median(t, 7));
+    const double sec = calib_max_over_ranks(calib_median(t, 7));
     return CALIB_ADAMW_BYTES * (double)n / sec;
 }
 
@@ -82,7 +82,7 @@ int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
         if (r >= 0)
             ts[r] = timer_now() - t0;
     }
-    const double t_small = calib_max_over_ranks(median(ts, SMALL));
+    const double t_small = calib_max_over_ranks(calib_median(ts, SMALL));
     const double hops = 2.0 * ceil(log2((double)n));
     *latency = t_small / hops;
     /* bandwidth: a 16 MiB all-reduce, the ring's 2 (n-1)/n B over the link
@@ -98,7 +98,7 @@ int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
             tl[r] = timer_now() - t0;
     }
     free(buf);
-    const double t_large = calib_max_over_ranks(median(tl, LARGE));
+    const double t_large = calib_max_over_ranks(calib_median(tl, LARGE));
     const double bytes = (double)count * sizeof(float);
     const double rest = t_large - 2.0 * (n - 1) * *latency;
     if (!(rest > 0)) {
@@ -139,8 +139,8 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     snprintf(src, sizeof src, "measured: ranks per node of the calibrating job (%s)", c->nodes);
     json_object_set_new(o, "devices_per_node", figure(c->local, src, 0));
     snprintf(src, sizeof src,
-             "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d, slowest "
-             "rank%s), the linear part of model_flops_packed over its time (docs/plan.md, \"Machine files\")",
+             "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d, the "
+             "ranks' mean%s), the linear part of model_flops_packed over its time (docs/plan.md, \"Machine files\")",
              c->config, c->tokens, c->shortlen, c->longlen, c->repeats, c->cpu_clock ? ", process CPU seconds" : "");
     json_object_set_new(o, "flops", figure(c->dense_flops, src, 0));
     if (c->attention_flops > 0) {
@@ -187,6 +187,28 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
                                "not measured: the calibrating job ran on one node; the intra figure repeated", 1));
     json_object_set_new(o, "intra", intra);
     json_object_set_new(o, "inter", inter);
+    json_t *sync = json_object();
+    snprintf(src, sizeof src, "measured: the ranks of the calibrating job (%s)", c->nodes);
+    json_object_set_new(sync, "ranks", figure(c->ranks, src, 0));
+    if (c->ranks > 1) {
+        snprintf(src, sizeof src, "measured: the long passes of %s's model on %d ranks at once, each after a barrier: "
+                                  "median over %d of the slowest rank's time over the ranks' mean, less 1",
+                 c->config, c->ranks, c->repeats);
+        json_object_set_new(sync, "per_pass", figure(c->wait_pass, src, 0));
+        snprintf(src, sizeof src, "measured: the same passes with the ranks meeting (a barrier) at every block "
+                                  "forward and backward: median over %d of the slowest rank's time over the plain "
+                                  "passes' mean, less 1", c->repeats);
+        json_object_set_new(sync, "per_block", figure(c->wait_block, src, 0));
+    } else {
+        json_object_set_new(sync, "per_pass", figure(0, "one rank: nothing to wait for", 0));
+        json_object_set_new(sync, "per_block", figure(0, "one rank: nothing to wait for", 0));
+    }
+    json_object_set_new(o, "sync_wait", sync);
+    if (c->node_cpus > 0) {
+        snprintf(src, sizeof src, "measured: %d rank%s per node over the %d CPU%s of their affinity masks", c->local,
+                 c->local == 1 ? "" : "s", c->node_cpus, c->node_cpus == 1 ? "" : "s");
+        json_object_set_new(o, "ranks_per_cpu", figure((double)c->local / c->node_cpus, src, 0));
+    }
     if (json_dump_file(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0)
         fb_fatal(FB_EXIT_IO, "fabula plan calibrate: cannot write machine file %s: %s", path, strerror(errno));
     json_decref(o);

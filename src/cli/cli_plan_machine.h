@@ -16,8 +16,14 @@ typedef struct calib_machine {
     int have_links;
     int cpu_clock;              /* the passes timed in process CPU seconds (--clock cpu) */
     double latency, bandwidth;
+    /* the slowest rank's lag over the ranks' mean, meeting once a pass and
+     * at every block (docs/plan.md, "Synchronisation waits") */
+    double wait_pass, wait_block;
+    int node_cpus;              /* CPUs the node's ranks run on (0: unknown) */
 } calib_machine_t;
 
+/* The median of v[0..n) (sorts v). */
+double calib_median(double *v, int n);
 /* The largest x over the ranks. */
 double calib_max_over_ranks(double x);
 /* Bytes/s of the ops table's AdamW (CALIB_ADAMW_BYTES a parameter), the

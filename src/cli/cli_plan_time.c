@@ -68,7 +68,7 @@ static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const 
         {"optimizer_s", t->optimizer_s}, {"offload_s", t->offload_s}, {"overhead_s", t->overhead_s},
         {"compute_s", t->compute_s},
         {"comm_s", t->comm_s},           {"comm_exposed_s", t->comm_exposed_s}, {"bubble_s", t->bubble_s},
-        {"bubble_fraction", t->bubble_fraction}, {"imbalance_s", t->imbalance_s}, {"step_s", t->step_s},
+        {"bubble_fraction", t->bubble_fraction}, {"imbalance_s", t->imbalance_s}, {"sync_s", t->sync_s}, {"step_s", t->step_s},
         {"tokens", t->tokens},           {"tokens_per_s", t->tokens_per_s}, {"flops", t->flops},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
@@ -118,6 +118,7 @@ static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const
     printf("comm: %.6f s, exposed %.6f s\n", t->comm_s, t->comm_exposed_s);
     printf("bubble: %.6f s (%.2f%%)\n", t->bubble_s, 100 * t->bubble_fraction);
     printf("imbalance: %.6f s\n", t->imbalance_s);
+    printf("sync waits: %.6f s\n", t->sync_s);
     printf("step: %.6f s, %.1f tokens/s (%.0f tokens a step)\n", t->step_s, t->tokens_per_s, t->tokens);
 }
 

@@ -77,6 +77,14 @@ typedef struct plan_machine {
     double gemm_flops;          /* the plain GEMM's FLOP/s, for reference (calibrate: the ops table's sgemm) */
     double step_overhead_s;     /* fixed seconds per step outside the model (loader, logging) */
     double microbatch_overhead_s; /* fixed seconds per micro-batch (loss, packing, kernel launches) */
+    /* Waiting for the slowest rank at synchronisations (docs/plan.md,
+     * "Synchronisation waits"): the slowest of sync_ranks ranks over their
+     * mean, less 1, when the ranks meet once per micro-batch and when they
+     * meet at every block forward and backward; sync_ranks 0: not measured
+     * (no waits modelled). */
+    int sync_ranks;
+    double sync_wait_pass, sync_wait_block;
+    double ranks_per_cpu;       /* ranks per node over the CPUs they run on (> 1: oversubscribed); 0: not given */
 } plan_machine_t;
 
 /* What a step's data looks like to the time model: per micro-batch tokens
@@ -117,6 +125,7 @@ typedef struct plan_time {
     double comm_exposed_s;      /* the part not hidden under compute */
     double bubble_s;            /* pipeline bubble */
     double imbalance_s;         /* waiting for the slowest data-parallel rank */
+    double sync_s;              /* waiting at synchronisations for the rank the machine slowed most */
     double step_s;
     double tokens_per_s;        /* global */
     double bubble_fraction;     /* (p - 1) / (v m + p - 1) for 1F1B */

@@ -97,6 +97,29 @@ static int parse_link(const ctx_t *c, json_t *root, const char *key, plan_link_t
     return 0;
 }
 
+/* "sync_wait": {"ranks", "per_pass", "per_block"}, each a figure
+ * (docs/plan.md, "Synchronisation waits"); absent: no waits modelled. */
+static int parse_sync(const ctx_t *c, json_t *root, plan_machine_t *m)
+{
+    json_t *o = json_object_get(root, "sync_wait");
+    if (!o)
+        return 0;
+    if (!json_is_object(o))
+        return fail(c, "key 'sync_wait': expected an object with ranks, per_pass and per_block");
+    static const char *const keys[] = {"ranks", "per_pass", "per_block", NULL};
+    if (check_keys(c, o, "sync_wait.", keys))
+        return -1;
+    double ranks;
+    if (figure(c, o, "ranks", "sync_wait.ranks", 1, 1.0, &ranks) < 0 ||
+        figure(c, o, "per_pass", "sync_wait.per_pass", 1, 0.0, &m->sync_wait_pass) < 0 ||
+        figure(c, o, "per_block", "sync_wait.per_block", 1, 0.0, &m->sync_wait_block) < 0)
+        return -1;
+    if (ranks != floor(ranks) || ranks > 1 << 20)
+        return fail(c, "key 'sync_wait.ranks.value': expected a whole number of ranks, got %g", ranks);
+    m->sync_ranks = (int)ranks;
+    return 0;
+}
+
 int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, char *err, size_t errlen)
 {
     const ctx_t c = {what, err, errlen};
@@ -113,7 +136,8 @@ int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, ch
     static const char *const keys[] = {"format", "name", "description", "calibrated", "devices_per_node", "flops",
                                        "attention_flops", "gemm_flops", "memory_bandwidth", "device_memory",
                                        "host_memory", "host_link_bandwidth", "step_overhead_s",
-                                       "microbatch_overhead_s", "intra", "inter", NULL};
+                                       "microbatch_overhead_s", "intra", "inter", "sync_wait", "ranks_per_cpu",
+                                       NULL};
     if (check_keys(&c, root, "", keys))
         goto out;
     json_t *fmt = json_object_get(root, "format");
@@ -153,7 +177,9 @@ int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, ch
         figure(&c, root, "host_link_bandwidth", "host_link_bandwidth", 0, 0.0, &m->host_link_bandwidth) < 0 ||
         figure(&c, root, "step_overhead_s", "step_overhead_s", 0, 0.0, &m->step_overhead_s) < 0 ||
         figure(&c, root, "microbatch_overhead_s", "microbatch_overhead_s", 0, 0.0, &m->microbatch_overhead_s) < 0 ||
-        parse_link(&c, root, "intra", &m->intra) || parse_link(&c, root, "inter", &m->inter))
+        figure(&c, root, "ranks_per_cpu", "ranks_per_cpu", 0, 1e-300, &m->ranks_per_cpu) < 0 ||
+        parse_link(&c, root, "intra", &m->intra) || parse_link(&c, root, "inter", &m->inter) ||
+        parse_sync(&c, root, m))
         goto out;
     rc = 0;
 out:

@@ -286,14 +286,19 @@ void plan_search_explain(const plan_candidate_t *a, const char *an, const plan_c
         return;
     }
     /* what b spends more on, term by term */
-    const char *names[] = {"compute", "exposed communication", "pipeline bubble", "data-parallel imbalance"};
+    const char *names[] = {"compute", "exposed communication", "pipeline bubble", "data-parallel imbalance",
+                           "synchronisation waits"};
     const double d[] = {b->time.compute_s - a->time.compute_s, b->time.comm_exposed_s - a->time.comm_exposed_s,
-                        b->time.bubble_s - a->time.bubble_s, b->time.imbalance_s - a->time.imbalance_s};
+                        b->time.bubble_s - a->time.bubble_s, b->time.imbalance_s - a->time.imbalance_s,
+                        b->time.sync_s - a->time.sync_s};
     int top = 0;
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < 5; i++)
         if (d[i] > d[top])
             top = i;
-    char why[160] = "";
+    char why[160] = "", sync[64] = "";
+    /* only machines calibrated with synchronisation waits have the term */
+    if (a->time.sync_s > 0 || b->time.sync_s > 0)
+        snprintf(sync, sizeof sync, ", synchronisation waits %+.4g s", d[4]);
     if (top == 1) {
         /* the collective whose exposed time differs most */
         int r = 0;
@@ -312,7 +317,7 @@ void plan_search_explain(const plan_candidate_t *a, const char *an, const plan_c
     snprintf(buf, n,
              "%s beats %s by %.2f%% tokens/s (%s): its step is %.4g s shorter, the largest difference %s "
              "(%.4g s less%s); "
-             "%s spends compute %+.4g s, exposed communication %+.4g s, bubble %+.4g s, imbalance %+.4g s more.",
+             "%s spends compute %+.4g s, exposed communication %+.4g s, bubble %+.4g s, imbalance %+.4g s%s more.",
              an, bn, 100 * (a->time.tokens_per_s / b->time.tokens_per_s - 1), fields, tb - ta, names[top], d[top],
-             why, bn, d[0], d[1], d[2], d[3]);
+             why, bn, d[0], d[1], d[2], d[3], sync);
 }

@@ -66,6 +66,31 @@ static double merged_calls(const param_table_t *t, int group, double bucket)
     return calls > 0 ? calls : 1.0;
 }
 
+/* The expected largest of n independent standard normal draws,
+ * E max = integral of x n phi(x) Phi(x)^(n-1) dx (0 for one draw): how far
+ * the slowest of n ranks lags their mean, in standard deviations, when each
+ * rank's time varies independently. The last n's value is kept: a layout
+ * search asks for the same world again and again. */
+static double expected_max_normal(int n)
+{
+    static int last_n = -1;
+    static double last_e;
+    if (n <= 1)
+        return 0.0;
+    if (n == last_n)
+        return last_e;
+    const double h = 1e-3, c = 1.0 / sqrt(2.0 * M_PI);
+    double e = 0;
+    for (double x = -10.0; x <= 10.0; x += h) {
+        const double cdf = 0.5 * erfc(-x / sqrt(2.0));
+        if (cdf <= 0)
+            continue;
+        e += x * n * c * exp(-0.5 * x * x + (n - 1) * log(cdf)) * h;
+    }
+    last_n = n, last_e = e;
+    return e;
+}
+
 static void add(plan_comm_t *c, plan_coll_t kind, int n, double calls, double bytes_each, const plan_link_t *l)
 {
     if (n <= 1 || calls <= 0 || bytes_each <= 0)
@@ -290,11 +315,30 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     if (pp > 1) {
         out->bubble_fraction = (pp - 1.0) / (v * nmicro + pp - 1.0);
         out->bubble_s = (pp - 1.0) / v * mb_work;
+        /* More ranks than CPUs: the calibrated rates are those of ranks
+         * sharing the CPUs, and while one stage waits the stage it waits
+         * for has the CPU to itself, ranks_per_cpu times as fast. */
+        if (mach->ranks_per_cpu > 1)
+            out->bubble_s /= mach->ranks_per_cpu;
+    }
+    /* Synchronisation waits (docs/plan.md): a collective waits for the
+     * slowest rank of the group, and a machine whose speed varies from
+     * rank to rank makes one rank the slowest at each meeting. calibrate
+     * measures the share of a micro-batch's work the slowest rank lags by
+     * when the ranks meet once per micro-batch and when they meet at every
+     * block (ZeRO 2/3 per-block reductions and gathers, tensor and expert
+     * parallelism); the share grows with the ranks as the expected maximum
+     * of that many normal draws. A pipeline alone waits on its neighbour
+     * stage, which the bubble counts. */
+    if (mach->sync_ranks >= 2 && world > 1) {
+        const int per_block = (lay->zero >= 2 && dp > 1) || tp > 1 || ep > 1;
+        const double share = per_block ? mach->sync_wait_block : dp > 1 ? mach->sync_wait_pass : 0.0;
+        out->sync_s = share * expected_max_normal(world) / expected_max_normal(mach->sync_ranks) * nmicro * mb_work;
     }
     out->compute_s =
         out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s + out->offload_s + out->overhead_s;
     out->imbalance_s = dp > 1 ? w->imbalance * nmicro * mb_work : 0.0;
-    out->step_s = out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s;
+    out->step_s = out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s + out->sync_s;
     out->tokens = T * nmicro * dp;
     out->tokens_per_s = out->step_s > 0 ? out->tokens / out->step_s : 0.0;
     param_table_free(&pt);

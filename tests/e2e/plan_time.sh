@@ -65,6 +65,35 @@ for layout in "2 2 optimizer" "4 3 both"; do
         '[ $rc -eq 0 ] && [ $rrc -eq 0 ] && grep -Eq "\"offload_s\":(0\\.0*)?[1-9]" "$SCRATCH/plan.json"'
 done
 
+# synchronisation waits and oversubscribed CPUs (docs/plan.md): a machine
+# calibrated on 2 ranks lagging 3% per pass and 10% per block, at 2 ranks
+# a CPU; the reference integrates the normal order statistic on its own
+"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d['sync_wait'] = {'ranks': {'value': 2, 'source': 'test figure'}, 'per_pass': {'value': 0.03, 'source': 'test figure'}, 'per_block': {'value': 0.1, 'source': 'test figure'}}; d['ranks_per_cpu'] = {'value': 2, 'source': 'test figure'}; json.dump(d, open(sys.argv[2], 'w'))" "$M" "$SCRATCH/sync.json"
+for layout in "1 0 1" "2 0 1" "2 1 1" "2 2 1" "4 3 1" "4 1 2" "4 0 2"; do
+    set -- $layout
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$SCRATCH/sync.json" --mean-len 100 --json \
+        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
+        --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$SCRATCH/sync.json" "$1" "$2" "$3" 0 5e8 5e8 100 <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 ep $3 with sync_wait: the waits (per pass, per block, scaled to the world) as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+done
+"$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/sync.json" --set zero_optimization.stage=2 \
+    >"$SCRATCH/out.txt" 2>&1
+check "the table prints the synchronisation waits" 'grep -Eq "^sync waits: 0\.0*[1-9]" "$SCRATCH/out.txt"'
+"$FABULA" plan time "$CFG" --layout dp=1,pp=2,accum=4 --set train_batch_size=16 --machine "$M" --json \
+    >"$SCRATCH/pp1.json" 2>/dev/null
+"$FABULA" plan time "$CFG" --layout dp=1,pp=2,accum=4 --set train_batch_size=16 --machine "$SCRATCH/sync.json" \
+    --json >"$SCRATCH/pp2.json" 2>/dev/null
+check "2 ranks a CPU: the bubble is half the dedicated machine's, a pipeline alone has no sync waits" \
+    "\"$PY\" -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+sys.exit(not (a[\"bubble_s\"] > 0 and abs(b[\"bubble_s\"] - a[\"bubble_s\"] / 2) < 1e-12 and b[\"sync_s\"] == 0))' \"$SCRATCH/pp1.json\" \"$SCRATCH/pp2.json\""
+
 # --layout: the spec gives the layout --world and the config give; a
 # tp x pp layout has its tp and pp rows and the 1F1B bubble
 "$FABULA" plan time "$CFG" --layout dp=2,zero=2,ep=2 --machine "$M" --json >"$SCRATCH/spec.json" 2>/dev/null
@@ -216,6 +245,11 @@ bad_machine "a missing link" "inter" "del d['inter']"
 bad_machine "a bare number for a figure" "flops" "d['flops'] = 1e10"
 bad_machine "a fractional ranks per node" "devices_per_node.value" "d['devices_per_node']['value'] = 1.5"
 bad_machine "another format" "format" "d['format'] = 'fabula-machine-2'"
+bad_machine "sync_wait without per_block" "sync_wait.per_block" "d['sync_wait'] = {'ranks': {'value': 2, 'source': 't'}, 'per_pass': {'value': 0.1, 'source': 't'}}"
+bad_machine "an unknown key in sync_wait" "sync_wait.per_layer" "d['sync_wait'] = {'ranks': {'value': 2, 'source': 't'}, 'per_pass': {'value': 0, 'source': 't'}, 'per_block': {'value': 0, 'source': 't'}, 'per_layer': {'value': 0, 'source': 't'}}"
+bad_machine "a negative lag" "sync_wait.per_pass.value" "d['sync_wait'] = {'ranks': {'value': 2, 'source': 't'}, 'per_pass': {'value': -0.1, 'source': 't'}, 'per_block': {'value': 0, 'source': 't'}}"
+bad_machine "fractional sync ranks" "sync_wait.ranks.value" "d['sync_wait'] = {'ranks': {'value': 2.5, 'source': 't'}, 'per_pass': {'value': 0, 'source': 't'}, 'per_block': {'value': 0, 'source': 't'}}"
+bad_machine "zero ranks per CPU" "ranks_per_cpu.value" "d['ranks_per_cpu'] = {'value': 0, 'source': 't'}"
 printf '{"format": "fabula-machine-1",' >"$SCRATCH/trunc.json"
 "$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/trunc.json" >"$SCRATCH/out.txt" 2>&1
 rc=$?
