@@ -141,7 +141,7 @@ for round in $(seq "$ROUNDS"); do
             pred=$(sed -n 's/.*"step_s": *\([0-9.e+-]*\).*/\1/p' "$OUT/$name.json")
             echo "$meas" >>"$OUT/$name.meas"
             echo "$pred" >>"$OUT/$name.pred"
-            awk -v p="$pred" -v m="$meas" 'BEGIN{print 100 * (p - m) / m}' >>"$OUT/$name.err"
+            awk -v p="$pred" -v m="$meas" 'BEGIN{print 100 * (p - m) / m}' >>"$OUT/$name.perr"
             cut -d' ' -f1 /proc/loadavg >>"$OUT/$name.load"
             [ "$round" -eq 1 ] && echo "$np $zero $ep $tp $pp $name" >>"$OUT/layouts"
         done <"$OUT/list$np"
@@ -153,10 +153,10 @@ rows=0 within=0
 while read -r np zero ep tp pp name; do
     meas=$(median <"$OUT/$name.meas")
     pred=$(median <"$OUT/$name.pred")
-    err=$(median <"$OUT/$name.err")
+    err=$(median <"$OUT/$name.perr")
     printf '| %d | %d | %d | %d | %d | %.4f (%.4f-%.4f) | %.4f | %+.1f%% (%+.1f%% to %+.1f%%) | %s |\n' "$np" "$zero" "$ep" "$tp" \
         "$pp" "$meas" "$(sort -g "$OUT/$name.meas" | head -n 1)" "$(sort -g "$OUT/$name.meas" | tail -n 1)" "$pred" "$err" \
-        "$(sort -g "$OUT/$name.err" | head -n 1)" "$(sort -g "$OUT/$name.err" | tail -n 1)" "$(sort -g "$OUT/$name.load" | tail -n 1)"
+        "$(sort -g "$OUT/$name.perr" | head -n 1)" "$(sort -g "$OUT/$name.perr" | tail -n 1)" "$(sort -g "$OUT/$name.load" | tail -n 1)"
     rows=$((rows + 1))
     awk -v e="$err" 'BEGIN{exit !(e <= 15 && e >= -15)}' && within=$((within + 1))
 done <"$OUT/layouts"
