@@ -18,27 +18,14 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
-static inline uint32_t fb_float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float fb_bits_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+#include "cpu/half_conv.h" /* fb_f32_bits, fb_f32_from_bits */
 
 /* c ? a : b by masking bits */
 static inline float fb_select(int c, float a, float b)
 {
     const uint32_t m = -(uint32_t)(c != 0);
-    return fb_bits_float((fb_float_bits(a) & m) | (fb_float_bits(b) & ~m));
+    return fb_f32_from_bits((fb_f32_bits(a) & m) | (fb_f32_bits(b) & ~m));
 }
 
 static inline float fb_expf(float x)
@@ -62,7 +49,7 @@ static inline float fb_expf(float x)
     /* (NaN converted to an integer is undefined: convert 0 instead; p is
      * NaN already) */
     const float nn = fb_select(n != n, 0.0f, n);
-    float y = p * fb_bits_float((uint32_t)((int32_t)nn + 127) << 23);
+    float y = p * fb_f32_from_bits((uint32_t)((int32_t)nn + 127) << 23);
     y = fb_select(under, 0.0f, y);
     return fb_select(over, INFINITY, y);
 }

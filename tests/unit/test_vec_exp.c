@@ -43,10 +43,10 @@ static void test_accuracy(void)
     long n = 0;
     /* the bit patterns of [0, hi] and of [lo, -0], every STEP-th */
     enum { STEP = 257 };
-    const uint32_t ranges[2][2] = {{0, fb_float_bits(hi)}, {0x80000000u, fb_float_bits(lo)}};
+    const uint32_t ranges[2][2] = {{0, fb_f32_bits(hi)}, {0x80000000u, fb_f32_bits(lo)}};
     for (int r = 0; r < 2; r++)
         for (uint64_t b = ranges[r][0]; b <= ranges[r][1]; b += STEP) {
-            const float x = fb_bits_float((uint32_t)b);
+            const float x = fb_f32_from_bits((uint32_t)b);
             const float y = fb_expf(x);
             const int64_t u = ulps(y, expf(x));
             const double e = exp((double)x), rel = fabs((double)y - e) / e;
