@@ -6,7 +6,8 @@
 # real training run of bench/configs/plan_validate.json (so both see the same
 # load on a shared machine; --calibrate-once: one calibration per rank
 # count), then `fabula plan time` of the same layout on the calibrated
-# machine file, over the same corpus and steps. The config is a 4-layer MoE
+# machine file, over the same corpus and steps, with the share of expert
+# assignments capacity drops taken from a 1-rank pilot run. The config is a 4-layer MoE
 # of hidden 256 whose step takes about a second on one 2-core VM: with
 # plan_small's 0.07 s steps, scheduler noise and fixed per-step costs
 # weighed as much as the model (docs/plan.md, "Validation").
@@ -30,8 +31,11 @@
 # --keep DIR: the calibrations, training logs (their time splits) and
 # predictions stay in DIR (else a temporary directory, removed at the end).
 #
+# --cal-repeats N (default 9): calibrate's timed passes per length; with
+# 5 a 1-rank calibration moved by 30% from round to round on the 2-core VM.
+#
 # usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--rounds R] [--config FILE] [--calibrate-once]
-#                               [--clock wall|cpu] [--keep DIR]
+#                               [--cal-repeats N] [--clock wall|cpu] [--keep DIR]
 #        (from the repository top)
 # env:   FABULA (default ./fabula), MPIEXEC (default mpiexec.mpich)
 set -eu
@@ -42,6 +46,7 @@ RANKS="1 2 4"
 CFG=bench/configs/plan_validate.json
 ONCE=0
 ROUNDS=3
+CAL_REPEATS=9
 CLOCK=wall
 KEEP=
 PY=${PYTHON:-python3}
@@ -52,9 +57,10 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2 ;;
     --config) CFG=$2; shift 2 ;;
     --calibrate-once) ONCE=1; shift ;;
+    --cal-repeats) CAL_REPEATS=$2; shift 2 ;;
     --clock) CLOCK=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--clock wall|cpu] [--keep DIR]" >&2
+    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--cal-repeats N] [--clock wall|cpu] [--keep DIR]" >&2
        exit 2 ;;
     esac
 done
@@ -89,7 +95,7 @@ print(u.ru_utime + u.ru_stime) if r.returncode == 0 else sys.exit(r.returncode)'
 }
 
 calibrate() { # NP
-    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CFG" --repeats 5 --clock "$CLOCK" --write-machine "$OUT/m$1.json" \
+    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CFG" --repeats "$CAL_REPEATS" --clock "$CLOCK" --write-machine "$OUT/m$1.json" \
         >"$OUT/cal$1.log" 2>&1 || { cat "$OUT/cal$1.log"; exit 1; }
 }
 # layouts NP: one line per layout on NP ranks, "ZERO EP TP PP": ZeRO 0-3 at
@@ -112,6 +118,14 @@ layouts() {
         echo "0 1 2 2"
     fi
 }
+# The share of expert assignments capacity drops: from a 1-rank pilot run
+# of the same steps (the steps after the warm-up, as the measured median).
+# It is every layout's share: fabula routes the same tokens to the same
+# experts in any layout (docs/plan.md, "Capacity drops").
+$MPIEXEC -n 1 "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/pilot" >"$OUT/pilot.log" 2>&1 </dev/null ||
+    { cat "$OUT/pilot.log"; exit 1; }
+tail -n +4 "$OUT/pilot/metrics.jsonl" >"$OUT/pilot.jsonl"
+rm -rf "${OUT:?}/pilot"
 for round in $(seq "$ROUNDS"); do
     for np in $RANKS; do
         [ "$ONCE" -eq 1 ] && calibrate "$np"
@@ -136,7 +150,7 @@ for round in $(seq "$ROUNDS"); do
             # the next round's run starts afresh, not as a resume
             rm -rf "${OUT:?}/$name" "${OUT:?}/${name}_3" "${OUT:?}/${name}_n"
             "$FABULA" plan time "$CFG" --world "$np" --machine "$OUT/m$np.json" --jsonl "$(sed -n \
-                's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --json "$@" \
+                's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --dropped-from "$OUT/pilot.jsonl" --json "$@" \
                 >"$OUT/$name.json" 2>"$OUT/$name.err" </dev/null || { cat "$OUT/$name.err"; exit 1; }
             pred=$(sed -n 's/.*"step_s": *\([0-9.e+-]*\).*/\1/p' "$OUT/$name.json")
             echo "$meas" >>"$OUT/$name.meas"

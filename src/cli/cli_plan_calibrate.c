@@ -121,7 +121,8 @@ static void pass_free(pass_input_t *p)
     free(p->cu);
 }
 
-static double pass_time(model_t *m, const pass_input_t *p)
+/* *dropped: the expert assignments capacity dropped in the pass */
+static double pass_time(model_t *m, const pass_input_t *p, long *dropped)
 {
     model_scales_t sc = {.lm_denominator = (double)p->in.T, .mb_weight = 1.0, .training = 0};
     model_stats_t st;
@@ -129,22 +130,27 @@ static double pass_time(model_t *m, const pass_input_t *p)
     const double t0 = now();
     model_forward(m, &p->in, &sc, &st);
     model_backward(m);
-    return now() - t0;
+    const double t = now() - t0;
+    *dropped = st.dropped;
+    return t;
 }
 
 /* One pass on every rank at once: the ranks start together after a
  * barrier, as after a collective; *mean is the ranks' mean time and
  * *slowest the slowest rank's, the time a collective after the pass would
  * wait for. */
-static void pass_together(model_t *m, const pass_input_t *p, double *mean, double *slowest)
+static void pass_together(model_t *m, const pass_input_t *p, double *mean, double *slowest, double *dropped)
 {
     comm_t *w = comm_world();
     comm_barrier(w);
-    double sum = pass_time(m, p), max = sum;
-    comm_allreduce(w, &sum, 1, COMM_F64, COMM_SUM);
+    long d;
+    double sum[2] = {pass_time(m, p, &d), 0}, max = sum[0];
+    sum[1] = (double)d;
+    comm_allreduce(w, sum, 2, COMM_F64, COMM_SUM);
     comm_allreduce(w, &max, 1, COMM_F64, COMM_MAX);
-    *mean = sum / comm_size(w);
+    *mean = sum[0] / comm_size(w);
     *slowest = max;
+    *dropped = sum[1] / comm_size(w);
 }
 
 /* Hooks that meet the other ranks at every block, forward and backward, as
@@ -174,6 +180,7 @@ static void own_grads_acquire(void *ctx, int block, float *base[PARAM_NGROUPS])
 typedef struct pass_times {
     double t_short, t_long;
     double wait_pass, wait_block;
+    double dropped_short, dropped_long; /* assignments dropped, mean over ranks and passes */
 } pass_times_t;
 
 /* The median, not the fastest: training's step is judged by its median
@@ -192,17 +199,20 @@ static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int 
     double *lag = fb_malloc((size_t)repeats * sizeof *lag), *blag = fb_malloc((size_t)repeats * sizeof *blag);
     const model_hooks_t meet_hooks = {.ctx = m, .params_acquire = meet_params_acquire,
                                       .grads_acquire = own_grads_acquire};
+    out->dropped_short = out->dropped_long = 0;
     for (int r = -1; r < repeats; r++) {
-        double xs, xs_max, xl, xl_max, xb = 0, xb_max = 0;
-        pass_together(m, &ps, &xs, &xs_max);
-        pass_together(m, &pl, &xl, &xl_max);
+        double xs, xs_max, xl, xl_max, xb = 0, xb_max = 0, ds, dl, db;
+        pass_together(m, &ps, &xs, &xs_max, &ds);
+        pass_together(m, &pl, &xl, &xl_max, &dl);
         if (meet) {
             model_set_hooks(m, &meet_hooks);
-            pass_together(m, &pl, &xb, &xb_max);
+            pass_together(m, &pl, &xb, &xb_max, &db);
             model_set_hooks(m, NULL);
         }
         if (r < 0)
             continue;
+        out->dropped_short += ds / repeats;
+        out->dropped_long += dl / repeats;
         a[r] = xs, b[r] = xl;
         lag[r] = xl_max / xl - 1;
         blag[r] = meet ? xb_max / xl - 1 : 0;
@@ -356,9 +366,9 @@ int plan_calibrate(int argc, char **argv)
                             (double)(tokens % shortlen) * (tokens % shortlen);
         const double sq_l = (double)(tokens / longlen) * longlen * longlen +
                             (double)(tokens % longlen) * (tokens % longlen);
-        const double f_lin = model_flops_packed(mc, tokens, 0.0);
-        const double fa_s = model_flops_packed(mc, tokens, sq_s) - f_lin;
-        const double fa_l = model_flops_packed(mc, tokens, sq_l) - f_lin;
+        const double f_nominal = model_flops_packed(mc, tokens, 0.0);
+        const double fa_s = model_flops_packed(mc, tokens, sq_s) - f_nominal;
+        const double fa_l = model_flops_packed(mc, tokens, sq_l) - f_nominal;
         /* the rates from the model as configured (capacity included: what
          * train runs), not the dropless one the attention cost needs */
         model_t *mm = model_create(mc, ops_cpu(), tokens);
@@ -366,6 +376,17 @@ int plan_calibrate(int argc, char **argv)
         pass_times_t mt;
         time_passes(mm, mc, tokens, shortlen, longlen, repeats, 1, &mt);
         model_free(mm);
+        /* the FLOPs the passes ran: a dropped assignment is not computed
+         * (plan time takes training's dropped share the same way) */
+        const double per_assignment = model_assignments_per_token(mc) > 0
+                                          ? model_expert_flops_per_token(mc) / model_assignments_per_token(mc)
+                                          : 0.0;
+        const double f_lin = f_nominal - 0.5 * (mt.dropped_short + mt.dropped_long) * per_assignment;
+        if (rank == 0 && model_assignments_per_token(mc) > 0 && mc->capacity_factor > 0)
+            printf("calibrate: capacity dropped %.3f%% of the expert assignments in the timed passes (their FLOPs "
+                   "left out of the rates)\n",
+                   100 * 0.5 * (mt.dropped_short + mt.dropped_long) /
+                       ((double)tokens * (double)model_assignments_per_token(mc)));
         const double ms = mt.t_short, ml = mt.t_long;
         cm.wait_pass = mt.wait_pass;
         cm.wait_block = mt.wait_block;

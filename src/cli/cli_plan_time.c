@@ -3,6 +3,7 @@
  * compute, each collective, the exposed communication, the pipeline bubble
  * and the imbalance the step plan leaves, from the sample lengths of a
  * corpus (the step plan run on them) or one given length. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "cli/cli_args.h"
 #include "cli/cli_plan.h"
 #include "config/config.h"
+#include "model/model.h"
 #include "plan/plan.h"
 #include "train/train_config.h"
 #include "util/error.h"
@@ -21,7 +23,7 @@ static void time_usage(FILE *f)
     fprintf(f,
             "usage: fabula plan time [CONFIG.json ...] (--layout SPEC | --world N) --machine FILE\n"
             "                        [--jsonl FILE [--split windows|chapters] | --corpus-lengths FILE | --mean-len L]\n"
-            "                        [--steps S] [--set K=V] [--json]\n"
+            "                        [--steps S] [--dropped F | --dropped-from METRICS.jsonl] [--set K=V] [--json]\n"
             "\n"
             "Predicts one training step's time of the config's model in a layout (ZeRO\n"
             "stage, ep, overlap_comm, buckets and offload from the config unless the spec\n"
@@ -42,6 +44,12 @@ static void time_usage(FILE *f)
             "  --corpus-lengths FILE  sample lengths, one integer a line\n"
             "  --mean-len L           every sample L tokens (default data.seq_len)\n"
             "  --steps S              steps of the step-plan simulation (default 20)\n"
+            "  --dropped F            share (0-1) of the top-k expert assignments that\n"
+            "                         capacity drops, left out of the expert compute\n"
+            "                         (default 0: every assignment computed)\n"
+            "  --dropped-from FILE    that share from a run's metrics.jsonl: the sum of\n"
+            "                         \"dropped\" over the sum of \"tokens\" x top-k x MoE\n"
+            "                         layers, over every line (docs/plan.md, \"Capacity drops\")\n"
             "  --set KEY=VALUE        config override, as for train\n"
             "  --json                 one JSON object instead of the table\n"
             "\n"
@@ -63,6 +71,7 @@ static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const 
     json_object_set_new(o, "tokens_per_microbatch", json_real(w->tokens_per_microbatch));
     json_object_set_new(o, "sum_len_sq_per_microbatch", json_real(w->sum_len_sq_per_microbatch));
     json_object_set_new(o, "imbalance", json_real(w->imbalance));
+    json_object_set_new(o, "dropped", json_real(w->dropped));
     const struct { const char *k; double v; } f[] = {
         {"forward_s", t->forward_s},     {"backward_s", t->backward_s}, {"recompute_s", t->recompute_s},
         {"optimizer_s", t->optimizer_s}, {"offload_s", t->offload_s}, {"overhead_s", t->overhead_s},
@@ -100,9 +109,10 @@ static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const
            m->devices_per_node, m->flops / 1e12, (m->attention_flops > 0 ? m->attention_flops : m->flops) / 1e12);
     printf("layout: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d\n", lay->world, lay->dp, lay->tp, lay->pp,
            lay->ep, lay->zero);
-    printf("workload (%s): %.4g micro-batches per rank of %.1f tokens (mean), sum len^2 %.4g, imbalance %.3f%%\n",
+    printf("workload (%s): %.4g micro-batches per rank of %.1f tokens (mean), sum len^2 %.4g, imbalance %.3f%%, "
+           "expert assignments dropped %.3f%%\n",
            source, w->microbatches_per_rank, w->tokens_per_microbatch, w->sum_len_sq_per_microbatch,
-           100 * w->imbalance);
+           100 * w->imbalance, 100 * w->dropped);
     printf("compute: %.6f s (forward %.6f, backward %.6f, recompute %.6f, optimizer %.6f, offload %.6f, "
            "overhead %.6f; %.4g GFLOP)\n", t->compute_s, t->forward_s, t->backward_s, t->recompute_s,
            t->optimizer_s, t->offload_s, t->overhead_s, t->flops / 1e9);
@@ -122,20 +132,69 @@ static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const
     printf("step: %.6f s, %.1f tokens/s (%.0f tokens a step)\n", t->step_s, t->tokens_per_s, t->tokens);
 }
 
+/* The share of expert assignments a run dropped: Σ dropped over
+ * Σ tokens x assignments per token, over every line of its metrics.jsonl
+ * that has both. */
+static double dropped_from_metrics(const char *path, const model_config_t *mc)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fb_fatal(FB_EXIT_IO, "fabula plan time: --dropped-from %s: %s", path, strerror(errno));
+    const double per_token = (double)model_assignments_per_token(mc);
+    double dropped = 0, assigned = 0;
+    long lineno = 0, used = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        json_error_t e;
+        json_t *o = json_loads(line, 0, &e);
+        if (!o || !json_is_object(o))
+            fb_fatal(FB_EXIT_DATA, "fabula plan time: --dropped-from %s:%ld: not a JSON object (%s)", path, lineno,
+                     o ? "another JSON value" : e.text);
+        json_t *d = json_object_get(o, "dropped"), *t = json_object_get(o, "tokens");
+        if (d && t) {
+            if (!json_is_integer(d) || !json_is_integer(t) || json_integer_value(d) < 0 || json_integer_value(t) < 0)
+                fb_fatal(FB_EXIT_DATA, "fabula plan time: --dropped-from %s:%ld: \"dropped\" and \"tokens\" must be "
+                         "non-negative integers", path, lineno);
+            dropped += (double)json_integer_value(d);
+            assigned += (double)json_integer_value(t) * per_token;
+            used++;
+        }
+        json_decref(o);
+    }
+    const int read_err = ferror(f);
+    free(line);
+    fclose(f);
+    if (read_err)
+        fb_fatal(FB_EXIT_IO, "fabula plan time: --dropped-from %s: read error", path);
+    if (used == 0)
+        fb_fatal(FB_EXIT_DATA, "fabula plan time: --dropped-from %s: no line with \"dropped\" and \"tokens\" "
+                 "(a train run's metrics.jsonl has them)", path);
+    if (dropped == 0)
+        return 0.0;
+    if (dropped > assigned)
+        fb_fatal(FB_EXIT_DATA, "fabula plan time: --dropped-from %s: %.0f dropped of %.0f assignments: not this "
+                 "config's model (top-k x MoE layers = %.0f a token)?", path, dropped, assigned, per_token);
+    return dropped / assigned;
+}
+
 int plan_time_main(int argc, char **argv)
 {
-    enum { OPT_WORLD = 1, OPT_LAYOUT, OPT_MACHINE, OPT_JSONL, OPT_SPLIT, OPT_LENGTHS, OPT_MEANLEN, OPT_STEPS, OPT_SET, OPT_JSON };
+    enum { OPT_WORLD = 1, OPT_LAYOUT, OPT_MACHINE, OPT_JSONL, OPT_SPLIT, OPT_LENGTHS, OPT_MEANLEN, OPT_STEPS, OPT_SET, OPT_JSON,
+           OPT_DROPPED, OPT_DROPPED_FROM };
     static const cli_option_t options[] = {
         {"world", 0, 1, OPT_WORLD},         {"layout", 0, 1, OPT_LAYOUT},   {"machine", 0, 1, OPT_MACHINE},
         {"jsonl", 0, 1, OPT_JSONL},
         {"split", 0, 1, OPT_SPLIT},         {"corpus-lengths", 0, 1, OPT_LENGTHS},
         {"mean-len", 0, 1, OPT_MEANLEN},    {"steps", 0, 1, OPT_STEPS}, {"set", 0, 1, OPT_SET},
-        {"json", 0, 0, OPT_JSON},           {0, 0, 0, 0},
+        {"json", 0, 0, OPT_JSON},           {"dropped", 0, 1, OPT_DROPPED}, {"dropped-from", 0, 1, OPT_DROPPED_FROM},
+        {0, 0, 0, 0},
     };
-    const char *spec = NULL, *machine = NULL, *jsonl = NULL, *lengths = NULL, *split = "windows";
+    const char *spec = NULL, *machine = NULL, *jsonl = NULL, *lengths = NULL, *split = "windows", *dropped_from = NULL;
     int world = 0, json = 0, nsets = 0, opt;
     long steps = 20;
-    double mean_len = 0;
+    double mean_len = 0, dropped = -1;
     const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
     cli_args_t args;
     cli_args_init(&args, "plan time", time_usage, options, 0, &argc, &argv);
@@ -151,6 +210,8 @@ int plan_time_main(int argc, char **argv)
         case OPT_STEPS: steps = (long)cli_args_int(&args, 1, 1000000); break;
         case OPT_SET: sets[nsets++] = args.value; break;
         case OPT_JSON: json = 1; break;
+        case OPT_DROPPED: dropped = cli_args_real(&args, 0.0, 1.0, 1); break;
+        case OPT_DROPPED_FROM: dropped_from = args.value; break;
         }
     }
     if (!spec == !world)
@@ -159,6 +220,8 @@ int plan_time_main(int argc, char **argv)
         cli_args_fail(&args, 1, "--machine FILE is required");
     if ((jsonl != NULL) + (lengths != NULL) + (mean_len > 0) > 1)
         cli_args_fail(&args, 1, "give at most one of --jsonl, --corpus-lengths and --mean-len");
+    if (dropped >= 0 && dropped_from)
+        cli_args_fail(&args, 1, "give at most one of --dropped and --dropped-from");
     if (strcmp(split, "windows") != 0 && strcmp(split, "chapters") != 0)
         cli_args_fail(&args, 0, "--split '%s': expected windows or chapters", split);
 
@@ -196,6 +259,14 @@ int plan_time_main(int argc, char **argv)
         plan_workload_uniform(len, cfg.train_batch_size, lay.dp, lay.grad_accum, &w);
         snprintf(source, sizeof source, "every sample %g tokens", len);
     }
+    if (dropped_from)
+        dropped = dropped_from_metrics(dropped_from, &cfg.model);
+    if (dropped > 0 && cfg.model.capacity_factor <= 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan time: --dropped%s %g: model.capacity_factor is 0 (dropless): this model "
+                 "drops nothing", dropped_from ? "-from gives" : "", dropped);
+    if (dropped > 0 && model_assignments_per_token(&cfg.model) == 0)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan time: --dropped: the model has no MoE layer");
+    w.dropped = dropped > 0 ? dropped : 0.0;
     plan_time_t t;
     plan_time(&cfg, &lay, &m, &w, &t);
     if (json)

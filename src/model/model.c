@@ -866,6 +866,21 @@ double model_flops_packed(const model_config_t *mc, double tokens, double sum_le
            12.0 * mc->num_hidden_layers * (double)mc->hidden_size * sum_len_sq;
 }
 
+long model_assignments_per_token(const model_config_t *mc)
+{
+    long n = 0;
+    for (int l = 0; l < mc->num_hidden_layers; l++)
+        if (model_layer_is_moe(mc, l))
+            n += mc->num_experts_per_tok;
+    return n;
+}
+
+double model_expert_flops_per_token(const model_config_t *mc)
+{
+    return 6.0 * 3.0 * (double)mc->hidden_size * (double)mc->intermediate_size *
+           (double)model_assignments_per_token(mc);
+}
+
 double model_loss_total(const model_config_t *mc, double lm, double aux, double z)
 {
     return lm + mc->router_aux_loss_coef * aux + mc->router_z_loss_coef * z;

@@ -202,6 +202,12 @@ double model_flops_per_token(const model_config_t *mc, double ctx, int count_nor
  * convention above with every sample's full len x len attention square
  * (bench/README.md, "FLOP convention"), so packing counts Σ len², not T². */
 double model_flops_packed(const model_config_t *mc, double tokens, double sum_len_sq);
+/* The part of model_flops_per_token the experts' top-k assignments make
+ * (6 x k x 3 D I per MoE layer): what capacity drops take away, a dropped
+ * assignment being neither computed forward nor backward. */
+double model_expert_flops_per_token(const model_config_t *mc);
+/* Top-k expert assignments of one token over all MoE layers (0: dense). */
+long model_assignments_per_token(const model_config_t *mc);
 /* c of the loader's sample cost len + c len^2 (data.attention_cost "auto"):
  * from the FLOPs above, a causal sample of length len costs
  * 6 N_active len + 6 L d len^2, proportional to len + (L d / N_active) len^2. */

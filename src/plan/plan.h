@@ -95,6 +95,9 @@ typedef struct plan_workload {
     double sum_len_sq_per_microbatch;
     double imbalance;
     double microbatches_per_rank; /* 0: the layout's grad_accum */
+    /* the share of the top-k expert assignments capacity drops (0:
+     * dropless; docs/plan.md "Capacity drops"): no expert computes them */
+    double dropped;
 } plan_workload_t;
 
 /* The collectives of one step, by role, as plan_time counts them. */

@@ -114,8 +114,10 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     const double shard = (double)tp * (double)pp; /* model split within a data-parallel replica */
 
     /* ---- compute ---- */
-    const double f_all = model_flops_packed(mc, T, S2), f_lin = model_flops_packed(mc, T, 0.0);
-    const double f_att = (f_all - f_lin) / shard, f_dense = f_lin / shard;
+    /* the linear part less the expert assignments capacity drops */
+    const double f_lin = model_flops_packed(mc, T, 0.0) - w->dropped * T * model_expert_flops_per_token(mc);
+    const double f_att = (model_flops_packed(mc, T, S2) - model_flops_packed(mc, T, 0.0)) / shard;
+    const double f_dense = f_lin / shard;
     const double r_att = mach->attention_flops > 0 ? mach->attention_flops : mach->flops;
     /* forward 1/3 of the FLOPs, backward 2/3 (model_flops_per_token) */
     const double t_dense = f_dense / mach->flops, t_att = f_att / r_att;
@@ -209,7 +211,9 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         moe_layers += model_layer_is_moe(mc, i);
     const double moe_local = (double)moe_layers / pp;
     const int chunks = cfg->parallel.moe_a2a_chunks > 0 ? cfg->parallel.moe_a2a_chunks : 1;
-    const double rows = T / tp * mc->num_experts_per_tok, row_bytes = (double)mc->hidden_size * lay->act_bytes;
+    /* a rank drops before its dispatch: only kept rows travel */
+    const double rows = T / tp * mc->num_experts_per_tok * (1.0 - w->dropped);
+    const double row_bytes = (double)mc->hidden_size * lay->act_bytes;
     if (ep > 1 && moe_local > 0) {
         add(&c[PLAN_COMM_EP_ALLTOALL], PLAN_COLL_ALLTOALL, ep, nmicro * moe_local, 8.0 * ep, l_ep);
         add(&c[PLAN_COMM_EP_ALLTOALL], PLAN_COLL_ALLTOALL, ep, nmicro * moe_local * 4.0 * chunks,
@@ -314,12 +318,11 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     const double mb_work = fwd_mb + bwd_mb + rec_mb;
     if (pp > 1) {
         out->bubble_fraction = (pp - 1.0) / (v * nmicro + pp - 1.0);
+        /* Not shortened on an oversubscribed machine (ranks_per_cpu > 1):
+         * a waiting stage's MPI wait yields, and a yielding rank keeps its
+         * share of the CPU, so the stage it waits for runs no faster
+         * (docs/plan.md, "Bubble and imbalance"). */
         out->bubble_s = (pp - 1.0) / v * mb_work;
-        /* More ranks than CPUs: the calibrated rates are those of ranks
-         * sharing the CPUs, and while one stage waits the stage it waits
-         * for has the CPU to itself, ranks_per_cpu times as fast. */
-        if (mach->ranks_per_cpu > 1)
-            out->bubble_s /= mach->ranks_per_cpu;
     }
     /* Synchronisation waits (docs/plan.md): a collective waits for the
      * slowest rank of the group, and a machine whose speed varies from

@@ -4,8 +4,9 @@
 # alpha-beta formulas of docs/plan.md) for 1, 2 and 4 ranks x ZeRO 0-3 x
 # ep 1/2, with and without overlap, tp/pp/sp collective counts, on a machine file with 2 ranks a node
 # (so 4 ranks cross the inter link); `plan calibrate --write-machine` under
-# mpiexec writes a file plan time loads; bad machine files and flags exit 2
-# naming the key or flag. Nothing here is timed: the calibrated figures are
+# mpiexec writes a file plan time loads; --dropped/--dropped-from take the
+# dropped expert assignments out of the compute; bad machine files and flags
+# exit 2 naming the key or flag (bad metrics files 3, a missing one 4). Nothing here is timed: the calibrated figures are
 # only checked for form.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 
@@ -88,11 +89,62 @@ check "the table prints the synchronisation waits" 'grep -Eq "^sync waits: 0\.0*
     >"$SCRATCH/pp1.json" 2>/dev/null
 "$FABULA" plan time "$CFG" --layout dp=1,pp=2,accum=4 --set train_batch_size=16 --machine "$SCRATCH/sync.json" \
     --json >"$SCRATCH/pp2.json" 2>/dev/null
-check "2 ranks a CPU: the bubble is half the dedicated machine's, a pipeline alone has no sync waits" \
+check "2 ranks a CPU: the bubble as the dedicated machine's (a yielding wait keeps its CPU share), a pipeline alone has no sync waits" \
     "\"$PY\" -c '
 import json, sys
 a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-sys.exit(not (a[\"bubble_s\"] > 0 and abs(b[\"bubble_s\"] - a[\"bubble_s\"] / 2) < 1e-12 and b[\"sync_s\"] == 0))' \"$SCRATCH/pp1.json\" \"$SCRATCH/pp2.json\""
+sys.exit(not (a[\"bubble_s\"] > 0 and b[\"bubble_s\"] == a[\"bubble_s\"] and b[\"sync_s\"] == 0))' \"$SCRATCH/pp1.json\" \"$SCRATCH/pp2.json\""
+
+# capacity drops (docs/plan.md, "Capacity drops"): --dropped F takes F of
+# the top-k assignments' expert FLOPs out of the compute; --dropped-from
+# reads the share from a run's metrics.jsonl (sum of dropped over the sum
+# of tokens x top-k x MoE layers; lines without both are skipped)
+for layout in "1 0 1 0.2" "2 3 1 0.35" "4 1 2 0.5"; do
+    set -- $layout
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$M" --mean-len 100 --json --dropped "$4" \
+        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
+        --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$M" "$1" "$2" "$3" 0 5e8 5e8 100 none "$4" <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 ep $3 --dropped $4: the compute less the dropped expert FLOPs, as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+done
+# plan_small: 2 MoE layers x top-2 = 4 assignments a token; 150 + 250
+# dropped of (1000 + 1500) x 4 = 10000: 0.04
+printf '%s\n' '{"step":1,"dropped":150,"tokens":1000}' '{"event":"checkpoint"}' \
+    '{"step":2,"loss":3.5,"dropped":250,"tokens":1500}' >"$SCRATCH/metrics.jsonl"
+"$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --json --dropped-from "$SCRATCH/metrics.jsonl" \
+    >"$SCRATCH/from.json" 2>"$SCRATCH/err.txt"
+rc=$?
+"$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --json --dropped 0.04 >"$SCRATCH/given.json" 2>/dev/null
+check "--dropped-from a metrics.jsonl: the share 0.04, the same step as --dropped 0.04" \
+    "[ $rc -eq 0 ] && \"$PY\" -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+sys.exit(not (abs(a[\"dropped\"] - 0.04) < 1e-15 and abs(a[\"step_s\"] - b[\"step_s\"]) <= 1e-15 * b[\"step_s\"]))' \"$SCRATCH/from.json\" \"$SCRATCH/given.json\""
+"$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --dropped 0.04 >"$SCRATCH/out.txt" 2>&1
+check "the table prints the dropped share" 'grep -q "expert assignments dropped 4.000%" "$SCRATCH/out.txt"'
+bad_dropped() { # DESCRIPTION RC PATTERN ARGS...
+    d=$1; want=$2; p=$3; shift 3
+    "$FABULA" plan time "$CFG" --world 2 --machine "$M" "$@" >"$SCRATCH/out.txt" 2>&1
+    rc=$?
+    check "$d: exit $want naming $p" "[ $rc -eq $want ] && grep -q -- \"$p\" \"$SCRATCH/out.txt\""
+}
+bad_dropped "--dropped 1" 2 "--dropped" --dropped 1
+bad_dropped "--dropped -0.1" 2 "--dropped" --dropped -0.1
+bad_dropped "--dropped and --dropped-from" 2 "at most one" --dropped 0.1 --dropped-from "$SCRATCH/metrics.jsonl"
+bad_dropped "--dropped on a dropless config" 2 "capacity_factor" --dropped 0.1 --set model.capacity_factor=0
+printf '%s\n' '{"step":1,"loss":3.5}' >"$SCRATCH/nodrop.jsonl"
+bad_dropped "--dropped-from a file without dropped/tokens" 3 "no line with" --dropped-from "$SCRATCH/nodrop.jsonl"
+printf '%s\n' '{"step":1,"dropped":150,"tokens":1000}' 'not json' >"$SCRATCH/badline.jsonl"
+bad_dropped "--dropped-from a line that is not JSON" 3 "badline.jsonl:2" --dropped-from "$SCRATCH/badline.jsonl"
+printf '%s\n' '{"step":1,"dropped":-5,"tokens":1000}' >"$SCRATCH/neg.jsonl"
+bad_dropped "--dropped-from a negative count" 3 "non-negative" --dropped-from "$SCRATCH/neg.jsonl"
+printf '%s\n' '{"step":1,"dropped":5000,"tokens":1000}' >"$SCRATCH/over.jsonl"
+bad_dropped "--dropped-from more drops than assignments" 3 "not this" --dropped-from "$SCRATCH/over.jsonl"
+bad_dropped "--dropped-from a missing file" 4 "missing.jsonl" --dropped-from "$SCRATCH/missing.jsonl"
 
 # --layout: the spec gives the layout --world and the config give; a
 # tp x pp layout has its tp and pp rows and the 1F1B bubble
@@ -197,7 +249,8 @@ check "--jsonl: exit 0, 2 micro-batches a rank of at most 512 tokens, the imbala
 rc=$?
 cat "$SCRATCH/cal.txt"
 check "calibrate --write-machine on 2 ranks: exit 0, the attention-cost output kept, links measured" \
-    '[ $rc -eq 0 ] && grep -q "forward + backward" "$SCRATCH/cal.txt" && grep -q "MPI latency .* over 2 ranks" "$SCRATCH/cal.txt"'
+    '[ $rc -eq 0 ] && grep -q "forward + backward" "$SCRATCH/cal.txt" && grep -q "MPI latency .* over 2 ranks" "$SCRATCH/cal.txt" &&
+     grep -q "capacity dropped [0-9.]*% of the expert assignments" "$SCRATCH/cal.txt"'
 check "calibrated file: every figure has a source, the links are measured, 2 ranks a node" \
     "\"$PY\" -c '
 import json, sys

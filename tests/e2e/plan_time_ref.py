@@ -5,8 +5,9 @@ shapes (the Mixtral/Llama parameter layout of docs/model.md), the batch
 rules of docs/config.md and the alpha-beta formulas, then compared with
 `fabula plan time --json`.
 
-usage: plan_time_ref.py CONFIG.json MACHINE.json WORLD ZERO EP OVERLAP RB AB MEAN_LEN [OFFLOAD] < plan.json
-(OFFLOAD: none, optimizer or both)
+usage: plan_time_ref.py CONFIG.json MACHINE.json WORLD ZERO EP OVERLAP RB AB MEAN_LEN [OFFLOAD [DROPPED]] < plan.json
+(OFFLOAD: none, optimizer or both; DROPPED: the share of top-k expert
+assignments capacity drops, whose FLOPs no expert runs, default 0)
 exit 0 when every figure agrees to 1e-9 relative (the synchronisation waits,
 whose normal order statistic both sides integrate numerically, and the step
 with them to 1e-6), else 1 with the differences."""
@@ -19,6 +20,7 @@ mach = json.load(open(sys.argv[2]))
 world, zero, ep, overlap = (int(x) for x in sys.argv[3:7])
 rb, ab, mean_len = float(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9])
 offload = sys.argv[10] if len(sys.argv) > 10 else "none"
+dropped = float(sys.argv[11]) if len(sys.argv) > 11 else 0.0
 got = json.load(sys.stdin)
 
 m = cfg["model"]
@@ -69,7 +71,8 @@ for l in range(L):
     active += D * hd * (2 * H + 2 * KV) + (E * D + K * 3 * D * I if moe[l] else 3 * D * I)
 active += V * D
 norms = (2 * L + 1) * D
-f_lin = 6 * (active + norms) * T
+# a dropped assignment skips its expert's three D x I matmuls, forward and backward
+f_lin = 6 * (active + norms) * T - dropped * T * 6 * sum(K * 3 * D * I for l in range(L) if moe[l])
 f_att = 12 * L * D * S2
 att_rate = fig("attention_flops") if "attention_flops" in mach else fig("flops")
 t_mb = f_lin / fig("flops") + f_att / att_rate
@@ -127,7 +130,7 @@ if ep > 1:
     nm = sum(moe)
     l = link(1, ep)
     role("ep_alltoall", ga * nm, 8 * ep, rs_ag(ep, 8 * ep, l))
-    B = T * K * D * 4
+    B = T * K * (1 - dropped) * D * 4  # the kept rows: a rank drops before it dispatches
     role("ep_alltoall", ga * nm * 4, B, rs_ag(ep, B, l))
 
 exposed = {}
@@ -172,6 +175,7 @@ def cmp(what, a, b, rel=1e-9):
         bad.append(f"{what}: fabula {a!r}, reference {b!r}")
 
 cmp("tokens_per_microbatch", got["tokens_per_microbatch"], T)
+cmp("dropped", got["dropped"], dropped)
 cmp("microbatches_per_rank", got["microbatches_per_rank"], ga)
 cmp("forward_s", got["forward_s"], ga * fwd)
 cmp("backward_s", got["backward_s"], ga * bwd)
