@@ -120,8 +120,9 @@ layouts() {
 }
 # The share of expert assignments capacity drops: from a 1-rank pilot run
 # of the same steps (the steps after the warm-up, as the measured median).
-# It is every layout's share: fabula routes the same tokens to the same
-# experts in any layout (docs/plan.md, "Capacity drops").
+# It is every layout's share: fabula routes and drops a micro-batch's
+# tokens the same way in any layout, up to rounding's effect on later
+# steps (within 0.7% here; docs/plan.md, "Capacity drops").
 $MPIEXEC -n 1 "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/pilot" >"$OUT/pilot.log" 2>&1 </dev/null ||
     { cat "$OUT/pilot.log"; exit 1; }
 tail -n +4 "$OUT/pilot/metrics.jsonl" >"$OUT/pilot.jsonl"
