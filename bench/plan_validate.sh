@@ -26,7 +26,8 @@
 # the median prediction, and the error: the median over rounds of each
 # round's (predicted - measured) / measured, the prediction from the
 # calibration run just before that round's training (a machine whose speed
-# drifts moves both alike), then how many rows are within 15%. Timings on
+# drifts moves both alike), then how many rows are within 15%, then (wall
+# clock) each row's forward + backward and waits, measured and predicted. Timings on
 # a shared machine vary: the highest load average seen is printed per row.
 # --keep DIR: the calibrations, training logs (their time splits) and
 # predictions stay in DIR (else a temporary directory, removed at the end).
@@ -154,6 +155,7 @@ for round in $(seq "$ROUNDS"); do
                 's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --dropped-from "$OUT/pilot.jsonl" --json "$@" \
                 >"$OUT/$name.json" 2>"$OUT/$name.err" </dev/null || { cat "$OUT/$name.err"; exit 1; }
             pred=$(sed -n 's/.*"step_s": *\([0-9.e+-]*\).*/\1/p' "$OUT/$name.json")
+            cp "$OUT/$name.json" "$OUT/$name.r$round.json"
             echo "$meas" >>"$OUT/$name.meas"
             echo "$pred" >>"$OUT/$name.pred"
             awk -v p="$pred" -v m="$meas" 'BEGIN{print 100 * (p - m) / m}' >>"$OUT/$name.perr"
@@ -177,3 +179,34 @@ while read -r np zero ep tp pp name; do
 done <"$OUT/layouts"
 echo
 echo "$within of $rows rows within 15%"
+[ "$CLOCK" = wall ] || exit 0
+# Where each row's error comes from: train's own split of the step
+# (metrics.jsonl "time": forward + backward, and the waits: comm_wait +
+# imbalance) against the prediction's (forward + backward + recompute;
+# exposed communication + bubble + sync + imbalance), medians over the
+# rounds' steps after the warm-up and over the rounds' predictions.
+echo
+echo "| ranks | ZeRO | ep | tp | pp | forward + backward s, measured / predicted | waits s, measured / predicted |"
+echo "|---|---|---|---|---|---|---|"
+"$PY" - "$OUT" <<'PYEOF'
+import glob, json, statistics, sys
+out = sys.argv[1]
+for line in open(out + "/layouts"):
+    np_, zero, ep, tp, pp, name = line.split()
+    fb, wait, pfb, pwait = [], [], [], []
+    for f in sorted(glob.glob(f"{out}/{name}.r*.jsonl")):
+        for row in map(json.loads, open(f)):
+            t = row.get("time")
+            if row.get("step", 0) <= 3 or not t:
+                continue
+            fb.append(t["forward"] + t["backward"])
+            wait.append(t["comm_wait"] + t.get("imbalance", 0.0))
+    for f in sorted(glob.glob(f"{out}/{name}.r*.json")):
+        p = json.load(open(f))
+        pfb.append(p["forward_s"] + p["backward_s"] + p["recompute_s"])
+        pwait.append(p["comm_exposed_s"] + p["bubble_s"] + p["sync_s"] + p["imbalance_s"])
+    if not fb or not pfb:
+        continue
+    m = statistics.median
+    print(f"| {np_} | {zero} | {ep} | {tp} | {pp} | {m(fb):.4f} / {m(pfb):.4f} | {m(wait):.4f} / {m(pwait):.4f} |")
+PYEOF
