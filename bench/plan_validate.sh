@@ -7,7 +7,8 @@
 # load on a shared machine; --calibrate-once: one calibration per rank
 # count), then `fabula plan time` of the same layout on the calibrated
 # machine file, over the same corpus and steps, with the share of expert
-# assignments capacity drops taken from a 1-rank pilot run. The config is a 4-layer MoE
+# assignments capacity drops and the experts' loads (the routing imbalance
+# of ep > 1) taken from a 1-rank pilot run (--routing-from). The config is a 4-layer MoE
 # of hidden 256 whose step takes about a second on one 2-core VM: with
 # plan_small's 0.07 s steps, scheduler noise and fixed per-step costs
 # weighed as much as the model (docs/plan.md, "Validation").
@@ -152,7 +153,7 @@ for round in $(seq "$ROUNDS"); do
             # the next round's run starts afresh, not as a resume
             rm -rf "${OUT:?}/$name" "${OUT:?}/${name}_3" "${OUT:?}/${name}_n"
             "$FABULA" plan time "$CFG" --world "$np" --machine "$OUT/m$np.json" --jsonl "$(sed -n \
-                's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --dropped-from "$OUT/pilot.jsonl" --json "$@" \
+                's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --routing-from "$OUT/pilot.jsonl" --json "$@" \
                 >"$OUT/$name.json" 2>"$OUT/$name.err" </dev/null || { cat "$OUT/$name.err"; exit 1; }
             pred=$(sed -n 's/.*"step_s": *\([0-9.e+-]*\).*/\1/p' "$OUT/$name.json")
             cp "$OUT/$name.json" "$OUT/$name.r$round.json"
@@ -183,7 +184,7 @@ echo "$within of $rows rows within 15%"
 # Where each row's error comes from: train's own split of the step
 # (metrics.jsonl "time": forward + backward, and the waits: comm_wait +
 # imbalance) against the prediction's (forward + backward + recompute;
-# exposed communication + bubble + sync + imbalance), medians over the
+# exposed communication + bubble + sync + imbalance + routing), medians over the
 # rounds' steps after the warm-up and over the rounds' predictions.
 echo
 echo "| ranks | ZeRO | ep | tp | pp | forward + backward s, measured / predicted | waits s, measured / predicted |"
@@ -204,7 +205,7 @@ for line in open(out + "/layouts"):
     for f in sorted(glob.glob(f"{out}/{name}.r*.json")):
         p = json.load(open(f))
         pfb.append(p["forward_s"] + p["backward_s"] + p["recompute_s"])
-        pwait.append(p["comm_exposed_s"] + p["bubble_s"] + p["sync_s"] + p["imbalance_s"])
+        pwait.append(p["comm_exposed_s"] + p["bubble_s"] + p["sync_s"] + p["imbalance_s"] + p.get("routing_s", 0.0))
     if not fb or not pfb:
         continue
     m = statistics.median

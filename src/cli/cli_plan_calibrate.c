@@ -25,6 +25,9 @@
 #include "cli/cli_args.h"
 #include "cli/cli_plan_machine.h"
 #include "config/config.h"
+#include "hf/hf_import.h"
+#include "loader/batch.h"
+#include "loader/data_source.h"
 #include "model/model.h"
 #include "ops.h"
 #include "parallel/comm.h"
@@ -61,12 +64,16 @@ static void calibrate_usage(FILE *f)
             "                under mpiexec -n N (N >= 2), the MPI latency and bandwidth;\n"
             "                every rank measures at once, at train's thread count\n"
             "  --name NAME   the machine file's name (default cpu-this)\n"
+            "  --data        tokens from the config's training data (data.corpus or\n"
+            "                data.train), new samples for every pass and rank, instead of\n"
+            "                random ids; with model.init_from (a pilot run's weights,\n"
+            "                `fabula export`) the routing and capacity drops of training\n"
             "  --clock wall|cpu  time the model passes by the wall clock (default) or by\n"
             "                the process's CPU time (a machine shared with other jobs;\n"
             "                meant for one thread a rank)\n"
             "  -h, --help    this help\n"
             "\n"
-            "exit codes: 0 ok, 1 internal, 2 usage or config, 4 I/O\n");
+            "exit codes: 0 ok, 1 internal, 2 usage or config, 3 data (--data), 4 I/O\n");
 }
 
 /* --clock cpu: the process's CPU seconds instead of the wall clock, so
@@ -86,31 +93,65 @@ static double now(void)
 /* T tokens cut into samples of `len` (the last one shorter when len does
  * not divide T). Each rank draws its own tokens, as data-parallel ranks
  * train on other samples: their routers then give their experts other
- * loads, one source of the waits "sync_wait" measures. */
+ * loads, one source of the waits "sync_wait" measures. The tokens are
+ * random ids, or with --data the config's training samples laid end to
+ * end: a trained router (model.init_from) routes real text as training
+ * does and random ids as it never saw them. */
 typedef struct pass_input {
     int32_t *tokens, *positions, *targets, *cu;
     model_input_t in;
 } pass_input_t;
 
-static void pass_make(pass_input_t *p, const model_config_t *mc, int T, int len)
+/* --data: the training samples, and a batch to read them through */
+typedef struct token_source {
+    data_source_t ds;
+    batch_t batch;
+} token_source_t;
+
+/* Fills p's tokens and targets: draw `draw` of this rank's tokens. */
+static void pass_fill(pass_input_t *p, const model_config_t *mc, token_source_t *src, uint64_t draw)
+{
+    const int T = p->in.T;
+    const uint64_t seed = 77 + (uint64_t)parallel_rank();
+    if (!src) {
+        for (int t = 0; t < T; t++)
+            p->tokens[t] = (int32_t)(fb_hash2(seed, (uint64_t)t) % (uint64_t)mc->vocab_size);
+    } else {
+        /* whole samples in a rank- and draw-dependent random order, as the
+         * sampler takes them, until T tokens are laid down */
+        const uint64_t stream = fb_hash2(seed, draw);
+        for (int t = 0, k = 0; t < T; k++) {
+            const int64_t id = (int64_t)(fb_hash2(stream, (uint64_t)k) % (uint64_t)src->ds.n);
+            data_source_batch(&src->ds, &src->batch, &id, &src->ds.lens[id], 1);
+            for (int i = 0; i < src->batch.T && t < T; i++, t++) {
+                const int32_t tok = src->batch.tokens[i];
+                if (tok < 0 || tok >= mc->vocab_size)
+                    fb_fatal(FB_EXIT_DATA, "fabula plan calibrate: --data: %s has token %d, outside "
+                             "model.vocab_size = %d", src->ds.what, (int)tok, mc->vocab_size);
+                p->tokens[t] = tok;
+            }
+        }
+    }
+    for (int s = 0; s < p->in.nseq; s++)
+        for (int t = p->cu[s]; t < p->cu[s + 1]; t++)
+            p->targets[t] = t + 1 < p->cu[s + 1] ? p->tokens[t + 1] : -1;
+}
+
+static void pass_make(pass_input_t *p, const model_config_t *mc, int T, int len, token_source_t *src)
 {
     const int nseq = (T + len - 1) / len;
-    const uint64_t seed = 77 + (uint64_t)parallel_rank();
     p->tokens = fb_malloc((size_t)T * sizeof *p->tokens);
     p->positions = fb_malloc((size_t)T * sizeof *p->positions);
     p->targets = fb_malloc((size_t)T * sizeof *p->targets);
     p->cu = fb_malloc((size_t)(nseq + 1) * sizeof *p->cu);
-    for (int t = 0; t < T; t++)
-        p->tokens[t] = (int32_t)(fb_hash2(seed, (uint64_t)t) % (uint64_t)mc->vocab_size);
     p->cu[0] = 0;
     for (int s = 0; s < nseq; s++) {
         p->cu[s + 1] = (s + 1) * len < T ? (s + 1) * len : T;
-        for (int t = p->cu[s]; t < p->cu[s + 1]; t++) {
+        for (int t = p->cu[s]; t < p->cu[s + 1]; t++)
             p->positions[t] = t - p->cu[s];
-            p->targets[t] = t + 1 < p->cu[s + 1] ? p->tokens[t + 1] : -1;
-        }
     }
     p->in = (model_input_t){p->tokens, p->positions, p->targets, p->cu, T, nseq, NULL, 0};
+    pass_fill(p, mc, src, 0);
 }
 
 static void pass_free(pass_input_t *p)
@@ -189,11 +230,11 @@ typedef struct pass_times {
  * machine whose speed drifts slows all alike, and the lags are ratios
  * within one pass. */
 static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int l, int repeats, int waits,
-                        pass_times_t *out)
+                        token_source_t *src, pass_times_t *out)
 {
     pass_input_t ps, pl;
-    pass_make(&ps, mc, T, s);
-    pass_make(&pl, mc, T, l);
+    pass_make(&ps, mc, T, s, src);
+    pass_make(&pl, mc, T, l, src);
     const int meet = waits && parallel_size() > 1;
     double *a = fb_malloc((size_t)repeats * sizeof *a), *b = fb_malloc((size_t)repeats * sizeof *b);
     double *lag = fb_malloc((size_t)repeats * sizeof *lag), *blag = fb_malloc((size_t)repeats * sizeof *blag);
@@ -202,6 +243,12 @@ static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int 
     out->dropped_short = out->dropped_long = 0;
     for (int r = -1; r < repeats; r++) {
         double xs, xs_max, xl, xl_max, xb = 0, xb_max = 0, ds, dl, db;
+        /* training's micro-batches differ from step to step, and so do
+         * their expert loads: --data draws new samples for every repeat */
+        if (src && r >= 0) {
+            pass_fill(&ps, mc, src, 2 * (uint64_t)r + 1);
+            pass_fill(&pl, mc, src, 2 * (uint64_t)r + 2);
+        }
         pass_together(m, &ps, &xs, &xs_max, &ds);
         pass_together(m, &pl, &xl, &xl_max, &dl);
         if (meet) {
@@ -227,6 +274,17 @@ static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int 
     free(blag);
     pass_free(&ps);
     pass_free(&pl);
+}
+
+/* The config's initial weights: model.init_from's (a pilot run's, through
+ * `fabula export`, gives the rates and waits of a trained router), else
+ * train's own initialisation. */
+static void init_weights(model_t *m, const config_t *cfg)
+{
+    if (cfg->init_from)
+        hf_import_weights(cfg->init_from, m);
+    else
+        model_init_weights(m, cfg->run.seed);
 }
 
 /* The command line and the date, for the machine file's "calibrated". */
@@ -269,13 +327,13 @@ static void cpu_model(char *out, size_t n)
 
 int plan_calibrate(int argc, char **argv)
 {
-    enum { OPT_SHORT = 1, OPT_LONG, OPT_TOKENS, OPT_REPEATS, OPT_SET, OPT_MACHINE, OPT_NAME, OPT_CLOCK };
+    enum { OPT_SHORT = 1, OPT_LONG, OPT_TOKENS, OPT_REPEATS, OPT_SET, OPT_MACHINE, OPT_NAME, OPT_CLOCK, OPT_DATA };
     static const cli_option_t options[] = {
         {"short", 0, 1, OPT_SHORT},   {"long", 0, 1, OPT_LONG}, {"tokens", 0, 1, OPT_TOKENS},
         {"repeats", 0, 1, OPT_REPEATS}, {"set", 0, 1, OPT_SET}, {"write-machine", 0, 1, OPT_MACHINE},
-        {"name", 0, 1, OPT_NAME},     {"clock", 0, 1, OPT_CLOCK}, {0, 0, 0, 0},
+        {"name", 0, 1, OPT_NAME},     {"clock", 0, 1, OPT_CLOCK}, {"data", 0, 0, OPT_DATA}, {0, 0, 0, 0},
     };
-    int shortlen = 64, longlen = 0, tokens = 0, tokens_given = 0, repeats = 5, nsets = 0, opt;
+    int shortlen = 64, longlen = 0, tokens = 0, tokens_given = 0, repeats = 5, nsets = 0, use_data = 0, opt;
     const char *machine = NULL, *name = "cpu-this";
     char *command = command_line(argc, argv);
     const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
@@ -290,6 +348,7 @@ int plan_calibrate(int argc, char **argv)
         case OPT_SET: sets[nsets++] = args.value; break;
         case OPT_MACHINE: machine = args.value; break;
         case OPT_NAME: name = args.value; break;
+        case OPT_DATA: use_data = 1; break;
         case OPT_CLOCK:
             if (strcmp(args.value, "wall") != 0 && strcmp(args.value, "cpu") != 0)
                 cli_args_fail(&args, 0, "--clock '%s': expected wall or cpu", args.value);
@@ -328,15 +387,25 @@ int plan_calibrate(int argc, char **argv)
     free(sets);
     cli_args_free(&args);
     const int threads = train_choose_threads();
+    token_source_t src_store = {0}, *src = NULL;
+    if (use_data) {
+        data_source_open(&src_store.ds, &cfg, 0);
+        src = &src_store;
+        if (rank == 0)
+            printf("calibrate: tokens from %s (%lld samples), each rank and pass its own\n", src->ds.what,
+                   (long long)src->ds.n);
+    }
+    if (rank == 0 && cfg.init_from)
+        printf("calibrate: weights from model.init_from = %s\n", cfg.init_from);
 
     const model_config_t *mc = &cfg.model;
     /* Dropless: capacity would drop a different share at each length. */
     model_config_t dropless = *mc;
     dropless.capacity_factor = 0.0;
     model_t *m = model_create(&dropless, ops_cpu(), tokens);
-    model_init_weights(m, cfg.run.seed);
+    init_weights(m, &cfg);
     pass_times_t pt;
-    time_passes(m, &dropless, tokens, shortlen, longlen, repeats, 0, &pt);
+    time_passes(m, &dropless, tokens, shortlen, longlen, repeats, 0, src, &pt);
     const double ts = pt.t_short, tl = pt.t_long;
     model_free(m);
 
@@ -359,7 +428,8 @@ int plan_calibrate(int argc, char **argv)
     if (machine) {
         /* the two passes' FLOPs: the same linear part, the attention part
          * from each one's sum of len^2 */
-        calib_machine_t cm = {.cpu_clock = pass_clock == CLOCK_PROCESS_CPUTIME_ID, .name = name, .command = command, .config = config_copy, .ranks = parallel_size(),
+        calib_machine_t cm = {.init_from = cfg.init_from, .data = src ? src->ds.what : NULL,
+                              .cpu_clock = pass_clock == CLOCK_PROCESS_CPUTIME_ID, .name = name, .command = command, .config = config_copy, .ranks = parallel_size(),
                               .local = parallel_local_size(), .threads = threads, .tokens = tokens,
                               .shortlen = shortlen, .longlen = longlen, .repeats = repeats};
         const double sq_s = (double)(tokens / shortlen) * shortlen * shortlen +
@@ -372,9 +442,9 @@ int plan_calibrate(int argc, char **argv)
         /* the rates from the model as configured (capacity included: what
          * train runs), not the dropless one the attention cost needs */
         model_t *mm = model_create(mc, ops_cpu(), tokens);
-        model_init_weights(mm, cfg.run.seed);
+        init_weights(mm, &cfg);
         pass_times_t mt;
-        time_passes(mm, mc, tokens, shortlen, longlen, repeats, 1, &mt);
+        time_passes(mm, mc, tokens, shortlen, longlen, repeats, 1, src, &mt);
         model_free(mm);
         /* the FLOPs the passes ran: a dropped assignment is not computed
          * (plan time takes training's dropped share the same way) */
@@ -401,6 +471,8 @@ int plan_calibrate(int argc, char **argv)
         cm.adamw_bandwidth = calib_adamw_bandwidth();
         char why[256] = "", cpu[256], mpi[256];
         cm.have_links = calib_links(&cm.latency, &cm.bandwidth, why, sizeof why) == 0;
+        char why_overlap[256] = "";
+        cm.have_overlap = calib_overlap(&cm.overlap, &cm.overlap_comm_s, why_overlap, sizeof why_overlap) == 0;
         cm.links_why = why;
         cpu_model(cpu, sizeof cpu);
         cm.cpu = cpu;
@@ -411,6 +483,9 @@ int plan_calibrate(int argc, char **argv)
         if (rank == 0) {
             calib_write_machine(machine, &cm);
             printf("calibrate: the model as configured: %.4f s and %.4f s\n", ms, ml);
+            if (cm.have_overlap)
+                printf("calibrate: %.1f%% of a non-blocking all-gather completes under compute that does not call "
+                       "MPI (overlap)\n", 100 * cm.overlap);
             if (cm.ranks > 1)
                 printf("calibrate: the slowest of %d ranks lags their mean by %.2f%% meeting once a pass, %.2f%% "
                        "meeting at every block\n", cm.ranks, 100 * cm.wait_pass, 100 * cm.wait_block);
@@ -425,6 +500,10 @@ int plan_calibrate(int argc, char **argv)
             printf(" -> %s\n", machine);
         }
         free(nodes);
+    }
+    if (src) {
+        batch_free(&src->batch);
+        data_source_close(&src->ds);
     }
     free(config_copy);
     free(command);

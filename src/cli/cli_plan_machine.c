@@ -109,6 +109,88 @@ int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
     return 0;
 }
 
+/* `calls` sgemm calls of peak_flops_cpu's shape: the compute a prefetch
+ * or a bucket's reduction hides under */
+static double gemm_work(const ops_t *o, fb_act *a, fb_act *b, fb_act *c, int calls)
+{
+    const double t0 = timer_now();
+    for (int i = 0; i < calls; i++)
+        o->matmul(c, a, b, 1024, 256, 256, 0, 1, 0.0f);
+    return timer_now() - t0;
+}
+
+int calib_overlap(double *overlap, double *comm_s, char *why, size_t whylen)
+{
+    comm_t *w = comm_world();
+    const int n = comm_size(w);
+    if (n < 2) {
+        snprintf(why, whylen, "one rank: nothing to overlap");
+        return -1;
+    }
+    /* a ZeRO-3 prefetch's size: each rank's 4 MiB shard all-gathered */
+    const size_t each = (size_t)1 << 20;
+    size_t *counts = fb_malloc((size_t)n * sizeof *counts), *displs = fb_malloc((size_t)n * sizeof *displs);
+    for (int r = 0; r < n; r++)
+        counts[r] = each, displs[r] = (size_t)r * each;
+    float *buf = fb_calloc(each * (size_t)n, sizeof *buf);
+    const ops_t *o = ops_cpu();
+    const size_t ab = (size_t)1024 * 256 * sizeof(float), bb = (size_t)256 * 256 * sizeof(float);
+    fb_act *a = o->alloc(ab), *b = o->alloc(bb), *c = o->alloc(ab); /* C is [1024, 256] like A */
+    float *host = fb_calloc(ab / sizeof(float), sizeof *host);
+    for (size_t i = 0; i < ab / sizeof(float); i++)
+        host[i] = (float)((i * 2654435761u) % 1000u) * 1e-3f - 0.5f;
+    o->to_backend(a, host, ab);
+    o->to_backend(b, host, bb);
+    free(host);
+    enum { REPS = 7 };
+    double tc[REPS], tw[REPS], tb[REPS];
+    /* the gather alone, started and waited as a blocking one */
+    for (int r = -1; r < REPS; r++) {
+        comm_barrier(w);
+        const double t0 = timer_now();
+        comm_request_t *q = comm_iallgatherv_inplace(w, buf, counts, displs, COMM_F32);
+        comm_wait(&q);
+        if (r >= 0)
+            tc[r] = timer_now() - t0;
+    }
+    const double t_comm = calib_max_over_ranks(calib_median(tc, REPS));
+    /* compute of about the gather's length, alone */
+    gemm_work(o, a, b, c, 1);
+    const double one = calib_max_over_ranks(gemm_work(o, a, b, c, 3) / 3);
+    const int calls = one > 0 && t_comm / one > 1 ? (int)fmin(ceil(t_comm / one), 1000) : 1;
+    /* then the gather started, the compute run without a library call (as
+     * a block's forward runs between two block boundaries), and waited */
+    for (int r = -1; r < REPS; r++) {
+        comm_barrier(w);
+        const double tw0 = gemm_work(o, a, b, c, calls);
+        comm_barrier(w);
+        const double t0 = timer_now();
+        comm_request_t *q = comm_iallgatherv_inplace(w, buf, counts, displs, COMM_F32);
+        gemm_work(o, a, b, c, calls);
+        comm_wait(&q);
+        if (r >= 0)
+            tw[r] = tw0, tb[r] = timer_now() - t0;
+    }
+    o->release(a);
+    o->release(b);
+    o->release(c);
+    free(buf);
+    free(counts);
+    free(displs);
+    const double t_work = calib_max_over_ranks(calib_median(tw, REPS));
+    const double t_both = calib_max_over_ranks(calib_median(tb, REPS));
+    /* hidden: what the pair saved over running one after the other, of the
+     * most it could save (the shorter of the two) */
+    const double most = fmin(t_comm, t_work);
+    if (!(most > 0)) {
+        snprintf(why, whylen, "the gather (%.3g s) or the compute (%.3g s) took no time", t_comm, t_work);
+        return -1;
+    }
+    *overlap = fmin(1.0, fmax(0.0, (t_comm + t_work - t_both) / most));
+    *comm_s = t_comm;
+    return 0;
+}
+
 static json_t *figure(double value, const char *source, int assumption)
 {
     json_t *f = json_object();
@@ -140,8 +222,11 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     json_object_set_new(o, "devices_per_node", figure(c->local, src, 0));
     snprintf(src, sizeof src,
              "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d, the "
-             "ranks' mean%s), the linear part of model_flops_packed over its time (docs/plan.md, \"Machine files\")",
-             c->config, c->tokens, c->shortlen, c->longlen, c->repeats, c->cpu_clock ? ", process CPU seconds" : "");
+             "ranks' mean%s; weights %s%s, tokens %s%s), the linear part of model_flops_packed over its time "
+             "(docs/plan.md, \"Machine files\")",
+             c->config, c->tokens, c->shortlen, c->longlen, c->repeats, c->cpu_clock ? ", process CPU seconds" : "",
+             c->init_from ? "from model.init_from " : "initial", c->init_from ? c->init_from : "",
+             c->data ? "from " : "random ids", c->data ? c->data : "");
     json_object_set_new(o, "flops", figure(c->dense_flops, src, 0));
     if (c->attention_flops > 0) {
         snprintf(src, sizeof src, "measured: the same two passes, the attention part (12 L d per attended position) "
@@ -204,6 +289,13 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
         json_object_set_new(sync, "per_block", figure(0, "one rank: nothing to wait for", 0));
     }
     json_object_set_new(o, "sync_wait", sync);
+    if (c->have_overlap) {
+        snprintf(src, sizeof src, "measured: a %d-rank all-gather of 4 MiB a rank (%.3g s alone) started, then as "
+                                  "long of sgemm with no MPI call, then waited: the time saved over the two one "
+                                  "after the other, of the shorter one; median of 7, slowest rank (%s)",
+                 c->ranks, c->overlap_comm_s, c->mpi);
+        json_object_set_new(o, "overlap", figure(c->overlap, src, 0));
+    }
     if (c->node_cpus > 0) {
         snprintf(src, sizeof src, "measured: %d rank%s per node over the %d CPU%s of their affinity masks", c->local,
                  c->local == 1 ? "" : "s", c->node_cpus, c->node_cpus == 1 ? "" : "s");

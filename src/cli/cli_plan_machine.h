@@ -20,6 +20,10 @@ typedef struct calib_machine {
      * at every block (docs/plan.md, "Synchronisation waits") */
     double wait_pass, wait_block;
     int node_cpus;              /* CPUs the node's ranks run on (0: unknown) */
+    int have_overlap;
+    double overlap, overlap_comm_s; /* calib_overlap's */
+    const char *init_from;      /* the passes' weights (NULL: train's initialisation) */
+    const char *data;           /* the passes' tokens (NULL: random ids) */
 } calib_machine_t;
 
 /* The median of v[0..n) (sorts v). */
@@ -33,6 +37,11 @@ double calib_adamw_bandwidth(void);
  * inverted); -1 and why when there is one rank or the figures make no
  * sense. */
 int calib_links(double *latency, double *bandwidth, char *why, size_t whylen);
+/* The share of a non-blocking all-gather (a ZeRO-3 prefetch's) that
+ * completes while the rank computes without calling MPI: MPI progresses
+ * most transfers only inside its calls unless it runs a progress thread.
+ * -1 and why on one rank. *comm_s: the gather alone. */
+int calib_overlap(double *overlap, double *comm_s, char *why, size_t whylen);
 /* Rank 0: writes the machine file. */
 void calib_write_machine(const char *path, const calib_machine_t *c);
 

@@ -23,7 +23,7 @@ static void time_usage(FILE *f)
     fprintf(f,
             "usage: fabula plan time [CONFIG.json ...] (--layout SPEC | --world N) --machine FILE\n"
             "                        [--jsonl FILE [--split windows|chapters] | --corpus-lengths FILE | --mean-len L]\n"
-            "                        [--steps S] [--dropped F | --dropped-from METRICS.jsonl] [--set K=V] [--json]\n"
+            "                        [--steps S] [--dropped F | --routing-from METRICS.jsonl] [--set K=V] [--json]\n"
             "\n"
             "Predicts one training step's time of the config's model in a layout (ZeRO\n"
             "stage, ep, overlap_comm, buckets and offload from the config unless the spec\n"
@@ -47,9 +47,13 @@ static void time_usage(FILE *f)
             "  --dropped F            share (0-1) of the top-k expert assignments that\n"
             "                         capacity drops, left out of the expert compute\n"
             "                         (default 0: every assignment computed)\n"
-            "  --dropped-from FILE    that share from a run's metrics.jsonl: the sum of\n"
-            "                         \"dropped\" over the sum of \"tokens\" x top-k x MoE\n"
-            "                         layers, over every line (docs/plan.md, \"Capacity drops\")\n"
+            "  --routing-from FILE    a run's metrics.jsonl (a short pilot of the config):\n"
+            "                         the dropped share (the sum of \"dropped\" over the sum\n"
+            "                         of \"tokens\" x top-k x MoE layers, every line) and,\n"
+            "                         with ep > 1, the wait for the ep rank whose experts\n"
+            "                         the router loads most (each line's \"expert_tokens\")\n"
+            "                         (docs/plan.md, \"Capacity drops\", \"Routing\n"
+            "                         imbalance\"); --dropped-from is its older name\n"
             "  --set KEY=VALUE        config override, as for train\n"
             "  --json                 one JSON object instead of the table\n"
             "\n"
@@ -77,7 +81,8 @@ static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const 
         {"optimizer_s", t->optimizer_s}, {"offload_s", t->offload_s}, {"overhead_s", t->overhead_s},
         {"compute_s", t->compute_s},
         {"comm_s", t->comm_s},           {"comm_exposed_s", t->comm_exposed_s}, {"bubble_s", t->bubble_s},
-        {"bubble_fraction", t->bubble_fraction}, {"imbalance_s", t->imbalance_s}, {"sync_s", t->sync_s}, {"step_s", t->step_s},
+        {"bubble_fraction", t->bubble_fraction}, {"imbalance_s", t->imbalance_s}, {"sync_s", t->sync_s},
+        {"routing_s", t->routing_s}, {"routing_excess", t->routing_excess}, {"step_s", t->step_s},
         {"tokens", t->tokens},           {"tokens_per_s", t->tokens_per_s}, {"flops", t->flops},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
@@ -129,17 +134,65 @@ static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const
     printf("bubble: %.6f s (%.2f%%)\n", t->bubble_s, 100 * t->bubble_fraction);
     printf("imbalance: %.6f s\n", t->imbalance_s);
     printf("sync waits: %.6f s\n", t->sync_s);
+    if (w->routing_loads && lay->ep > 1)
+        printf("routing imbalance: %.6f s (the most loaded of %d ep ranks computes %.2f%% more expert rows than "
+               "their mean, over %d recorded steps)\n", t->routing_s, lay->ep, 100 * t->routing_excess,
+               w->routing_steps);
     printf("step: %.6f s, %.1f tokens/s (%.0f tokens a step)\n", t->step_s, t->tokens_per_s, t->tokens);
 }
 
-/* The share of expert assignments a run dropped: Σ dropped over
- * Σ tokens x assignments per token, over every line of its metrics.jsonl
- * that has both. */
-static double dropped_from_metrics(const char *path, const model_config_t *mc)
+/* What a run's metrics.jsonl says of its routing: the share of expert
+ * assignments it dropped (Σ dropped over Σ tokens x assignments per token,
+ * over every line that has both) and each line's experts' loads
+ * ("expert_tokens": MoE layers x experts rows computed), for the routing
+ * imbalance of expert parallelism (docs/plan.md). */
+typedef struct routing_record {
+    double dropped;
+    int steps, layers, experts;
+    double *loads; /* steps x layers x experts */
+} routing_record_t;
+
+static int moe_layer_count(const model_config_t *mc)
 {
+    int n = 0;
+    for (int i = 0; i < mc->num_hidden_layers; i++)
+        n += model_layer_is_moe(mc, i);
+    return n;
+}
+
+/* One line's "expert_tokens" appended to r->loads (its shape checked). */
+static void read_loads(routing_record_t *r, json_t *et, const model_config_t *mc, const char *flag, const char *path,
+                       long lineno)
+{
+    const int L = moe_layer_count(mc), E = mc->num_local_experts;
+    if (!json_is_array(et) || (int)json_array_size(et) != L)
+        fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: \"expert_tokens\" must be an array of %d MoE layer(s) "
+                 "(this config's model)", flag, path, lineno, L);
+    r->loads = fb_realloc(r->loads, (size_t)(r->steps + 1) * L * E * sizeof *r->loads);
+    for (int l = 0; l < L; l++) {
+        json_t *row = json_array_get(et, (size_t)l);
+        if (!json_is_array(row) || (int)json_array_size(row) != E)
+            fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: \"expert_tokens\"[%d] must be an array of %d "
+                     "expert(s) (this config's model)", flag, path, lineno, l, E);
+        for (int e = 0; e < E; e++) {
+            json_t *x = json_array_get(row, (size_t)e);
+            if (!json_is_integer(x) || json_integer_value(x) < 0)
+                fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: \"expert_tokens\"[%d][%d] must be a "
+                         "non-negative integer", flag, path, lineno, l, e);
+            r->loads[((size_t)r->steps * L + l) * E + e] = (double)json_integer_value(x);
+        }
+    }
+    r->steps++;
+    r->layers = L;
+    r->experts = E;
+}
+
+static void routing_from_metrics(const char *path, const char *flag, const model_config_t *mc, routing_record_t *r)
+{
+    memset(r, 0, sizeof *r);
     FILE *f = fopen(path, "r");
     if (!f)
-        fb_fatal(FB_EXIT_IO, "fabula plan time: --dropped-from %s: %s", path, strerror(errno));
+        fb_fatal(FB_EXIT_IO, "fabula plan time: %s %s: %s", flag, path, strerror(errno));
     const double per_token = (double)model_assignments_per_token(mc);
     double dropped = 0, assigned = 0;
     long lineno = 0, used = 0;
@@ -150,48 +203,50 @@ static double dropped_from_metrics(const char *path, const model_config_t *mc)
         json_error_t e;
         json_t *o = json_loads(line, 0, &e);
         if (!o || !json_is_object(o))
-            fb_fatal(FB_EXIT_DATA, "fabula plan time: --dropped-from %s:%ld: not a JSON object (%s)", path, lineno,
+            fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: not a JSON object (%s)", flag, path, lineno,
                      o ? "another JSON value" : e.text);
         json_t *d = json_object_get(o, "dropped"), *t = json_object_get(o, "tokens");
         if (d && t) {
             if (!json_is_integer(d) || !json_is_integer(t) || json_integer_value(d) < 0 || json_integer_value(t) < 0)
-                fb_fatal(FB_EXIT_DATA, "fabula plan time: --dropped-from %s:%ld: \"dropped\" and \"tokens\" must be "
-                         "non-negative integers", path, lineno);
+                fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: \"dropped\" and \"tokens\" must be "
+                         "non-negative integers", flag, path, lineno);
             dropped += (double)json_integer_value(d);
             assigned += (double)json_integer_value(t) * per_token;
             used++;
         }
+        json_t *et = json_object_get(o, "expert_tokens");
+        if (et && mc->num_local_experts > 1)
+            read_loads(r, et, mc, flag, path, lineno);
         json_decref(o);
     }
     const int read_err = ferror(f);
     free(line);
     fclose(f);
     if (read_err)
-        fb_fatal(FB_EXIT_IO, "fabula plan time: --dropped-from %s: read error", path);
+        fb_fatal(FB_EXIT_IO, "fabula plan time: %s %s: read error", flag, path);
     if (used == 0)
-        fb_fatal(FB_EXIT_DATA, "fabula plan time: --dropped-from %s: no line with \"dropped\" and \"tokens\" "
-                 "(a train run's metrics.jsonl has them)", path);
-    if (dropped == 0)
-        return 0.0;
+        fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s: no line with \"dropped\" and \"tokens\" "
+                 "(a train run's metrics.jsonl has them)", flag, path);
     if (dropped > assigned)
-        fb_fatal(FB_EXIT_DATA, "fabula plan time: --dropped-from %s: %.0f dropped of %.0f assignments: not this "
-                 "config's model (top-k x MoE layers = %.0f a token)?", path, dropped, assigned, per_token);
-    return dropped / assigned;
+        fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s: %.0f dropped of %.0f assignments: not this "
+                 "config's model (top-k x MoE layers = %.0f a token)?", flag, path, dropped, assigned, per_token);
+    r->dropped = dropped > 0 ? dropped / assigned : 0.0;
 }
 
 int plan_time_main(int argc, char **argv)
 {
     enum { OPT_WORLD = 1, OPT_LAYOUT, OPT_MACHINE, OPT_JSONL, OPT_SPLIT, OPT_LENGTHS, OPT_MEANLEN, OPT_STEPS, OPT_SET, OPT_JSON,
-           OPT_DROPPED, OPT_DROPPED_FROM };
+           OPT_DROPPED, OPT_DROPPED_FROM, OPT_ROUTING_FROM };
     static const cli_option_t options[] = {
         {"world", 0, 1, OPT_WORLD},         {"layout", 0, 1, OPT_LAYOUT},   {"machine", 0, 1, OPT_MACHINE},
         {"jsonl", 0, 1, OPT_JSONL},
         {"split", 0, 1, OPT_SPLIT},         {"corpus-lengths", 0, 1, OPT_LENGTHS},
         {"mean-len", 0, 1, OPT_MEANLEN},    {"steps", 0, 1, OPT_STEPS}, {"set", 0, 1, OPT_SET},
         {"json", 0, 0, OPT_JSON},           {"dropped", 0, 1, OPT_DROPPED}, {"dropped-from", 0, 1, OPT_DROPPED_FROM},
-        {0, 0, 0, 0},
+        {"routing-from", 0, 1, OPT_ROUTING_FROM}, {0, 0, 0, 0},
     };
-    const char *spec = NULL, *machine = NULL, *jsonl = NULL, *lengths = NULL, *split = "windows", *dropped_from = NULL;
+    const char *spec = NULL, *machine = NULL, *jsonl = NULL, *lengths = NULL, *split = "windows", *dropped_from = NULL,
+               *dropped_flag = "--routing-from";
     int world = 0, json = 0, nsets = 0, opt;
     long steps = 20;
     double mean_len = 0, dropped = -1;
@@ -211,7 +266,13 @@ int plan_time_main(int argc, char **argv)
         case OPT_SET: sets[nsets++] = args.value; break;
         case OPT_JSON: json = 1; break;
         case OPT_DROPPED: dropped = cli_args_real(&args, 0.0, 1.0, 1); break;
-        case OPT_DROPPED_FROM: dropped_from = args.value; break;
+        case OPT_DROPPED_FROM:
+        case OPT_ROUTING_FROM:
+            if (dropped_from)
+                cli_args_fail(&args, 1, "give --routing-from (or its older name --dropped-from) once");
+            dropped_from = args.value;
+            dropped_flag = opt == OPT_DROPPED_FROM ? "--dropped-from" : "--routing-from";
+            break;
         }
     }
     if (!spec == !world)
@@ -221,7 +282,7 @@ int plan_time_main(int argc, char **argv)
     if ((jsonl != NULL) + (lengths != NULL) + (mean_len > 0) > 1)
         cli_args_fail(&args, 1, "give at most one of --jsonl, --corpus-lengths and --mean-len");
     if (dropped >= 0 && dropped_from)
-        cli_args_fail(&args, 1, "give at most one of --dropped and --dropped-from");
+        cli_args_fail(&args, 1, "give at most one of --dropped and %s", dropped_flag);
     if (strcmp(split, "windows") != 0 && strcmp(split, "chapters") != 0)
         cli_args_fail(&args, 0, "--split '%s': expected windows or chapters", split);
 
@@ -259,11 +320,16 @@ int plan_time_main(int argc, char **argv)
         plan_workload_uniform(len, cfg.train_batch_size, lay.dp, lay.grad_accum, &w);
         snprintf(source, sizeof source, "every sample %g tokens", len);
     }
-    if (dropped_from)
-        dropped = dropped_from_metrics(dropped_from, &cfg.model);
+    routing_record_t rr = {0};
+    if (dropped_from) {
+        routing_from_metrics(dropped_from, dropped_flag, &cfg.model, &rr);
+        dropped = rr.dropped;
+        w.routing_steps = rr.steps, w.routing_layers = rr.layers, w.routing_experts = rr.experts;
+        w.routing_loads = rr.loads;
+    }
     if (dropped > 0 && cfg.model.capacity_factor <= 0)
-        fb_fatal(FB_EXIT_USAGE, "fabula plan time: --dropped%s %g: model.capacity_factor is 0 (dropless): this model "
-                 "drops nothing", dropped_from ? "-from gives" : "", dropped);
+        fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s %g: model.capacity_factor is 0 (dropless): this model "
+                 "drops nothing", dropped_from ? dropped_flag : "--dropped", dropped);
     if (dropped > 0 && model_assignments_per_token(&cfg.model) == 0)
         fb_fatal(FB_EXIT_USAGE, "fabula plan time: --dropped: the model has no MoE layer");
     w.dropped = dropped > 0 ? dropped : 0.0;
@@ -273,6 +339,7 @@ int plan_time_main(int argc, char **argv)
         print_json(&lay, &m, &w, &t);
     else
         print_table(&lay, &m, &w, &t, source);
+    free(rr.loads);
     config_free(&cfg);
     return FB_EXIT_OK;
 }

@@ -85,6 +85,12 @@ typedef struct plan_machine {
     int sync_ranks;
     double sync_wait_pass, sync_wait_block;
     double ranks_per_cpu;       /* ranks per node over the CPUs they run on (> 1: oversubscribed); 0: not given */
+    /* the share of a non-blocking collective that completes while its rank
+     * computes without calling the library (docs/plan.md, "Overlap"):
+     * what overlap_comm and moe_a2a_chunks can hide is scaled by it; 1
+     * when the file does not say (a device library progressing on its own
+     * stream, as NCCL does) */
+    double overlap;
 } plan_machine_t;
 
 /* What a step's data looks like to the time model: per micro-batch tokens
@@ -98,6 +104,12 @@ typedef struct plan_workload {
     /* the share of the top-k expert assignments capacity drops (0:
      * dropless; docs/plan.md "Capacity drops"): no expert computes them */
     double dropped;
+    /* the experts' loads of a run (docs/plan.md "Routing imbalance"):
+     * routing_steps records of routing_layers x routing_experts rows each
+     * expert computed (train's metrics.jsonl "expert_tokens"), row-major;
+     * NULL: none, no routing imbalance */
+    int routing_steps, routing_layers, routing_experts;
+    const double *routing_loads;
 } plan_workload_t;
 
 /* The collectives of one step, by role, as plan_time counts them. */
@@ -129,6 +141,8 @@ typedef struct plan_time {
     double bubble_s;            /* pipeline bubble */
     double imbalance_s;         /* waiting for the slowest data-parallel rank */
     double sync_s;              /* waiting at synchronisations for the rank the machine slowed most */
+    double routing_s;           /* waiting at the expert exchanges for the ep rank whose experts the router loads most */
+    double routing_excess;      /* that rank's expert rows over the ep ranks' mean, less 1, mean over MoE layers */
     double step_s;
     double tokens_per_s;        /* global */
     double bubble_fraction;     /* (p - 1) / (v m + p - 1) for 1F1B */
@@ -157,6 +171,11 @@ const char *plan_comm_role_name(plan_comm_role_t r);
 /* The link a group of n ranks at rank stride `stride` uses: intra when the
  * group fits in one node (stride x n <= devices_per_node), else inter. */
 const plan_link_t *plan_group_link(const plan_machine_t *m, int stride, int n, int *inter);
+
+/* The expert rows of the most loaded of ep ranks (each holding E / ep
+ * consecutive experts) over the ep ranks' mean, less 1, averaged over the
+ * workload's records and MoE layers; 0 without loads or with ep 1. */
+double plan_routing_excess(const plan_workload_t *w, int ep);
 
 /* plan_workload.c: the workload of a step from sample lengths: the step
  * plan (sampler, packer, balancer) run for `steps` steps on dp ranks as

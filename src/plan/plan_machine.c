@@ -137,7 +137,7 @@ int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, ch
                                        "attention_flops", "gemm_flops", "memory_bandwidth", "device_memory",
                                        "host_memory", "host_link_bandwidth", "step_overhead_s",
                                        "microbatch_overhead_s", "intra", "inter", "sync_wait", "ranks_per_cpu",
-                                       NULL};
+                                       "overlap", NULL};
     if (check_keys(&c, root, "", keys))
         goto out;
     json_t *fmt = json_object_get(root, "format");
@@ -168,6 +168,7 @@ int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, ch
         goto out;
     }
     m->devices_per_node = (int)dpn;
+    m->overlap = 1.0;
     if (figure(&c, root, "flops", "flops", 1, 1e-300, &m->flops) < 0 ||
         figure(&c, root, "attention_flops", "attention_flops", 0, 1e-300, &m->attention_flops) < 0 ||
         figure(&c, root, "gemm_flops", "gemm_flops", 0, 1e-300, &m->gemm_flops) < 0 ||
@@ -178,9 +179,14 @@ int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, ch
         figure(&c, root, "step_overhead_s", "step_overhead_s", 0, 0.0, &m->step_overhead_s) < 0 ||
         figure(&c, root, "microbatch_overhead_s", "microbatch_overhead_s", 0, 0.0, &m->microbatch_overhead_s) < 0 ||
         figure(&c, root, "ranks_per_cpu", "ranks_per_cpu", 0, 1e-300, &m->ranks_per_cpu) < 0 ||
+        figure(&c, root, "overlap", "overlap", 0, 0.0, &m->overlap) < 0 ||
         parse_link(&c, root, "intra", &m->intra) || parse_link(&c, root, "inter", &m->inter) ||
         parse_sync(&c, root, m))
         goto out;
+    if (m->overlap > 1.0) {
+        fail(&c, "key 'overlap.value': %g is out of range (expected a share from 0 to 1)", m->overlap);
+        goto out;
+    }
     rc = 0;
 out:
     json_decref(root);

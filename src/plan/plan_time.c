@@ -100,6 +100,33 @@ static void add(plan_comm_t *c, plan_coll_t kind, int n, double calls, double by
     c->seconds += calls * plan_coll_time(kind, n, bytes_each, l);
 }
 
+double plan_routing_excess(const plan_workload_t *w, int ep)
+{
+    const int E = w->routing_experts, L = w->routing_layers;
+    if (!w->routing_loads || w->routing_steps <= 0 || ep <= 1 || E < ep || E % ep != 0 || L <= 0)
+        return 0.0;
+    const int per = E / ep;
+    double sum = 0;
+    long n = 0;
+    for (int s = 0; s < w->routing_steps; s++)
+        for (int l = 0; l < L; l++) {
+            const double *row = w->routing_loads + ((size_t)s * L + l) * E;
+            double total = 0, most = 0;
+            for (int j = 0; j < ep; j++) {
+                double rank = 0;
+                for (int e = j * per; e < (j + 1) * per; e++)
+                    rank += row[e];
+                total += rank;
+                most = fmax(most, rank);
+            }
+            if (total > 0) {
+                sum += most / (total / ep) - 1.0;
+                n++;
+            }
+        }
+    return n ? sum / n : 0.0;
+}
+
 void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine_t *mach, const plan_workload_t *w,
                plan_time_t *out)
 {
@@ -309,6 +336,10 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         plan_comm_t *r = &c[PLAN_COMM_EP_ALLTOALL];
         r->exposed_s = fmax(r->seconds - t_exp * (chunks - 1) / chunks, r->seconds / chunks);
     }
+    /* what the model hides, the library hides only as far as it
+     * progresses while the rank computes (machine "overlap") */
+    for (int r = 0; r < PLAN_COMM_N; r++)
+        c[r].exposed_s = c[r].seconds - mach->overlap * (c[r].seconds - c[r].exposed_s);
     for (int r = 0; r < PLAN_COMM_N; r++) {
         out->comm_s += c[r].seconds;
         out->comm_exposed_s += c[r].exposed_s;
@@ -338,10 +369,20 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         const double share = per_block ? mach->sync_wait_block : dp > 1 ? mach->sync_wait_pass : 0.0;
         out->sync_s = share * expected_max_normal(world) / expected_max_normal(mach->sync_ranks) * nmicro * mb_work;
     }
+    /* Routing imbalance (docs/plan.md): each MoE layer's return exchange,
+     * forward and backward, waits for the ep rank whose experts the router
+     * loaded most; the compute above is the ranks' mean. */
+    if (ep > 1 && moe_local > 0) {
+        out->routing_excess = plan_routing_excess(w, ep);
+        const double t_exp_layer = 6.0 * 3.0 * (double)mc->hidden_size * mc->intermediate_size * rows / mach->flops;
+        const double rec = lay->recompute == PLAN_RECOMPUTE_FULL ? 1.0 / 3.0 : 0.0;
+        out->routing_s = out->routing_excess * nmicro * moe_local * t_exp_layer * (1.0 + rec);
+    }
     out->compute_s =
         out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s + out->offload_s + out->overhead_s;
     out->imbalance_s = dp > 1 ? w->imbalance * nmicro * mb_work : 0.0;
-    out->step_s = out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s + out->sync_s;
+    out->step_s =
+        out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s + out->sync_s + out->routing_s;
     out->tokens = T * nmicro * dp;
     out->tokens_per_s = out->step_s > 0 ? out->tokens / out->step_s : 0.0;
     param_table_free(&pt);

@@ -4,8 +4,11 @@
 # alpha-beta formulas of docs/plan.md) for 1, 2 and 4 ranks x ZeRO 0-3 x
 # ep 1/2, with and without overlap, tp/pp/sp collective counts, on a machine file with 2 ranks a node
 # (so 4 ranks cross the inter link); `plan calibrate --write-machine` under
-# mpiexec writes a file plan time loads; --dropped/--dropped-from take the
-# dropped expert assignments out of the compute; bad machine files and flags
+# mpiexec writes a file plan time loads (with the measured overlap), and on
+# a pilot's exported weights and the training data; --dropped/--routing-from
+# take the dropped expert assignments out of the compute, --routing-from adds
+# the ep routing imbalance, a machine's overlap scales what overlap_comm
+# hides; bad machine files and flags
 # exit 2 naming the key or flag (bad metrics files 3, a missing one 4). Nothing here is timed: the calibrated figures are
 # only checked for form.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -146,6 +149,63 @@ printf '%s\n' '{"step":1,"dropped":5000,"tokens":1000}' >"$SCRATCH/over.jsonl"
 bad_dropped "--dropped-from more drops than assignments" 3 "not this" --dropped-from "$SCRATCH/over.jsonl"
 bad_dropped "--dropped-from a missing file" 4 "missing.jsonl" --dropped-from "$SCRATCH/missing.jsonl"
 
+# routing imbalance (docs/plan.md): with ep > 1 each MoE layer waits for
+# the ep rank whose experts the router loaded most. Two recorded steps of
+# plan_small's 2 MoE layers x 4 experts; at ep 2 the layers' excesses are
+# 1000/900, 1200/950, 0 and 700/500 less 1: (1/9 + 5/19 + 0 + 2/5) / 4
+printf '%s\n' '{"step":1,"dropped":150,"tokens":1000,"expert_tokens":[[600,400,300,500],[900,300,100,600]]}' \
+    '{"step":2,"dropped":250,"tokens":1500,"expert_tokens":[[700,700,700,700],[100,200,300,400]]}' \
+    >"$SCRATCH/routing.jsonl"
+for layout in "4 2 2" "4 3 4" "2 0 2" "4 1 1"; do
+    set -- $layout
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/routing.jsonl" \
+        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
+        --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$M" "$1" "$2" "$3" 0 5e8 5e8 100 none 0.04 "$SCRATCH/routing.jsonl" <"$SCRATCH/plan.json" \
+        >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 ep $3 --routing-from: the routing imbalance and the step as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+done
+"$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/routing.jsonl" \
+    --set parallel.expert_parallel_size=2 >"$SCRATCH/r2.json" 2>/dev/null
+check "--routing-from at ep 2: the excess (1/9 + 5/19 + 2/5) / 4 worked by hand, a positive wait" \
+    "\"$PY\" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (abs(d[\"routing_excess\"] - (1/9 + 5/19 + 2/5) / 4) < 1e-12 and d[\"routing_s\"] > 0))' \"$SCRATCH/r2.json\""
+"$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --routing-from "$SCRATCH/routing.jsonl" \
+    --set parallel.expert_parallel_size=2 >"$SCRATCH/out.txt" 2>&1
+check "the table prints the routing imbalance" 'grep -q "^routing imbalance: .* 19.36% more expert rows" "$SCRATCH/out.txt"'
+printf '%s\n' '{"step":1,"dropped":1,"tokens":10,"expert_tokens":[[1,2,3,4]]}' >"$SCRATCH/layers.jsonl"
+bad_dropped "--routing-from expert_tokens of another layer count" 3 "expert_tokens" --routing-from "$SCRATCH/layers.jsonl"
+printf '%s\n' '{"step":1,"dropped":1,"tokens":10,"expert_tokens":[[1,2,3,4],[1,2,3]]}' >"$SCRATCH/experts.jsonl"
+bad_dropped "--routing-from expert_tokens of another expert count" 3 "expert_tokens.\\[1\\]" \
+    --routing-from "$SCRATCH/experts.jsonl"
+printf '%s\n' '{"step":1,"dropped":1,"tokens":10,"expert_tokens":[[1,2,3,4],[1,-2,3,4]]}' >"$SCRATCH/negload.jsonl"
+bad_dropped "--routing-from a negative expert load" 3 "non-negative" --routing-from "$SCRATCH/negload.jsonl"
+bad_dropped "--routing-from and --dropped-from" 2 "once" --routing-from "$SCRATCH/routing.jsonl" \
+    --dropped-from "$SCRATCH/routing.jsonl"
+bad_dropped "--dropped and --routing-from" 2 "at most one of --dropped and --routing-from" --dropped 0.1 \
+    --routing-from "$SCRATCH/routing.jsonl"
+
+# overlap (docs/plan.md): a machine whose library progresses a quarter of a
+# non-blocking collective under compute hides a quarter of what the
+# overlap model would
+"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d['overlap'] = {'value': 0.25, 'source': 'test figure'}; json.dump(d, open(sys.argv[2], 'w'))" "$M" "$SCRATCH/ov.json"
+for layout in "4 3 1 1 5e8 5e8" "4 1 2 1 30000 5e8" "2 0 1 1 100000 5e8"; do
+    set -- $layout
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$SCRATCH/ov.json" --mean-len 100 --json \
+        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
+        --set zero_optimization.overlap_comm=true --set zero_optimization.reduce_bucket_size="$5" \
+        --set zero_optimization.allgather_bucket_size="$6" >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$SCRATCH/ov.json" "$1" "$2" "$3" "$4" "$5" "$6" 100 <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 ep $3 overlap_comm on a machine with overlap 0.25: the exposed seconds as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+done
+
 # --layout: the spec gives the layout --world and the config give; a
 # tp x pp layout has its tp and pp rows and the 1F1B bubble
 "$FABULA" plan time "$CFG" --layout dp=2,zero=2,ep=2 --machine "$M" --json >"$SCRATCH/spec.json" 2>/dev/null
@@ -260,10 +320,48 @@ figs += [d[l][k] for l in (\"intra\", \"inter\") for k in (\"latency_s\", \"band
 ok = all(f[\"source\"] for f in figs) and d[\"intra\"][\"bandwidth\"][\"source\"].startswith(\"measured\")
 ok = ok and d[\"devices_per_node\"][\"value\"] == 2 and d[\"flops\"][\"value\"] > 0 and d[\"name\"] == \"calibrated-here\"
 ok = ok and \"plan calibrate\" in d[\"calibrated\"]
+ok = ok and 0 <= d[\"overlap\"][\"value\"] <= 1 and d[\"overlap\"][\"source\"].startswith(\"measured\")
+ok = ok and \"weights initial, tokens random ids\" in d[\"flops\"][\"source\"]
 sys.exit(not ok)' \"$SCRATCH/cal.json\""
 "$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/cal.json" >"$SCRATCH/out.txt" 2>&1
 rc=$?
 check "plan time loads the calibrated file" '[ $rc -eq 0 ] && grep -q "^machine: calibrated-here" "$SCRATCH/out.txt"'
+
+# calibrate on a trained model and the training data: model.init_from (a
+# pilot's checkpoint through fabula export) gives the passes its weights,
+# --data the config's samples. Until 2026-12-03 calibrate ignored
+# init_from in silence: a directory without weights must now fail.
+(cd "$FB_SRCDIR" && "$FABULA" train "$CFG" --steps 2 --run-dir "$SCRATCH/pilot" --set checkpoint.save_interval=2) \
+    >"$SCRATCH/pilot.txt" 2>&1 &&
+    "$FABULA" export --checkpoint "$SCRATCH/pilot/checkpoints/step-00000002.h5" --output "$SCRATCH/pilot-hf" -q \
+        --allow-dropless-inference >>"$SCRATCH/pilot.txt" 2>&1
+rc=$?
+cat "$SCRATCH/pilot.txt" | tail -n 3
+"$PY" -c "
+import json, sys
+c = json.load(open(sys.argv[1]))
+m = c['model']
+c['model'] = {k: m[k] for k in ('router_aux_loss_coef', 'router_z_loss_coef', 'capacity_factor') if k in m}
+c['model']['init_from'] = sys.argv[2]
+c['model']['output_router_logits'] = True
+json.dump(c, open(sys.argv[3], 'w'))" "$CFG" "$SCRATCH/pilot-hf" "$SCRATCH/trained.json"
+(cd "$FB_SRCDIR" && "$FABULA" plan calibrate "$SCRATCH/trained.json" --data --short 16 --long 64 --tokens 128 \
+    --repeats 1 --write-machine "$SCRATCH/cal-trained.json") >"$SCRATCH/calt.txt" 2>&1
+crc=$?
+cat "$SCRATCH/calt.txt"
+check "calibrate --data with model.init_from: exit 0, the passes' weights and tokens said in the file" \
+    "[ $rc -eq 0 ] && [ $crc -eq 0 ] && grep -q 'weights from model.init_from' \"$SCRATCH/calt.txt\" &&
+     grep -q 'tokens from inputs/sample.jsonl' \"$SCRATCH/calt.txt\" && \"$PY\" -c '
+import json, sys
+s = json.load(open(sys.argv[1]))[\"flops\"][\"source\"]
+sys.exit(not (\"weights from model.init_from \" in s and \"pilot-hf\" in s and \"tokens from inputs/sample.jsonl\" in s))' \"$SCRATCH/cal-trained.json\""
+mkdir -p "$SCRATCH/noweights" && cp "$SCRATCH/pilot-hf/config.json" "$SCRATCH/noweights/"
+sed "s|pilot-hf|noweights|" "$SCRATCH/trained.json" >"$SCRATCH/noweights.json"
+(cd "$FB_SRCDIR" && "$FABULA" plan calibrate "$SCRATCH/noweights.json" --short 16 --long 64 --tokens 128 \
+    --repeats 1) >"$SCRATCH/out.txt" 2>&1
+rc=$?
+check "calibrate with model.init_from naming a directory without weights: fails naming it (not ignored)" \
+    '[ $rc -ne 0 ] && grep -q "noweights" "$SCRATCH/out.txt"'
 
 # --clock cpu on one rank: the passes in CPU seconds, said in the file;
 # links not measured and marked as assumptions
@@ -303,6 +401,8 @@ bad_machine "an unknown key in sync_wait" "sync_wait.per_layer" "d['sync_wait'] 
 bad_machine "a negative lag" "sync_wait.per_pass.value" "d['sync_wait'] = {'ranks': {'value': 2, 'source': 't'}, 'per_pass': {'value': -0.1, 'source': 't'}, 'per_block': {'value': 0, 'source': 't'}}"
 bad_machine "fractional sync ranks" "sync_wait.ranks.value" "d['sync_wait'] = {'ranks': {'value': 2.5, 'source': 't'}, 'per_pass': {'value': 0, 'source': 't'}, 'per_block': {'value': 0, 'source': 't'}}"
 bad_machine "zero ranks per CPU" "ranks_per_cpu.value" "d['ranks_per_cpu'] = {'value': 0, 'source': 't'}"
+bad_machine "an overlap above 1" "overlap.value" "d['overlap'] = {'value': 1.5, 'source': 't'}"
+bad_machine "a negative overlap" "overlap.value" "d['overlap'] = {'value': -0.5, 'source': 't'}"
 printf '{"format": "fabula-machine-1",' >"$SCRATCH/trunc.json"
 "$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/trunc.json" >"$SCRATCH/out.txt" 2>&1
 rc=$?

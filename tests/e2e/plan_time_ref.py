@@ -5,9 +5,11 @@ shapes (the Mixtral/Llama parameter layout of docs/model.md), the batch
 rules of docs/config.md and the alpha-beta formulas, then compared with
 `fabula plan time --json`.
 
-usage: plan_time_ref.py CONFIG.json MACHINE.json WORLD ZERO EP OVERLAP RB AB MEAN_LEN [OFFLOAD [DROPPED]] < plan.json
+usage: plan_time_ref.py CONFIG.json MACHINE.json WORLD ZERO EP OVERLAP RB AB MEAN_LEN [OFFLOAD [DROPPED [METRICS]]] < plan.json
 (OFFLOAD: none, optimizer or both; DROPPED: the share of top-k expert
-assignments capacity drops, whose FLOPs no expert runs, default 0)
+assignments capacity drops, whose FLOPs no expert runs, default 0;
+METRICS: the metrics.jsonl given to --routing-from, whose "expert_tokens"
+give the routing imbalance of ep > 1)
 exit 0 when every figure agrees to 1e-9 relative (the synchronisation waits,
 whose normal order statistic both sides integrate numerically, and the step
 with them to 1e-6), else 1 with the differences."""
@@ -21,6 +23,7 @@ world, zero, ep, overlap = (int(x) for x in sys.argv[3:7])
 rb, ab, mean_len = float(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9])
 offload = sys.argv[10] if len(sys.argv) > 10 else "none"
 dropped = float(sys.argv[11]) if len(sys.argv) > 11 else 0.0
+metrics = [json.loads(x) for x in open(sys.argv[12])] if len(sys.argv) > 12 else []
 got = json.load(sys.stdin)
 
 m = cfg["model"]
@@ -142,7 +145,8 @@ for name, (c, B, s) in want.items():
         e = max(s - window, min(last, s))
     if overlap and name == "zero3_gather":
         e = max(s - ga * (fwd + bwd), min(s / c * 2 * ga, s))
-    exposed[name] = e
+    # the library hides only what it progresses while the rank computes
+    exposed[name] = s - mach.get("overlap", {"value": 1.0})["value"] * (s - e)
 
 # synchronisation waits (docs/plan.md): the machine's lag share, per block
 # with ZeRO 2/3 on dp > 1 or ep > 1 (no tp here), per pass with dp > 1,
@@ -167,8 +171,23 @@ if "sync_wait" in mach and world > 1:
     share = sw["per_block"]["value"] if (zero >= 2 and dp > 1) or ep > 1 else sw["per_pass"]["value"]
     sync = share * expected_max(world) / expected_max(sw["ranks"]["value"]) * ga * t_mb
 
+# routing imbalance (docs/plan.md): per MoE layer, forward and backward,
+# the ep rank holding the most loaded E/ep experts over the ranks' mean
+routing = excess = 0.0
+if ep > 1 and metrics:
+    ratios = []
+    for rec in metrics:
+        for layer in rec.get("expert_tokens", []):
+            per = len(layer) // ep
+            ranks = [sum(layer[j * per:(j + 1) * per]) for j in range(ep)]
+            if sum(ranks) > 0:
+                ratios.append(max(ranks) / (sum(ranks) / ep) - 1)
+    excess = sum(ratios) / len(ratios) if ratios else 0.0
+    rows = T * K * (1 - dropped)  # a rank's mean expert rows a layer and micro-batch
+    routing = excess * ga * sum(moe) * 6 * 3 * D * I * rows / mach["flops"]["value"]
+
 compute = ga * t_mb + opt + off
-step = compute + sum(exposed.values()) + sync
+step = compute + sum(exposed.values()) + sync + routing
 bad = []
 def cmp(what, a, b, rel=1e-9):
     if not (abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)):
@@ -191,6 +210,8 @@ for name in want:
     if name not in got["comm"]:
         bad.append(f"{name}: missing from fabula's output")
 cmp("sync_s", got["sync_s"], sync, 1e-6)
+cmp("routing_excess", got["routing_excess"], excess)
+cmp("routing_s", got["routing_s"], routing)
 cmp("step_s", got["step_s"], step, 1e-6 if sync else 1e-9)
 cmp("tokens_per_s", got["tokens_per_s"], T * ga * world / step)
 if bad:
