@@ -35,9 +35,13 @@
 #
 # --cal-repeats N (default 9): calibrate's timed passes per length; with
 # 5 a 1-rank calibration moved by 30% from round to round on the 2-core VM.
+# --cal-model trained: calibrate on the pilot's last weights (its
+# checkpoint through `fabula export`, as model.init_from) and the training
+# samples (--data), so the timed passes route and drop as a trained router
+# does; initial (default): train's initial weights on random token ids.
 #
 # usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--rounds R] [--config FILE] [--calibrate-once]
-#                               [--cal-repeats N] [--clock wall|cpu] [--keep DIR]
+#                               [--cal-repeats N] [--cal-model initial|trained] [--clock wall|cpu] [--keep DIR]
 #        (from the repository top)
 # env:   FABULA (default ./fabula), MPIEXEC (default mpiexec.mpich)
 set -eu
@@ -49,6 +53,7 @@ CFG=bench/configs/plan_validate.json
 ONCE=0
 ROUNDS=3
 CAL_REPEATS=9
+CAL_MODEL=initial
 CLOCK=wall
 KEEP=
 PY=${PYTHON:-python3}
@@ -60,12 +65,17 @@ while [ $# -gt 0 ]; do
     --config) CFG=$2; shift 2 ;;
     --calibrate-once) ONCE=1; shift ;;
     --cal-repeats) CAL_REPEATS=$2; shift 2 ;;
+    --cal-model) CAL_MODEL=$2; shift 2 ;;
     --clock) CLOCK=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--cal-repeats N] [--clock wall|cpu] [--keep DIR]" >&2
+    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--cal-repeats N] [--cal-model initial|trained] [--clock wall|cpu] [--keep DIR]" >&2
        exit 2 ;;
     esac
 done
+case $CAL_MODEL in
+initial | trained) ;;
+*) echo "$0: --cal-model expects initial or trained" >&2; exit 2 ;;
+esac
 case $CLOCK in
 wall) ;;
 cpu) OMP_NUM_THREADS=1; OMP_WAIT_POLICY=passive; export OMP_NUM_THREADS OMP_WAIT_POLICY ;;
@@ -96,8 +106,9 @@ u = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(u.ru_utime + u.ru_stime) if r.returncode == 0 else sys.exit(r.returncode)' "$@"
 }
 
+CAL_CFG=$CFG CAL_DATA=
 calibrate() { # NP
-    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CFG" --repeats "$CAL_REPEATS" --clock "$CLOCK" --write-machine "$OUT/m$1.json" \
+    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CAL_CFG" $CAL_DATA --repeats "$CAL_REPEATS" --clock "$CLOCK" --write-machine "$OUT/m$1.json" \
         >"$OUT/cal$1.log" 2>&1 || { cat "$OUT/cal$1.log"; exit 1; }
 }
 # layouts NP: one line per layout on NP ranks, "ZERO EP TP PP": ZeRO 0-3 at
@@ -125,9 +136,25 @@ layouts() {
 # It is every layout's share: fabula routes and drops a micro-batch's
 # tokens the same way in any layout, up to rounding's effect on later
 # steps (within 0.7% here; docs/plan.md, "Capacity drops").
-$MPIEXEC -n 1 "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/pilot" >"$OUT/pilot.log" 2>&1 </dev/null ||
-    { cat "$OUT/pilot.log"; exit 1; }
+$MPIEXEC -n 1 "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/pilot" --set checkpoint.save_interval="$STEPS" \
+    >"$OUT/pilot.log" 2>&1 </dev/null || { cat "$OUT/pilot.log"; exit 1; }
 tail -n +4 "$OUT/pilot/metrics.jsonl" >"$OUT/pilot.jsonl"
+if [ "$CAL_MODEL" = trained ]; then
+    # the pilot's weights as a Hugging Face directory, and the config with
+    # model.init_from naming it (the training keys kept beside it)
+    rm -rf "$OUT/pilot-hf"
+    "$FABULA" export --checkpoint "$(ls "$OUT"/pilot/checkpoints/step-*.h5 | tail -n 1)" --output "$OUT/pilot-hf" -q \
+        --allow-dropless-inference >>"$OUT/pilot.log" 2>&1 || { cat "$OUT/pilot.log"; exit 1; }
+    "$PY" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+m = c["model"]
+keep = ("router_aux_loss_coef", "router_z_loss_coef", "router_aux_loss_scope", "capacity_factor", "expert_dropout")
+c["model"] = {k: m[k] for k in keep if k in m}
+c["model"]["init_from"] = sys.argv[2]
+c["model"]["output_router_logits"] = m.get("output_router_logits", True)
+json.dump(c, open(sys.argv[3], "w"), indent=1)' "$CFG" "$OUT/pilot-hf" "$OUT/trained.json"
+    CAL_CFG=$OUT/trained.json CAL_DATA=--data
+fi
 rm -rf "${OUT:?}/pilot"
 for round in $(seq "$ROUNDS"); do
     for np in $RANKS; do
