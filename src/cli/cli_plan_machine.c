@@ -63,14 +63,22 @@ double calib_adamw_bandwidth(void)
     return CALIB_ADAMW_BYTES * (double)n / sec;
 }
 
-int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
+/* The world, or NULL and why on one rank (nothing between ranks to time). */
+static comm_t *world_of_two(const char *nothing, char *why, size_t whylen)
 {
     comm_t *w = comm_world();
-    const int n = comm_size(w);
-    if (n < 2) {
-        snprintf(why, whylen, "one rank: no link to measure (run calibrate under mpiexec -n 2 or more)");
+    if (comm_size(w) >= 2)
+        return w;
+    snprintf(why, whylen, "one rank: %s (run calibrate under mpiexec -n 2 or more)", nothing);
+    return NULL;
+}
+
+int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
+{
+    comm_t *w = world_of_two("no link to measure", why, whylen);
+    if (!w)
         return -1;
-    }
+    const int n = comm_size(w);
     /* latency: a one-float all-reduce, the tree's 2 ceil(log2 n) hops */
     enum { SMALL = 200, LARGE = 5 };
     float x = 1.0f;
@@ -121,12 +129,10 @@ static double gemm_work(const ops_t *o, fb_act *a, fb_act *b, fb_act *c, int cal
 
 int calib_overlap(double *overlap, double *comm_s, char *why, size_t whylen)
 {
-    comm_t *w = comm_world();
-    const int n = comm_size(w);
-    if (n < 2) {
-        snprintf(why, whylen, "one rank: nothing to overlap");
+    comm_t *w = world_of_two("nothing to overlap", why, whylen);
+    if (!w)
         return -1;
-    }
+    const int n = comm_size(w);
     /* a ZeRO-3 prefetch's size: each rank's 4 MiB shard all-gathered */
     const size_t each = (size_t)1 << 20;
     size_t *counts = fb_malloc((size_t)n * sizeof *counts), *displs = fb_malloc((size_t)n * sizeof *displs);

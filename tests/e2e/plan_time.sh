@@ -32,23 +32,27 @@ cat >"$M" <<'JSON'
 }
 JSON
 
-# layout: WORLD ZERO EP OVERLAP REDUCE_BUCKET ALLGATHER_BUCKET
-for layout in "1 0 1 0 5e8 5e8" "2 0 1 0 5e8 5e8" "2 1 1 0 5e8 5e8" "2 2 1 0 5e8 5e8" "2 3 1 0 5e8 5e8" \
-              "4 0 1 0 5e8 5e8" "4 1 1 0 100000 50000" "4 2 1 0 20000 5e8" "4 3 1 0 5e8 5e8" \
-              "2 0 2 0 5e8 5e8" "4 1 2 0 5e8 5e8" "4 2 2 0 5e8 5e8" "4 3 2 0 5e8 5e8" \
-              "2 0 1 1 100000 5e8" "4 1 2 1 30000 5e8" "4 2 2 1 5e8 5e8" "4 3 1 1 5e8 5e8"; do
-    set -- $layout
+# plan time and the reference on one layout: MACHINE WHAT WORLD ZERO EP
+# OVERLAP REDUCE_BUCKET ALLGATHER_BUCKET
+check_layout() {
+    mach=$1 what=$2
+    shift 2
     ov=false; [ "$4" = 1 ] && ov=true
-    "$FABULA" plan time "$CFG" --world "$1" --machine "$M" --mean-len 100 --json \
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$mach" --mean-len 100 --json \
         --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
         --set zero_optimization.overlap_comm=$ov --set zero_optimization.reduce_bucket_size="$5" \
         --set zero_optimization.allgather_bucket_size="$6" >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
     rc=$?
-    "$PY" "$REF" "$CFG" "$M" "$1" "$2" "$3" "$4" "$5" "$6" 100 <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
+    "$PY" "$REF" "$CFG" "$mach" "$1" "$2" "$3" "$4" "$5" "$6" 100 <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
     rrc=$?
     cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
-    check "world $1 zero $2 ep $3 overlap $4 buckets $5/$6: every collective and the step as the reference" \
-        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+    check "world $1 zero $2 ep $3 overlap $4 buckets $5/$6: $what as the reference" '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+}
+for layout in "1 0 1 0 5e8 5e8" "2 0 1 0 5e8 5e8" "2 1 1 0 5e8 5e8" "2 2 1 0 5e8 5e8" "2 3 1 0 5e8 5e8" \
+              "4 0 1 0 5e8 5e8" "4 1 1 0 100000 50000" "4 2 1 0 20000 5e8" "4 3 1 0 5e8 5e8" \
+              "2 0 2 0 5e8 5e8" "4 1 2 0 5e8 5e8" "4 2 2 0 5e8 5e8" "4 3 2 0 5e8 5e8" \
+              "2 0 1 1 100000 5e8" "4 1 2 1 30000 5e8" "4 2 2 1 5e8 5e8" "4 3 1 1 5e8 5e8"; do
+    check_layout "$M" "every collective and the step" $layout
 done
 
 # offload over a host link: optimizer (a copy down and up a step) and
@@ -193,17 +197,7 @@ bad_dropped "--dropped and --routing-from" 2 "at most one of --dropped and --rou
 # overlap model would
 "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d['overlap'] = {'value': 0.25, 'source': 'test figure'}; json.dump(d, open(sys.argv[2], 'w'))" "$M" "$SCRATCH/ov.json"
 for layout in "4 3 1 1 5e8 5e8" "4 1 2 1 30000 5e8" "2 0 1 1 100000 5e8"; do
-    set -- $layout
-    "$FABULA" plan time "$CFG" --world "$1" --machine "$SCRATCH/ov.json" --mean-len 100 --json \
-        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
-        --set zero_optimization.overlap_comm=true --set zero_optimization.reduce_bucket_size="$5" \
-        --set zero_optimization.allgather_bucket_size="$6" >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
-    rc=$?
-    "$PY" "$REF" "$CFG" "$SCRATCH/ov.json" "$1" "$2" "$3" "$4" "$5" "$6" 100 <"$SCRATCH/plan.json" >"$SCRATCH/ref.txt" 2>&1
-    rrc=$?
-    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
-    check "world $1 zero $2 ep $3 overlap_comm on a machine with overlap 0.25: the exposed seconds as the reference" \
-        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+    check_layout "$SCRATCH/ov.json" "on a machine with overlap 0.25, the exposed seconds" $layout
 done
 
 # --layout: the spec gives the layout --world and the config give; a
