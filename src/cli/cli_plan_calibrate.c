@@ -62,7 +62,9 @@ static void calibrate_usage(FILE *f)
             "                slowest rank lags at synchronisations (sync_wait), the sgemm\n"
             "                FLOP/s through the ops table, AdamW's memory bandwidth and, run\n"
             "                under mpiexec -n N (N >= 2), the MPI latency and bandwidth;\n"
-            "                every rank measures at once, at train's thread count\n"
+            "                every rank measures at once, at train's thread count; prints\n"
+            "                the long passes' spread (slowest - fastest over the median, how\n"
+            "                far the machine's speed moved) and warns above 15%%\n"
             "  --name NAME   the machine file's name (default cpu-this)\n"
             "  --data        tokens from the config's training data (data.corpus or\n"
             "                data.train), new samples for every pass and rank, instead of\n"
@@ -220,6 +222,7 @@ static void own_grads_acquire(void *ctx, int block, float *base[PARAM_NGROUPS])
  * every block. */
 typedef struct pass_times {
     double t_short, t_long;
+    double spread; /* (slowest - fastest) / median of the long passes: how far one calibration can be off */
     double wait_pass, wait_block;
     double dropped_short, dropped_long; /* assignments dropped, mean over ranks and passes */
 } pass_times_t;
@@ -264,8 +267,12 @@ static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int 
         lag[r] = xl_max / xl - 1;
         blag[r] = meet ? xb_max / xl - 1 : 0;
     }
+    double lo = b[0], hi = b[0];
+    for (int r = 1; r < repeats; r++)
+        lo = fmin(lo, b[r]), hi = fmax(hi, b[r]);
     out->t_short = calib_median(a, repeats);
     out->t_long = calib_median(b, repeats);
+    out->spread = out->t_long > 0 ? (hi - lo) / out->t_long : 0.0;
     out->wait_pass = fmax(0.0, calib_median(lag, repeats));
     out->wait_block = fmax(0.0, calib_median(blag, repeats));
     free(a);
@@ -458,6 +465,15 @@ int plan_calibrate(int argc, char **argv)
                    100 * 0.5 * (mt.dropped_short + mt.dropped_long) /
                        ((double)tokens * (double)model_assignments_per_token(mc)));
         const double ms = mt.t_short, ml = mt.t_long;
+        cm.spread = mt.spread;
+        if (rank == 0 && repeats > 1) {
+            printf("calibrate: the long passes took %.4f s (median), spread %.1f%% (slowest - fastest over the "
+                   "median, %d passes)\n", ml, 100 * mt.spread, repeats);
+            if (mt.spread > CALIB_SPREAD_WARN)
+                printf("calibrate: warning: the machine's speed moved by %.0f%% between passes: a step time "
+                       "predicted from this file can be off by as much; calibrate again with more --repeats, on an "
+                       "idle allocation, right before the runs it is for\n", 100 * mt.spread);
+        }
         cm.wait_pass = mt.wait_pass;
         cm.wait_block = mt.wait_block;
         cm.node_cpus = comm_node_cpus();

@@ -227,10 +227,11 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     snprintf(src, sizeof src, "measured: ranks per node of the calibrating job (%s)", c->nodes);
     json_object_set_new(o, "devices_per_node", figure(c->local, src, 0));
     snprintf(src, sizeof src,
-             "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d, the "
-             "ranks' mean%s; weights %s%s, tokens %s%s), the linear part of model_flops_packed over its time "
-             "(docs/plan.md, \"Machine files\")",
-             c->config, c->tokens, c->shortlen, c->longlen, c->repeats, c->cpu_clock ? ", process CPU seconds" : "",
+             "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d "
+             "(the long ones spread %.1f%%), the ranks' mean%s; weights %s%s, tokens %s%s), the linear part of "
+             "model_flops_packed over its time (docs/plan.md, \"Machine files\")",
+             c->config, c->tokens, c->shortlen, c->longlen, c->repeats, 100 * c->spread,
+             c->cpu_clock ? ", process CPU seconds" : "",
              c->init_from ? "from model.init_from " : "initial", c->init_from ? c->init_from : "",
              c->data ? "from " : "random ids", c->data ? c->data : "");
     json_object_set_new(o, "flops", figure(c->dense_flops, src, 0));

@@ -19,12 +19,19 @@ typedef struct calib_machine {
     /* the slowest rank's lag over the ranks' mean, meeting once a pass and
      * at every block (docs/plan.md, "Synchronisation waits") */
     double wait_pass, wait_block;
+    double spread;              /* the long passes' (slowest - fastest) / median */
     int node_cpus;              /* CPUs the node's ranks run on (0: unknown) */
     int have_overlap;
     double overlap, overlap_comm_s; /* calib_overlap's */
     const char *init_from;      /* the passes' weights (NULL: train's initialisation) */
     const char *data;           /* the passes' tokens (NULL: random ids) */
 } calib_machine_t;
+
+/* A spread of the timed passes above which calibrate warns: the share by
+ * which the machine's speed moved during the calibration, a bound on how
+ * well any prediction from the file can do (the CPU-speed and plan
+ * validations on a 2-core VM moved 10-30% within minutes). */
+#define CALIB_SPREAD_WARN 0.15
 
 /* The median of v[0..n) (sorts v). */
 double calib_median(double *v, int n);

@@ -359,9 +359,21 @@ check "calibrate with model.init_from naming a directory without weights: fails 
 
 # --clock cpu on one rank: the passes in CPU seconds, said in the file;
 # links not measured and marked as assumptions
-(cd "$SCRATCH" && OMP_NUM_THREADS=1 "$FABULA" plan calibrate "$CFG" --short 16 --long 64 --tokens 128 --repeats 1 \
+(cd "$SCRATCH" && OMP_NUM_THREADS=1 "$FABULA" plan calibrate "$CFG" --short 16 --long 64 --tokens 128 --repeats 3 \
     --clock cpu --write-machine "$SCRATCH/cal1.json") >"$SCRATCH/cal1.txt" 2>&1
 rc=$?
+cat "$SCRATCH/cal1.txt"
+# the long passes' spread: printed, the same figure in the file, and the
+# warning exactly when it is above 15%
+check "calibrate --repeats 3: the passes' spread printed and in the file, the warning iff above 15%" \
+    "[ $rc -eq 0 ] && \"$PY\" -c '
+import json, re, sys
+out = open(sys.argv[2]).read()
+p = re.search(r\"spread ([0-9.]+)% \\(slowest - fastest over the median, 3 passes\\)\", out)
+f = re.search(r\"the long ones spread ([0-9.]+)%\", json.load(open(sys.argv[1]))[\"flops\"][\"source\"])
+ok = p is not None and f is not None and p.group(1) == f.group(1)
+ok = ok and (\"warning: the machine\" in out) == (float(p.group(1)) > 15)
+sys.exit(not ok)' \"$SCRATCH/cal1.json\" \"$SCRATCH/cal1.txt\""
 check "calibrate --clock cpu on one rank: exit 0, CPU seconds and unmeasured links said in the file" \
     "[ $rc -eq 0 ] && \"$PY\" -c '
 import json, sys
