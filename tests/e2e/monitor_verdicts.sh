@@ -34,18 +34,21 @@ check "straggler: rank 1 named slowest and straggler" \
     'last_field "$SCRATCH/straggler/metrics.jsonl" evidence | grep -q "slowest rank 1 " &&
      last_field "$SCRATCH/straggler/metrics.jsonl" advice | grep -q "rank 1 is a straggler"'
 
-# 8 samples of 1000 tokens among 248 of 24: a step's 16 samples rarely fill
-# two 1024-token micro-batches, so one rank computes and the other waits
+# 8 samples of 4000 tokens among 248 of 24: a step's 16 samples rarely fill
+# two 4096-token micro-batches, so one rank computes and the other waits.
+# Long windows make that wait dwarf the step's fixed gradient exchange: with
+# 1000-token samples, a loaded CI machine once measured comm_wait (30%)
+# above the imbalance and gave the run "communication".
 "$PY" -c '
 import json, random
 random.seed(3)
-docs = [999] * 8 + [23] * 248
+docs = [3999] * 8 + [23] * 248
 random.shuffle(docs)
 for i, n in enumerate(docs):
     print(json.dumps({"id": "d%d" % i, "genre": "fantasy", "content": "".join(random.choice("abcdefgh ") for _ in range(n))}))' \
     >"$SCRATCH/skewed.jsonl"
 verdict uniform 2 imbalance --steps 6 --set steps_per_print=10 --set data.train="$SCRATCH/skewed.jsonl" \
-    --set data.seq_len=1024 --set data.max_tokens_per_batch=1024 --set train_micro_batch_size_per_gpu=4 \
+    --set data.seq_len=4096 --set data.max_tokens_per_batch=4096 --set train_micro_batch_size_per_gpu=4 \
     --set gradient_accumulation_steps=2 --set data.sampler=uniform
 check "uniform: the advice names data.sampler" \
     'last_field "$SCRATCH/uniform/metrics.jsonl" advice | grep -q "data.sampler is \"uniform\""'
