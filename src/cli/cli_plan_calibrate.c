@@ -10,7 +10,8 @@
  *
  * With --write-machine the same two passes also give the model's sustained
  * FLOP/s of the linear layers and of attention (two lengths, two unknowns),
- * and cli_plan_machine.c adds the sgemm rate, AdamW's memory bandwidth
+ * time_experts the experts' own rate (two capacities), and
+ * cli_plan_machine.c adds the sgemm rate, AdamW's memory bandwidth
  * and, under mpiexec, the MPI latency and bandwidth: a machine file for
  * `fabula plan time` (docs/plan.md). Every rank measures at once, at the
  * threads train would give it, so a rank sees what training leaves it. */
@@ -58,10 +59,12 @@ static void calibrate_usage(FILE *f)
             "  --set K=V     override a config key\n"
             "  --write-machine FILE  also measure this machine and write a machine file for\n"
             "                `fabula plan time` (docs/plan.md): the model's sustained FLOP/s\n"
-            "                (linear layers and attention, from the two passes), how far the\n"
-            "                slowest rank lags at synchronisations (sync_wait), the sgemm\n"
-            "                FLOP/s through the ops table, AdamW's memory bandwidth and, run\n"
-            "                under mpiexec -n N (N >= 2), the MPI latency and bandwidth;\n"
+            "                (linear layers and attention, from the two passes; a MoE model's\n"
+            "                experts from passes paired with ones at capacity factor 0.5),\n"
+            "                how far the slowest rank lags at synchronisations (sync_wait),\n"
+            "                the sgemm FLOP/s through the ops table, AdamW's memory\n"
+            "                bandwidth and, run under mpiexec -n N (N >= 2), the MPI\n"
+            "                latency and bandwidth;\n"
             "                every rank measures at once, at train's thread count; prints\n"
             "                the long passes' spread (slowest - fastest over the median, how\n"
             "                far the machine's speed moved) and warns above 15%%\n"
@@ -283,6 +286,45 @@ static void time_passes(model_t *m, const model_config_t *mc, int T, int s, int 
     pass_free(&pl);
 }
 
+/* The experts' rate: long passes of m (the model as configured) alternating
+ * with `low` (the same weights at CALIB_LOW_CAPACITY), the same tokens in
+ * a pair. A pair's time difference is what the assignments `low` drops
+ * cost, their router, permutation and matmuls: the time a drop saves,
+ * which plan time takes off training's compute. Many small expert GEMMs
+ * run at another rate than the model's mean: on the 2-core VM the experts
+ * held 74% of the validation model's FLOPs but 55% of its time. Pairs
+ * difference away a drifting machine. Returns FLOP/s (0 when the
+ * difference is not positive: nothing measurable); *kept_m, *kept_low: the
+ * kept shares of the assignments. */
+static double time_experts(model_t *m, model_t *low, const model_config_t *mc, int T, int len, int repeats,
+                           token_source_t *src, double *kept_m, double *kept_low)
+{
+    pass_input_t p;
+    pass_make(&p, mc, T, len, src);
+    double *dt = fb_malloc((size_t)repeats * sizeof *dt);
+    double dm = 0, dl = 0;
+    for (int r = -1; r < repeats; r++) {
+        if (src && r >= 0)
+            pass_fill(&p, mc, src, 1000003 + (uint64_t)r);
+        double xm, xm_max, xl, xl_max, d1, d2;
+        pass_together(m, &p, &xm, &xm_max, &d1);
+        pass_together(low, &p, &xl, &xl_max, &d2);
+        if (r < 0)
+            continue;
+        dt[r] = xm - xl;
+        dm += d1 / repeats;
+        dl += d2 / repeats;
+    }
+    const double assignments = (double)T * (double)model_assignments_per_token(mc);
+    const double per_assignment = model_expert_flops_per_token(mc) / (double)model_assignments_per_token(mc);
+    const double t = calib_median(dt, repeats);
+    free(dt);
+    pass_free(&p);
+    *kept_m = 1.0 - dm / assignments;
+    *kept_low = 1.0 - dl / assignments;
+    return t > 0 && dl > dm ? (dl - dm) * per_assignment / t : 0.0;
+}
+
 /* The config's initial weights: model.init_from's (a pilot run's, through
  * `fabula export`, gives the rates and waits of a trained router), else
  * train's own initialisation. */
@@ -452,6 +494,16 @@ int plan_calibrate(int argc, char **argv)
         init_weights(mm, &cfg);
         pass_times_t mt;
         time_passes(mm, mc, tokens, shortlen, longlen, repeats, 1, src, &mt);
+        if (model_assignments_per_token(mc) > 0) {
+            model_config_t lowc = *mc;
+            lowc.capacity_factor = CALIB_LOW_CAPACITY;
+            model_t *ml = model_create(&lowc, ops_cpu(), tokens);
+            init_weights(ml, &cfg);
+            cm.expert_pairs = 2 * repeats;
+            cm.expert_flops = time_experts(mm, ml, mc, tokens, longlen, cm.expert_pairs, src, &cm.kept_configured,
+                                           &cm.kept_low);
+            model_free(ml);
+        }
         model_free(mm);
         /* the FLOPs the passes ran: a dropped assignment is not computed
          * (plan time takes training's dropped share the same way) */
@@ -481,6 +533,18 @@ int plan_calibrate(int argc, char **argv)
         const double t_lin = ms - fa_s * inv_att;
         cm.attention_flops = inv_att > 0 ? 1.0 / inv_att : 0.0;
         cm.dense_flops = t_lin > 0 ? f_lin / t_lin : (f_lin + fa_s) / ms;
+        if (cm.expert_flops > 0) {
+            /* the rest of the linear part at its own rate */
+            const double f_exp = f_lin - (f_nominal - model_expert_flops_per_token(mc) * tokens);
+            const double t_rest = t_lin - f_exp / cm.expert_flops;
+            if (t_lin > 0 && t_rest > 0 && f_lin > f_exp)
+                cm.dense_flops = (f_lin - f_exp) / t_rest;
+            else
+                cm.expert_flops = 0;
+        }
+        if (rank == 0 && model_assignments_per_token(mc) > 0 && cm.expert_flops <= 0)
+            printf("calibrate: the experts' rate not measurable (the passes at capacity %g were no faster): "
+                   "expert_flops left out, plan time takes flops for them\n", CALIB_LOW_CAPACITY);
         comm_barrier(comm_world());
         /* the slowest rank's rate: the max of its negation */
         cm.gemm_flops = -calib_max_over_ranks(-peak_flops_cpu(0.5));
@@ -505,9 +569,13 @@ int plan_calibrate(int argc, char **argv)
             if (cm.ranks > 1)
                 printf("calibrate: the slowest of %d ranks lags their mean by %.2f%% meeting once a pass, %.2f%% "
                        "meeting at every block\n", cm.ranks, 100 * cm.wait_pass, 100 * cm.wait_block);
-            printf("calibrate: machine %s: %.4g GFLOP/s linear, %.4g GFLOP/s attention, sgemm %.4g GFLOP/s, AdamW "
-                   "%.4g GB/s, ", name, cm.dense_flops / 1e9, cm.attention_flops / 1e9, cm.gemm_flops / 1e9,
-                   cm.adamw_bandwidth / 1e9);
+            if (cm.expert_flops > 0)
+                printf("calibrate: the experts: %.4g GFLOP/s (%.1f%% of the assignments kept as configured, %.1f%% "
+                       "at capacity %g, %d pairs)\n", cm.expert_flops / 1e9, 100 * cm.kept_configured,
+                       100 * cm.kept_low, CALIB_LOW_CAPACITY, cm.expert_pairs);
+            printf("calibrate: machine %s: %.4g GFLOP/s linear%s, %.4g GFLOP/s attention, sgemm %.4g GFLOP/s, AdamW "
+                   "%.4g GB/s, ", name, cm.dense_flops / 1e9, cm.expert_flops > 0 ? " (less the experts)" : "",
+                   cm.attention_flops / 1e9, cm.gemm_flops / 1e9, cm.adamw_bandwidth / 1e9);
             if (cm.have_links)
                 printf("MPI latency %.3g us, bandwidth %.4g GB/s over %d ranks", cm.latency * 1e6,
                        cm.bandwidth / 1e9, cm.ranks);

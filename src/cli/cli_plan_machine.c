@@ -229,16 +229,26 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     snprintf(src, sizeof src,
              "measured: forward + backward of %s's model (%d tokens as samples of %d and of %d, median of %d "
              "(the long ones spread %.1f%%), the ranks' mean%s; weights %s%s, tokens %s%s), the linear part of "
-             "model_flops_packed over its time (docs/plan.md, \"Machine files\")",
+             "model_flops_packed over its time%s (docs/plan.md, \"Machine files\")",
              c->config, c->tokens, c->shortlen, c->longlen, c->repeats, 100 * c->spread,
              c->cpu_clock ? ", process CPU seconds" : "",
              c->init_from ? "from model.init_from " : "initial", c->init_from ? c->init_from : "",
-             c->data ? "from " : "random ids", c->data ? c->data : "");
+             c->data ? "from " : "random ids", c->data ? c->data : "",
+             c->expert_flops > 0 ? ", both less the kept expert assignments' (their FLOPs at expert_flops)" : "");
     json_object_set_new(o, "flops", figure(c->dense_flops, src, 0));
     if (c->attention_flops > 0) {
         snprintf(src, sizeof src, "measured: the same two passes, the attention part (12 L d per attended position) "
                                   "over the extra time of the long samples");
         json_object_set_new(o, "attention_flops", figure(c->attention_flops, src, 0));
+    }
+    if (c->expert_flops > 0) {
+        snprintf(src, sizeof src,
+                 "measured: long passes of the model as configured (%.1f%% of the expert assignments kept) "
+                 "alternating with the same weights and tokens at capacity factor %g (%.1f%% kept), %d pairs: the "
+                 "dropped assignments' expert FLOPs over the median of the pairs' time differences%s",
+                 100 * c->kept_configured, CALIB_LOW_CAPACITY, 100 * c->kept_low, c->expert_pairs,
+                 c->cpu_clock ? " (process CPU seconds)" : "");
+        json_object_set_new(o, "expert_flops", figure(c->expert_flops, src, 0));
     }
     snprintf(src, sizeof src, "measured: best of repeated " PEAK_GEMM_SHAPE " sgemm through the CPU ops table's matmul at %d "
                               "thread%s on every rank at once (peak_flops_cpu)",

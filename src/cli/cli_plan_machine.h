@@ -13,6 +13,11 @@ typedef struct calib_machine {
     const char *name, *command, *config, *cpu, *nodes, *mpi, *links_why;
     int ranks, local, threads, tokens, shortlen, longlen, repeats;
     double dense_flops, attention_flops, gemm_flops, adamw_bandwidth;
+    /* the experts' rate (0: not measured) and what it came from: the long
+     * passes' kept share of the assignments as configured and at
+     * CALIB_LOW_CAPACITY, and the pairs timed */
+    double expert_flops, kept_configured, kept_low;
+    int expert_pairs;
     int have_links;
     int cpu_clock;              /* the passes timed in process CPU seconds (--clock cpu) */
     double latency, bandwidth;
@@ -32,6 +37,12 @@ typedef struct calib_machine {
  * well any prediction from the file can do (the CPU-speed and plan
  * validations on a 2-core VM moved 10-30% within minutes). */
 #define CALIB_SPREAD_WARN 0.15
+
+/* The capacity factor of the passes that time the experts against the
+ * model as configured: with a router near even it keeps about half the
+ * assignments, a difference the timer resolves, and its GEMMs stay within
+ * a factor two of training's (a trained router drops a fifth at 1.25). */
+#define CALIB_LOW_CAPACITY 0.5
 
 /* The median of v[0..n) (sorts v). */
 double calib_median(double *v, int n);

@@ -110,8 +110,10 @@ static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const 
 static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const plan_workload_t *w,
                         const plan_time_t *t, const char *source)
 {
-    printf("machine: %s (%d ranks a node, %.4g TFLOP/s sustained, attention %.4g TFLOP/s)\n", m->name,
-           m->devices_per_node, m->flops / 1e12, (m->attention_flops > 0 ? m->attention_flops : m->flops) / 1e12);
+    printf("machine: %s (%d ranks a node, %.4g TFLOP/s sustained, attention %.4g TFLOP/s, experts %.4g TFLOP/s)\n",
+           m->name, m->devices_per_node, m->flops / 1e12,
+           (m->attention_flops > 0 ? m->attention_flops : m->flops) / 1e12,
+           (m->expert_flops > 0 ? m->expert_flops : m->flops) / 1e12);
     printf("layout: world %d = dp %d x tp %d x pp %d, ep %d, ZeRO %d\n", lay->world, lay->dp, lay->tp, lay->pp,
            lay->ep, lay->zero);
     printf("workload (%s): %.4g micro-batches per rank of %.1f tokens (mean), sum len^2 %.4g, imbalance %.3f%%, "

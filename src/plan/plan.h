@@ -69,6 +69,7 @@ typedef struct plan_machine {
     int devices_per_node;       /* ranks per node */
     double flops;               /* sustained dense GEMM FLOP/s of one rank's device at the config's dtype */
     double attention_flops;     /* sustained FLOP/s of the attention core (0: use flops) */
+    double expert_flops;        /* sustained FLOP/s of the experts' matmuls, per kept assignment (0: use flops) */
     double device_memory;       /* bytes per device (CPU: the node's memory / devices_per_node) */
     double host_memory;         /* bytes per node */
     double host_link_bandwidth; /* bytes/s device <-> host per device (offload); 0 = same memory */

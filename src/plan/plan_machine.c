@@ -134,7 +134,7 @@ int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, ch
         goto out;
     }
     static const char *const keys[] = {"format", "name", "description", "calibrated", "devices_per_node", "flops",
-                                       "attention_flops", "gemm_flops", "memory_bandwidth", "device_memory",
+                                       "attention_flops", "expert_flops", "gemm_flops", "memory_bandwidth", "device_memory",
                                        "host_memory", "host_link_bandwidth", "step_overhead_s",
                                        "microbatch_overhead_s", "intra", "inter", "sync_wait", "ranks_per_cpu",
                                        "overlap", NULL};
@@ -171,6 +171,7 @@ int plan_machine_parse(const char *text, const char *what, plan_machine_t *m, ch
     m->overlap = 1.0;
     if (figure(&c, root, "flops", "flops", 1, 1e-300, &m->flops) < 0 ||
         figure(&c, root, "attention_flops", "attention_flops", 0, 1e-300, &m->attention_flops) < 0 ||
+        figure(&c, root, "expert_flops", "expert_flops", 0, 1e-300, &m->expert_flops) < 0 ||
         figure(&c, root, "gemm_flops", "gemm_flops", 0, 1e-300, &m->gemm_flops) < 0 ||
         figure(&c, root, "memory_bandwidth", "memory_bandwidth", 0, 0.0, &m->memory_bandwidth) < 0 ||
         figure(&c, root, "device_memory", "device_memory", 1, 1e-300, &m->device_memory) < 0 ||

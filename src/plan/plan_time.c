@@ -146,8 +146,13 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     const double f_att = (model_flops_packed(mc, T, S2) - model_flops_packed(mc, T, 0.0)) / shard;
     const double f_dense = f_lin / shard;
     const double r_att = mach->attention_flops > 0 ? mach->attention_flops : mach->flops;
+    /* the kept assignments' expert matmuls at their own rate: many small
+     * GEMMs run at another speed than the model's average, so a dropped
+     * assignment saves its FLOPs at that rate (docs/plan.md, "Compute") */
+    const double r_exp = mach->expert_flops > 0 ? mach->expert_flops : mach->flops;
+    const double f_exp_kept = (1.0 - w->dropped) * T * model_expert_flops_per_token(mc) / shard;
     /* forward 1/3 of the FLOPs, backward 2/3 (model_flops_per_token) */
-    const double t_dense = f_dense / mach->flops, t_att = f_att / r_att;
+    const double t_dense = (f_dense - f_exp_kept) / mach->flops + f_exp_kept / r_exp, t_att = f_att / r_att;
     const double fwd_mb = (t_dense + t_att) / 3.0, bwd_mb = 2.0 * (t_dense + t_att) / 3.0;
     double rec_mb = 0;
     if (lay->recompute == PLAN_RECOMPUTE_FULL)
@@ -332,7 +337,7 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         /* a chunk's exchange overlaps another chunk's expert compute: all
          * but one chunk's worth of each exchange can hide under it */
         const double f_exp = 6.0 * 3.0 * (double)mc->hidden_size * mc->intermediate_size * rows * moe_local;
-        const double t_exp = nmicro * f_exp / mach->flops;
+        const double t_exp = nmicro * f_exp / r_exp;
         plan_comm_t *r = &c[PLAN_COMM_EP_ALLTOALL];
         r->exposed_s = fmax(r->seconds - t_exp * (chunks - 1) / chunks, r->seconds / chunks);
     }
@@ -374,7 +379,7 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
      * loaded most; the compute above is the ranks' mean. */
     if (ep > 1 && moe_local > 0) {
         out->routing_excess = plan_routing_excess(w, ep);
-        const double t_exp_layer = 6.0 * 3.0 * (double)mc->hidden_size * mc->intermediate_size * rows / mach->flops;
+        const double t_exp_layer = 6.0 * 3.0 * (double)mc->hidden_size * mc->intermediate_size * rows / r_exp;
         const double rec = lay->recompute == PLAN_RECOMPUTE_FULL ? 1.0 / 3.0 : 0.0;
         out->routing_s = out->routing_excess * nmicro * moe_local * t_exp_layer * (1.0 + rec);
     }

@@ -6,7 +6,9 @@
 # (so 4 ranks cross the inter link); `plan calibrate --write-machine` under
 # mpiexec writes a file plan time loads (with the measured overlap), and on
 # a pilot's exported weights and the training data; --dropped/--routing-from
-# take the dropped expert assignments out of the compute, --routing-from adds
+# take the dropped expert assignments out of the compute, a machine's
+# expert_flops times the experts (and calibrate measures it or says why
+# not), --routing-from adds
 # the ep routing imbalance, a machine's overlap scales what overlap_comm
 # hides; bad machine files and flags
 # exit 2 naming the key or flag (bad metrics files 3, a missing one 4). Nothing here is timed: the calibrated figures are
@@ -118,6 +120,29 @@ for layout in "1 0 1 0.2" "2 3 1 0.35" "4 1 2 0.5"; do
     check "world $1 zero $2 ep $3 --dropped $4: the compute less the dropped expert FLOPs, as the reference" \
         '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
 done
+# the experts at their own rate (machine expert_flops): the kept
+# assignments' matmuls at it, the rest of the linear part at flops; a
+# dropped assignment saves its FLOPs at the experts' rate
+"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d['expert_flops'] = {'value': 2.5e10, 'source': 'test figure'}; json.dump(d, open(sys.argv[2], 'w'))" "$M" "$SCRATCH/experts.json"
+for layout in "1 0 1 0" "1 0 1 0.2" "2 3 1 0.35" "4 1 2 0.5"; do
+    set -- $layout
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$SCRATCH/experts.json" --mean-len 100 --json --dropped "$4" \
+        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
+        --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$SCRATCH/experts.json" "$1" "$2" "$3" 0 5e8 5e8 100 none "$4" <"$SCRATCH/plan.json" \
+        >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 ep $3 --dropped $4 on a machine with expert_flops: the experts at their rate, as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+done
+"$FABULA" plan time "$CFG" --world 1 --machine "$M" --mean-len 100 --json >"$SCRATCH/e0.json" 2>/dev/null
+"$FABULA" plan time "$CFG" --world 1 --machine "$SCRATCH/experts.json" --mean-len 100 --json >"$SCRATCH/e1.json" 2>/dev/null
+check "expert_flops above flops shortens the compute; the table names the experts' rate" \
+    "\"\$PY\" -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:3]); sys.exit(not b[\"forward_s\"] < a[\"forward_s\"])' \"\$SCRATCH/e0.json\" \"\$SCRATCH/e1.json\" &&
+     \"\$FABULA\" plan time \"\$CFG\" --world 1 --machine \"\$SCRATCH/experts.json\" 2>&1 | grep -q \"experts 0.025 TFLOP/s\""
+
 # plan_small: 2 MoE layers x top-2 = 4 assignments a token; 150 + 250
 # dropped of (1000 + 1500) x 4 = 10000: 0.04
 printf '%s\n' '{"step":1,"dropped":150,"tokens":1000}' '{"event":"checkpoint"}' \
@@ -160,17 +185,18 @@ bad_dropped "--dropped-from a missing file" 4 "missing.jsonl" --dropped-from "$S
 printf '%s\n' '{"step":1,"dropped":150,"tokens":1000,"expert_tokens":[[600,400,300,500],[900,300,100,600]]}' \
     '{"step":2,"dropped":250,"tokens":1500,"expert_tokens":[[700,700,700,700],[100,200,300,400]]}' \
     >"$SCRATCH/routing.jsonl"
-for layout in "4 2 2" "4 3 4" "2 0 2" "4 1 1"; do
+# (the last layout on the machine with expert_flops: the wait at the experts' rate)
+for layout in "4 2 2 $M" "4 3 4 $M" "2 0 2 $M" "4 1 1 $M" "4 2 2 $SCRATCH/experts.json"; do
     set -- $layout
-    "$FABULA" plan time "$CFG" --world "$1" --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/routing.jsonl" \
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$4" --mean-len 100 --json --routing-from "$SCRATCH/routing.jsonl" \
         --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
         --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
     rc=$?
-    "$PY" "$REF" "$CFG" "$M" "$1" "$2" "$3" 0 5e8 5e8 100 none 0.04 "$SCRATCH/routing.jsonl" <"$SCRATCH/plan.json" \
+    "$PY" "$REF" "$CFG" "$4" "$1" "$2" "$3" 0 5e8 5e8 100 none 0.04 "$SCRATCH/routing.jsonl" <"$SCRATCH/plan.json" \
         >"$SCRATCH/ref.txt" 2>&1
     rrc=$?
     cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
-    check "world $1 zero $2 ep $3 --routing-from: the routing imbalance and the step as the reference" \
+    check "world $1 zero $2 ep $3 --routing-from ($(basename "$4")): the routing imbalance and the step as the reference" \
         '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
 done
 "$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/routing.jsonl" \
@@ -317,6 +343,19 @@ ok = ok and \"plan calibrate\" in d[\"calibrated\"]
 ok = ok and 0 <= d[\"overlap\"][\"value\"] <= 1 and d[\"overlap\"][\"source\"].startswith(\"measured\")
 ok = ok and \"weights initial, tokens random ids\" in d[\"flops\"][\"source\"]
 sys.exit(not ok)' \"$SCRATCH/cal.json\""
+# the experts' rate: written with its source (the pairs at capacity 0.5)
+# or, when the tiny passes time no difference, left out saying so
+check "calibrated file: expert_flops from passes at capacity 0.5, or its absence said" \
+    "\"$PY\" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+said = \"expert_flops left out\" in open(sys.argv[2]).read()
+if \"expert_flops\" in d:
+    e = d[\"expert_flops\"]
+    ok = not said and e[\"value\"] > 0 and \"capacity factor 0.5\" in e[\"source\"] and \"less the kept expert\" in d[\"flops\"][\"source\"]
+else:
+    ok = said
+sys.exit(not ok)' \"$SCRATCH/cal.json\" \"$SCRATCH/cal.txt\""
 "$FABULA" plan time "$CFG" --world 2 --machine "$SCRATCH/cal.json" >"$SCRATCH/out.txt" 2>&1
 rc=$?
 check "plan time loads the calibrated file" '[ $rc -eq 0 ] && grep -q "^machine: calibrated-here" "$SCRATCH/out.txt"'
@@ -397,6 +436,7 @@ bad_machine "a figure without a source" "flops.source" "del d['flops']['source']
 bad_machine "an unknown key" "flopz" "d['flopz'] = d['flops']"
 bad_machine "an unknown key in a figure" "intra.bandwidth.unit" "d['intra']['bandwidth']['unit'] = 'GB/s'"
 bad_machine "a bandwidth of 0" "intra.bandwidth.value" "d['intra']['bandwidth']['value'] = 0"
+bad_machine "an expert rate of 0" "expert_flops.value" "d['expert_flops'] = {'value': 0, 'source': 't'}"
 bad_machine "a negative latency" "inter.latency_s.value" "d['inter']['latency_s']['value'] = -1"
 bad_machine "a missing link" "inter" "del d['inter']"
 bad_machine "a bare number for a figure" "flops" "d['flops'] = 1e10"

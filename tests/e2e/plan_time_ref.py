@@ -78,7 +78,10 @@ norms = (2 * L + 1) * D
 f_lin = 6 * (active + norms) * T - dropped * T * 6 * sum(K * 3 * D * I for l in range(L) if moe[l])
 f_att = 12 * L * D * S2
 att_rate = fig("attention_flops") if "attention_flops" in mach else fig("flops")
-t_mb = f_lin / fig("flops") + f_att / att_rate
+# the kept assignments' expert matmuls at expert_flops, the rest at flops
+exp_rate = fig("expert_flops") if "expert_flops" in mach else fig("flops")
+f_kept = (1 - dropped) * T * 6 * sum(K * 3 * D * I for l in range(L) if moe[l])
+t_mb = (f_lin - f_kept) / fig("flops") + f_kept / exp_rate + f_att / att_rate
 fwd, bwd = t_mb / 3, 2 * t_mb / 3
 owned = (psi_d / dp + psi_e / edp) if zero >= 1 else (psi_d + psi_e)
 opt = owned * 28 / fig("memory_bandwidth")
@@ -184,7 +187,7 @@ if ep > 1 and metrics:
                 ratios.append(max(ranks) / (sum(ranks) / ep) - 1)
     excess = sum(ratios) / len(ratios) if ratios else 0.0
     rows = T * K * (1 - dropped)  # a rank's mean expert rows a layer and micro-batch
-    routing = excess * ga * sum(moe) * 6 * 3 * D * I * rows / mach["flops"]["value"]
+    routing = excess * ga * sum(moe) * 6 * 3 * D * I * rows / exp_rate
 
 compute = ga * t_mb + opt + off
 step = compute + sum(exposed.values()) + sync + routing
