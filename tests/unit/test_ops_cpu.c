@@ -525,6 +525,50 @@ static void test_router(const ops_t *ops)
     check("router_bwd", &dl, TOL_EW);
 }
 
+/* The top-k of many experts with ties, against an independent selection:
+ * the experts sorted by falling probability, a tie to the lower index
+ * (the router's documented rule), the first K taken. */
+static const float *topk_probs;
+
+static int by_prob_then_index(const void *a, const void *b)
+{
+    const int i = *(const int *)a, j = *(const int *)b;
+    if (topk_probs[i] != topk_probs[j])
+        return topk_probs[i] > topk_probs[j] ? -1 : 1;
+    return i - j;
+}
+
+static void test_router_topk_ties(const ops_t *ops)
+{
+    const int T = 64, E = 128, K = 32;
+    size_t n = (size_t)T * E, nk = (size_t)T * K;
+    float *logits = testlib_scratch(n * sizeof(float)), *probs = testlib_scratch(n * sizeof(float));
+    float *lse = testlib_scratch((size_t)T * sizeof(float)), *w = testlib_scratch(nk * sizeof(float));
+    int32_t *idx = testlib_scratch(nk * sizeof(int32_t));
+    int order[128];
+    /* 7 distinct values: every token has ties inside and across its top 32 */
+    for (size_t i = 0; i < n; i++)
+        logits[i] = (float)((i * 2654435761u >> 7) % 7) * 0.25f;
+    set_threads(1);
+    ops->router_fwd(probs, lse, idx, w, logits, T, E, K);
+    int same = 1, weights = 1;
+    for (int t = 0; t < T; t++) {
+        topk_probs = probs + (size_t)t * E;
+        for (int e = 0; e < E; e++)
+            order[e] = e;
+        qsort(order, (size_t)E, sizeof order[0], by_prob_then_index);
+        double sum = 0;
+        for (int k = 0; k < K; k++) {
+            same &= idx[(size_t)t * K + k] == order[k];
+            sum += topk_probs[order[k]];
+        }
+        for (int k = 0; k < K; k++)
+            weights &= fabs(w[(size_t)t * K + k] - topk_probs[order[k]] / sum) < 1e-6;
+    }
+    check_true("router_fwd", "128 experts top-32 with ties: the sorted selection", same);
+    check_true("router_fwd", "128 experts top-32 with ties: weights p / sum of the chosen", weights);
+}
+
 /* ---------------------------------------------------------------- permute, combine, gmm */
 
 static void test_permute(const ops_t *ops)
@@ -781,6 +825,7 @@ int main(void)
     test_dropout(ops);
     test_cross_entropy(ops);
     test_router(ops);
+    test_router_topk_ties(ops);
     test_permute(ops);
     test_gmm(ops);
     test_adamw(ops);
