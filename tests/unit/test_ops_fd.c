@@ -757,6 +757,11 @@ int main(void)
     test_attention_case(4, 2, short_samples, 3, 8);
     test_attention_case(4, 4, short_samples, 3, 8);
     test_attention_case(2, 1, long_samples, 2, 4);
+    /* a sample past the kernel's first block of query rows with 4 query
+     * heads on one kv head, and with one query head a kv head */
+    static const int32_t mid_samples[] = {0, 5, 150};
+    test_attention_case(4, 1, mid_samples, 2, 4);
+    test_attention_case(2, 2, mid_samples, 2, 4);
     test_swiglu();
     test_cross_entropy();
     test_router();
