@@ -1,5 +1,6 @@
 /* `fabula plan calibrate`: measures the attention cost c of the sampler's
- * cost model len + c·len² (docs/loader.md) on this machine's CPU backend, for
+ * cost model len + c·len² (docs/loader.md) on the config's backend
+ * (run.backend: the CPU, or a GPU through the CUDA backend), for
  * the config's model: the forward and backward of one step's worth of
  * tokens, once as many short samples and once as few long ones. Per token a
  * packed sample of length L costs a + b·L (the linear layers, and attention
@@ -15,6 +16,8 @@
  * and, under mpiexec, the MPI latency and bandwidth: a machine file for
  * `fabula plan time` (docs/plan.md). Every rank measures at once, at the
  * threads train would give it, so a rank sees what training leaves it. */
+#include "build_config.h"
+
 #include "cli/cli_plan_calibrate.h"
 
 #include <math.h>
@@ -30,14 +33,20 @@
 #include "loader/batch.h"
 #include "loader/data_source.h"
 #include "model/model.h"
+#include "monitor/nvml.h"
 #include "ops.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"
 #include "rng.h"
+#include "train/backend.h"
 #include "train/step_monitor.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
 #include "util/error.h"
+
+#ifdef HAVE_CUDA
+#include "cuda/cuda_info.h"
+#endif
 
 static void calibrate_usage(FILE *f)
 {
@@ -45,7 +54,8 @@ static void calibrate_usage(FILE *f)
             "usage: fabula plan calibrate [options] [CONFIG.json ...]\n"
             "\n"
             "Measures data.attention_cost, the c of the sampler's cost len + c*len^2,\n"
-            "for the config's model on the CPU backend: forward and backward over\n"
+            "for the config's model on its backend (run.backend: on a GPU with \"cuda\"):\n"
+            "forward and backward over\n"
             "--tokens tokens packed as samples of --short tokens, then of --long\n"
             "tokens (default data.seq_len), the median of --repeats alternating runs each. Prints\n"
             "the measured c beside the FLOP-based \"auto\" value; put it in the config\n"
@@ -68,7 +78,7 @@ static void calibrate_usage(FILE *f)
             "                every rank measures at once, at train's thread count; prints\n"
             "                the long passes' spread (slowest - fastest over the median, how\n"
             "                far the machine's speed moved) and warns above 15%%\n"
-            "  --name NAME   the machine file's name (default cpu-this)\n"
+            "  --name NAME   the machine file's name (default cpu-this, gpu-this on CUDA)\n"
             "  --data        tokens from the config's training data (data.corpus or\n"
             "                data.train), new samples for every pass and rank, instead of\n"
             "                random ids; with model.init_from (a pilot run's weights,\n"
@@ -172,10 +182,15 @@ static double pass_time(model_t *m, const pass_input_t *p, long *dropped)
 {
     model_scales_t sc = {.lm_denominator = (double)p->in.T, .mb_weight = 1.0, .training = 0};
     model_stats_t st;
+    const ops_t *o = model_ops(m);
     model_zero_grads(m);
+    /* a device runs behind the host: time from an empty queue to the
+     * pass's last op done */
+    o->synchronize();
     const double t0 = now();
     model_forward(m, &p->in, &sc, &st);
     model_backward(m);
+    o->synchronize();
     const double t = now() - t0;
     *dropped = st.dropped;
     return t;
@@ -336,6 +351,28 @@ static void init_weights(model_t *m, const config_t *cfg)
         model_init_weights(m, cfg->run.seed);
 }
 
+/* The GPU's name and memory for the machine file ("(unnamed)" and 0 where
+ * the runtime or NVML cannot say). */
+static void gpu_identity(int dev, char *name, size_t n, double *memory)
+{
+    snprintf(name, n, "(unnamed)");
+    *memory = 0;
+#ifdef HAVE_CUDA
+    char pci[64];
+    int major, minor;
+    if (cuda_device_identity(dev, name, n, pci, sizeof pci, &major, &minor) != 0) {
+        snprintf(name, n, "(unnamed)");
+        return;
+    }
+    nvml_sample_t s;
+    if (nvml_open(pci, 0) && nvml_read(&s) && s.mem_total > 0)
+        *memory = s.mem_total;
+    nvml_close();
+#else
+    (void)dev;
+#endif
+}
+
 /* The command line and the date, for the machine file's "calibrated". */
 static char *command_line(int argc, char **argv)
 {
@@ -383,7 +420,7 @@ int plan_calibrate(int argc, char **argv)
         {"name", 0, 1, OPT_NAME},     {"clock", 0, 1, OPT_CLOCK}, {"data", 0, 0, OPT_DATA}, {0, 0, 0, 0},
     };
     int shortlen = 64, longlen = 0, tokens = 0, tokens_given = 0, repeats = 5, nsets = 0, use_data = 0, opt;
-    const char *machine = NULL, *name = "cpu-this";
+    const char *machine = NULL, *name = NULL;
     char *command = command_line(argc, argv);
     const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
     cli_args_t args;
@@ -405,7 +442,7 @@ int plan_calibrate(int argc, char **argv)
             break;
         }
     }
-    if (!*name || strlen(name) >= 128)
+    if (name && (!*name || strlen(name) >= 128))
         cli_args_fail(&args, 0, "--name expects 1 to 127 characters");
     /* MPI first: a config error is then printed once, by rank 0 */
     parallel_init(&argc, &argv);
@@ -436,6 +473,16 @@ int plan_calibrate(int argc, char **argv)
     free(sets);
     cli_args_free(&args);
     const int threads = train_choose_threads();
+    backend_t be;
+    backend_open(&be, &cfg);
+    const ops_t *ops = be.ops;
+    if (!name)
+        name = be.cuda ? "gpu-this" : "cpu-this";
+    if (be.cuda && pass_clock == CLOCK_PROCESS_CPUTIME_ID)
+        fb_fatal_all(FB_EXIT_USAGE, "fabula plan calibrate: --clock cpu counts the host's CPU seconds, not a GPU's "
+                     "work: calibrate run.backend \"cuda\" with the wall clock");
+    if (rank == 0 && be.cuda)
+        printf("calibrate: the CUDA backend (%s), GPU %d of each rank\n", ops->name, be.device);
     token_source_t src_store = {0}, *src = NULL;
     if (use_data) {
         data_source_open(&src_store.ds, &cfg, 0);
@@ -451,7 +498,7 @@ int plan_calibrate(int argc, char **argv)
     /* Dropless: capacity would drop a different share at each length. */
     model_config_t dropless = *mc;
     dropless.capacity_factor = 0.0;
-    model_t *m = model_create(&dropless, ops_cpu(), tokens);
+    model_t *m = model_create(&dropless, ops, tokens);
     init_weights(m, &cfg);
     pass_times_t pt;
     time_passes(m, &dropless, tokens, shortlen, longlen, repeats, 0, src, &pt);
@@ -490,14 +537,14 @@ int plan_calibrate(int argc, char **argv)
         const double fa_l = model_flops_packed(mc, tokens, sq_l) - f_nominal;
         /* the rates from the model as configured (capacity included: what
          * train runs), not the dropless one the attention cost needs */
-        model_t *mm = model_create(mc, ops_cpu(), tokens);
+        model_t *mm = model_create(mc, ops, tokens);
         init_weights(mm, &cfg);
         pass_times_t mt;
         time_passes(mm, mc, tokens, shortlen, longlen, repeats, 1, src, &mt);
         if (model_assignments_per_token(mc) > 0) {
             model_config_t lowc = *mc;
             lowc.capacity_factor = CALIB_LOW_CAPACITY;
-            model_t *ml = model_create(&lowc, ops_cpu(), tokens);
+            model_t *ml = model_create(&lowc, ops, tokens);
             init_weights(ml, &cfg);
             cm.expert_pairs = 2 * repeats;
             cm.expert_flops = time_experts(mm, ml, mc, tokens, longlen, cm.expert_pairs, src, &cm.kept_configured,
@@ -529,10 +576,32 @@ int plan_calibrate(int argc, char **argv)
         cm.wait_pass = mt.wait_pass;
         cm.wait_block = mt.wait_block;
         cm.node_cpus = comm_node_cpus();
+        comm_barrier(comm_world());
+        /* the slowest rank's rate: the max of its negation */
+        char device[256] = "";
+        if (be.cuda) {
+            cm.gemm_flops = calib_device_gemm_flops(ops, 0.5);
+            cm.host_link = calib_host_link(ops);
+            gpu_identity(be.device, device, sizeof device, &cm.device_memory);
+            cm.device = device;
+        } else {
+            cm.gemm_flops = -calib_max_over_ranks(-peak_flops_cpu(0.5));
+        }
         const double inv_att = ml > ms ? (ml - ms) / (fa_l - fa_s) : 0.0;
         const double t_lin = ms - fa_s * inv_att;
         cm.attention_flops = inv_att > 0 ? 1.0 / inv_att : 0.0;
         cm.dense_flops = t_lin > 0 ? f_lin / t_lin : (f_lin + fa_s) / ms;
+        /* Above the matmul peak an expert rate is the noise of two passes'
+         * difference (a launch-bound model on a GPU measured 1.5 PFLOP/s
+         * against an 826 TFLOP/s peak): not a rate to plan with. */
+        const int expert_implausible = cm.expert_flops > cm.gemm_flops && cm.gemm_flops > 0;
+        if (expert_implausible) {
+            if (rank == 0)
+                printf("calibrate: the experts' rate measured %.4g GFLOP/s, above the %s peak of %.4g: the passes' "
+                       "difference is noise at this size; expert_flops left out, plan time takes flops for them\n",
+                       cm.expert_flops / 1e9, be.cuda ? "matmul" : "sgemm", cm.gemm_flops / 1e9);
+            cm.expert_flops = 0;
+        }
         if (cm.expert_flops > 0) {
             /* the rest of the linear part at its own rate */
             const double f_exp = f_lin - (f_nominal - model_expert_flops_per_token(mc) * tokens);
@@ -542,13 +611,10 @@ int plan_calibrate(int argc, char **argv)
             else
                 cm.expert_flops = 0;
         }
-        if (rank == 0 && model_assignments_per_token(mc) > 0 && cm.expert_flops <= 0)
+        if (rank == 0 && model_assignments_per_token(mc) > 0 && cm.expert_flops <= 0 && !expert_implausible)
             printf("calibrate: the experts' rate not measurable (the passes at capacity %g were no faster): "
                    "expert_flops left out, plan time takes flops for them\n", CALIB_LOW_CAPACITY);
-        comm_barrier(comm_world());
-        /* the slowest rank's rate: the max of its negation */
-        cm.gemm_flops = -calib_max_over_ranks(-peak_flops_cpu(0.5));
-        cm.adamw_bandwidth = calib_adamw_bandwidth();
+        cm.adamw_bandwidth = calib_adamw_bandwidth(ops);
         char why[256] = "", cpu[256], mpi[256];
         cm.have_links = calib_links(&cm.latency, &cm.bandwidth, why, sizeof why) == 0;
         char why_overlap[256] = "";
@@ -573,9 +639,12 @@ int plan_calibrate(int argc, char **argv)
                 printf("calibrate: the experts: %.4g GFLOP/s (%.1f%% of the assignments kept as configured, %.1f%% "
                        "at capacity %g, %d pairs)\n", cm.expert_flops / 1e9, 100 * cm.kept_configured,
                        100 * cm.kept_low, CALIB_LOW_CAPACITY, cm.expert_pairs);
-            printf("calibrate: machine %s: %.4g GFLOP/s linear%s, %.4g GFLOP/s attention, sgemm %.4g GFLOP/s, AdamW "
+            printf("calibrate: machine %s: %.4g GFLOP/s linear%s, %.4g GFLOP/s attention, %s %.4g GFLOP/s, AdamW "
                    "%.4g GB/s, ", name, cm.dense_flops / 1e9, cm.expert_flops > 0 ? " (less the experts)" : "",
-                   cm.attention_flops / 1e9, cm.gemm_flops / 1e9, cm.adamw_bandwidth / 1e9);
+                   cm.attention_flops / 1e9, be.cuda ? "matmul" : "sgemm", cm.gemm_flops / 1e9,
+                   cm.adamw_bandwidth / 1e9);
+            if (be.cuda)
+                printf("host link %.4g GB/s, ", cm.host_link / 1e9);
             if (cm.have_links)
                 printf("MPI latency %.3g us, bandwidth %.4g GB/s over %d ranks", cm.latency * 1e6,
                        cm.bandwidth / 1e9, cm.ranks);
@@ -591,6 +660,7 @@ int plan_calibrate(int argc, char **argv)
     }
     free(config_copy);
     free(command);
+    backend_close(&be);
     config_free(&cfg);
     parallel_finalize();
     return FB_EXIT_OK;

@@ -37,30 +37,89 @@ double calib_max_over_ranks(double x)
     return x;
 }
 
-double calib_adamw_bandwidth(void)
+double calib_adamw_bandwidth(const ops_t *o)
 {
     /* well above the caches, so the update streams from memory as a real
-     * optimizer step over millions of parameters does */
-    const size_t n = (size_t)1 << 22;
-    const ops_t *o = ops_cpu();
-    float *p = fb_calloc(n, sizeof *p), *g = fb_calloc(n, sizeof *g), *m = fb_calloc(n, sizeof *m),
-          *v = fb_calloc(n, sizeof *v);
+     * optimizer step over millions of parameters does (a GPU's 50 MB L2
+     * needs more than a CPU's) */
+    const size_t n = o->device_memory ? CALIB_ADAMW_DEVICE_PARAMS : (size_t)1 << 22;
+    float *host = fb_malloc(n * sizeof *host);
     for (size_t i = 0; i < n; i++)
-        g[i] = (float)((i * 2654435761u) % 1000u) * 1e-6f;
+        host[i] = (float)((i * 2654435761u) % 1000u) * 1e-6f;
+    float *p = o->alloc(n * sizeof *p), *g = o->alloc(n * sizeof *g), *m = o->alloc(n * sizeof *m),
+          *v = o->alloc(n * sizeof *v);
+    o->to_backend(g, host, n * sizeof *g);
+    o->synchronize();
     double t[7];
     comm_barrier(comm_world());
     for (int r = -1; r < 7; r++) {
         const double t0 = timer_now();
         o->adamw(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, r + 2);
+        o->synchronize();
         if (r >= 0)
             t[r] = timer_now() - t0;
     }
-    free(p);
-    free(g);
-    free(m);
-    free(v);
+    o->release(p);
+    o->release(g);
+    o->release(m);
+    o->release(v);
+    free(host);
     const double sec = calib_max_over_ranks(calib_median(t, 7));
     return CALIB_ADAMW_BYTES * (double)n / sec;
+}
+
+double calib_device_gemm_flops(const ops_t *o, double seconds)
+{
+    /* random values, not zeros: a GPU's matmul runs faster on zeros */
+    const int n = CALIB_DEVICE_GEMM;
+    const size_t count = (size_t)n * n;
+    float *host = fb_malloc(count * sizeof *host);
+    for (size_t i = 0; i < count; i++)
+        host[i] = (float)((i * 2654435761u) % 1000u) * 1e-3f - 0.5f;
+    float *stage = o->alloc(count * sizeof *stage);
+    fb_act *a = o->alloc(count * o->act_bytes), *b = o->alloc(count * o->act_bytes),
+           *c = o->alloc(count * o->act_bytes);
+    o->to_backend(stage, host, count * sizeof *stage);
+    o->to_act(a, stage, count);
+    o->to_act(b, stage, count);
+    o->matmul(c, a, b, n, n, n, 0, 1, 0.0f); /* warm-up: the library's plan, the clocks */
+    o->synchronize();
+    enum { BATCH = 10 };
+    double best = 0.0;
+    const double start = timer_now();
+    for (int k = 0; k < 3 || timer_now() - start < seconds; k++) {
+        const double t0 = timer_now();
+        for (int i = 0; i < BATCH; i++)
+            o->matmul(c, a, b, n, n, n, 0, 1, 0.0f);
+        o->synchronize();
+        const double dt = timer_now() - t0;
+        const double rate = BATCH * 2.0 * (double)n * n * n / (dt > 0 ? dt : 1e-9);
+        best = rate > best ? rate : best;
+    }
+    o->release(stage);
+    o->release(a);
+    o->release(b);
+    o->release(c);
+    free(host);
+    return -calib_max_over_ranks(-best);
+}
+
+double calib_host_link(const ops_t *o)
+{
+    const size_t bytes = (size_t)256 << 20;
+    void *host = o->host_alloc(bytes), *dev = o->alloc(bytes);
+    double t[5];
+    o->to_backend(dev, host, bytes); /* warm-up: the pages, the copy engine */
+    o->synchronize();
+    for (int r = 0; r < 5; r++) {
+        const double t0 = timer_now();
+        o->to_backend(dev, host, bytes);
+        o->synchronize();
+        t[r] = timer_now() - t0;
+    }
+    o->release(dev);
+    o->host_release(host);
+    return (double)bytes / calib_max_over_ranks(calib_median(t, 5));
 }
 
 /* The world, or NULL and why on one rank (nothing between ranks to time). */
@@ -219,8 +278,13 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     json_t *o = json_object();
     json_object_set_new(o, "format", json_string("fabula-machine-1"));
     json_object_set_new(o, "name", json_string(c->name));
-    snprintf(src, sizeof src, "%d rank%s of %d thread%s each on %s (%s)", c->ranks, c->ranks == 1 ? "" : "s",
-             c->threads, c->threads == 1 ? "" : "s", c->cpu, c->nodes);
+    if (c->device)
+        snprintf(src, sizeof src, "%d rank%s, each on the GPU %s (the CUDA backend) and %d thread%s of %s (%s)",
+                 c->ranks, c->ranks == 1 ? "" : "s", c->device, c->threads, c->threads == 1 ? "" : "s", c->cpu,
+                 c->nodes);
+    else
+        snprintf(src, sizeof src, "%d rank%s of %d thread%s each on %s (%s)", c->ranks, c->ranks == 1 ? "" : "s",
+                 c->threads, c->threads == 1 ? "" : "s", c->cpu, c->nodes);
     json_object_set_new(o, "description", json_string(src));
     snprintf(src, sizeof src, "%s, %d rank%s (%s)", c->command, c->ranks, c->ranks == 1 ? "" : "s", c->mpi);
     json_object_set_new(o, "calibrated", json_string(src));
@@ -250,36 +314,64 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
                  c->cpu_clock ? " (process CPU seconds)" : "");
         json_object_set_new(o, "expert_flops", figure(c->expert_flops, src, 0));
     }
-    snprintf(src, sizeof src, "measured: best of repeated " PEAK_GEMM_SHAPE " sgemm through the CPU ops table's matmul at %d "
-                              "thread%s on every rank at once (peak_flops_cpu)",
-             c->threads, c->threads == 1 ? "" : "s");
+    if (c->device)
+        snprintf(src, sizeof src, "measured: best of batches of 10 %dx%dx%d matmuls of random values in the compute "
+                                  "dtype through the CUDA ops table's matmul (cuBLASLt, fp32 accumulation) on every "
+                                  "rank at once, the slowest rank's", CALIB_DEVICE_GEMM, CALIB_DEVICE_GEMM,
+                 CALIB_DEVICE_GEMM);
+    else
+        snprintf(src, sizeof src, "measured: best of repeated " PEAK_GEMM_SHAPE " sgemm through the CPU ops table's "
+                                  "matmul at %d thread%s on every rank at once (peak_flops_cpu)",
+                 c->threads, c->threads == 1 ? "" : "s");
     json_object_set_new(o, "gemm_flops", figure(c->gemm_flops, src, 0));
-    snprintf(src, sizeof src, "measured: the ops table's AdamW over 4M fp32 parameters on every rank at once, %g bytes "
-                              "a parameter, median of 7", CALIB_ADAMW_BYTES);
+    snprintf(src, sizeof src, "measured: the ops table's AdamW over %dM fp32 parameters%s on every rank at once, %g "
+                              "bytes a parameter, median of 7",
+             (int)((c->device ? CALIB_ADAMW_DEVICE_PARAMS : (size_t)1 << 22) >> 20),
+             c->device ? " in device memory" : "", CALIB_ADAMW_BYTES);
     json_object_set_new(o, "memory_bandwidth", figure(c->adamw_bandwidth, src, 0));
     const double mem = node_memory();
-    json_object_set_new(o, "device_memory",
-                        figure(mem / (c->local > 0 ? c->local : 1),
-                               "measured: the node's physical memory (sysconf) over the ranks per node: the CPU "
-                               "backend's device is host memory", 0));
+    if (!c->device)
+        json_object_set_new(o, "device_memory",
+                            figure(mem / (c->local > 0 ? c->local : 1),
+                                   "measured: the node's physical memory (sysconf) over the ranks per node: the CPU "
+                                   "backend's device is host memory", 0));
+    else if (c->device_memory > 0)
+        json_object_set_new(o, "device_memory", figure(c->device_memory, "measured: the GPU's memory (NVML)", 0));
+    else
+        json_object_set_new(o, "device_memory", figure(80.0 * (1 << 30), "not measured (NVML could not say); assumed "
+                                                                         "80 GiB, an H100's", 1));
     json_object_set_new(o, "host_memory", figure(mem, "measured: the node's physical memory (sysconf)", 0));
-    json_object_set_new(o, "host_link_bandwidth",
-                        figure(0, "the CPU backend: device and host are the same memory (offload is a memcpy, "
-                                  "counted in memory_bandwidth)", 0));
+    if (c->device) {
+        snprintf(src, sizeof src, "measured: 256 MiB copies from page-locked host memory to the GPU on every rank at "
+                                  "once, median of 5, the slowest rank's");
+        json_object_set_new(o, "host_link_bandwidth", figure(c->host_link, src, 0));
+    } else {
+        json_object_set_new(o, "host_link_bandwidth",
+                            figure(0, "the CPU backend: device and host are the same memory (offload is a memcpy, "
+                                      "counted in memory_bandwidth)", 0));
+    }
     json_t *intra = json_object(), *inter = json_object();
+    /* the CUDA backend's collectives run through NCCL on device buffers,
+     * which these host-buffer MPI figures do not time */
+    const char *host_only = c->device ? "; host buffers, not the GPUs' NCCL collectives" : "";
     if (c->have_links) {
         snprintf(src, sizeof src, "measured: median one-float MPI all-reduce over %d ranks (%s) / 2 ceil(log2 %d), "
-                                  "slowest rank", c->ranks, c->mpi, c->ranks);
+                                  "slowest rank%s", c->ranks, c->mpi, c->ranks, host_only);
         json_object_set_new(intra, "latency_s", figure(c->latency, src, 0));
         snprintf(src, sizeof src, "measured: median 16 MiB MPI all-reduce over %d ranks (%s), ring model "
-                                  "2 (n-1)/n B / (t - 2 (n-1) alpha), slowest rank", c->ranks, c->mpi);
+                                  "2 (n-1)/n B / (t - 2 (n-1) alpha), slowest rank%s", c->ranks, c->mpi, host_only);
         json_object_set_new(intra, "bandwidth", figure(c->bandwidth, src, 0));
     } else {
-        snprintf(src, sizeof src, "not measured (%s); assumed half of memory_bandwidth: a shared-memory MPI copy "
-                                  "reads and writes every byte", c->links_why);
+        if (c->device)
+            snprintf(src, sizeof src, "not measured (%s); assumed the host link's rate, below any GPU-to-GPU link of "
+                                      "a node (take the links of a shipped GPU machine file to plan several GPUs)",
+                     c->links_why);
+        else
+            snprintf(src, sizeof src, "not measured (%s); assumed half of memory_bandwidth: a shared-memory MPI "
+                                      "copy reads and writes every byte", c->links_why);
         json_object_set_new(intra, "latency_s", figure(2e-6, "not measured (calibrated on one rank); assumed 2 us, "
                                                               "a shared-memory MPI message", 1));
-        json_object_set_new(intra, "bandwidth", figure(c->adamw_bandwidth / 2, src, 1));
+        json_object_set_new(intra, "bandwidth", figure(c->device ? c->host_link : c->adamw_bandwidth / 2, src, 1));
     }
     json_object_set_new(inter, "latency_s",
                         figure(json_real_value(json_object_get(json_object_get(intra, "latency_s"), "value")),

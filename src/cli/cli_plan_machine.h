@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "ops.h"
+
 /* Bytes one parameter moves through AdamW (p, g, m, v read; p, m, v
  * written, fp32): plan_time.c counts the same. */
 #define CALIB_ADAMW_BYTES 28.0
@@ -30,6 +32,11 @@ typedef struct calib_machine {
     double overlap, overlap_comm_s; /* calib_overlap's */
     const char *init_from;      /* the passes' weights (NULL: train's initialisation) */
     const char *data;           /* the passes' tokens (NULL: random ids) */
+    /* The CUDA backend (run.backend): the GPU's name (NULL: the CPU
+     * backend), its memory (0: NVML could not say) and the pinned
+     * host-to-device copy rate (docs/plan.md, "Calibrating a GPU"). */
+    const char *device;
+    double device_memory, host_link;
 } calib_machine_t;
 
 /* A spread of the timed passes above which calibrate warns: the share by
@@ -49,8 +56,16 @@ double calib_median(double *v, int n);
 /* The largest x over the ranks. */
 double calib_max_over_ranks(double x);
 /* Bytes/s of the ops table's AdamW (CALIB_ADAMW_BYTES a parameter), the
- * slowest rank's. */
-double calib_adamw_bandwidth(void);
+ * slowest rank's; on a device, over CALIB_ADAMW_DEVICE_PARAMS parameters. */
+double calib_adamw_bandwidth(const ops_t *o);
+#define CALIB_ADAMW_DEVICE_PARAMS ((size_t)1 << 26)
+/* A device's matmul rate: the best of batches of CALIB_DEVICE_GEMM-square
+ * products in the compute dtype, the slowest rank's. */
+double calib_device_gemm_flops(const ops_t *o, double seconds);
+#define CALIB_DEVICE_GEMM 8192
+/* Bytes/s of 256 MiB copies from page-locked host memory to the device,
+ * median of 5, the slowest rank's. */
+double calib_host_link(const ops_t *o);
 /* MPI latency and bandwidth over the world (plan_coll_time's all-reduce
  * inverted); -1 and why when there is one rank or the figures make no
  * sense. */
