@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The one device script: from the repository root on the GPU machine, in one
 # call, (a) what the machine is, (b) fabula built out of tree with CUDA (and
-# NCCL when found), (c) the CUDA tests, (d) the throughput benchmarks, fabula
+# NCCL when found), (p) `fabula plan time`'s step-time prediction against
+# measured training steps on one GPU (bench/plan_validate.sh with
+# run.backend=cuda on the GPU plan configs; docs/plan.md, "Validation on a
+# GPU"), (c) the CUDA tests, (d) the throughput benchmarks, fabula
 # (bench/fabula-model-bench) against PyTorch (bench/torch_model.py: eager,
 # compile, and for MoE grouped and grouped-compile), (e) a table with the
 # speedups and the goals. Every step has a timeout and a share of one overall
 # time budget; a step that fails is reported and the script goes on, so the
 # table always comes last. See bench/README.md, "GPU throughput".
 #
-#   bench/gpu.sh [--dry-run] [--skip-build] [--skip-tests] [--models "dense moe"] [--budget SECONDS]
-#                [--bundle DIR]
+#   bench/gpu.sh [--dry-run] [--skip-build] [--skip-tests] [--skip-plan] [--models "dense moe"]
+#                [--budget SECONDS] [--bundle DIR]
 #
 # --bundle DIR: no configure or make; (b) and (c) use the programs that
 # bench/gpu_bundle.sh built elsewhere, with their libraries (DIR holds
@@ -23,6 +26,8 @@
 #                            with --bundle, where it is unpacked: /tmp/fabula-gpu-bundle)
 #   FABULA_GPU_BUDGET_S      overall budget in seconds (default 570; the device allows 600 a call)
 #   FABULA_GPU_SIZE          model/batch flags replacing the default sizes
+#   FABULA_GPU_PLAN_CONFIGS  configs of step (p) (default: bench/configs/plan_gpu_dense.json,
+#                            plan_gpu_moe.json and plan_validate.json)
 #   FABULA_BENCH_LAUNCH      prefix for fabula-model-bench (e.g. "mpiexec.mpich -n 1")
 #   FABULA_GPU_DEBS          folder of .deb files unpacked into / before building
 #                            (carried build dependencies; see bench/README.md)
@@ -31,7 +36,7 @@
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DRY=0 SKIP_BUILD=0 SKIP_TESTS=0 BUNDLE_ARG=""
+DRY=0 SKIP_BUILD=0 SKIP_TESTS=0 SKIP_PLAN=0 BUNDLE_ARG=""
 MODELS="dense moe"
 BUDGET=${FABULA_GPU_BUDGET_S:-570}
 while [ $# -gt 0 ]; do
@@ -39,6 +44,7 @@ while [ $# -gt 0 ]; do
     --dry-run) DRY=1 ;;
     --skip-build) SKIP_BUILD=1 ;;
     --skip-tests) SKIP_TESTS=1 ;;
+    --skip-plan) SKIP_PLAN=1 ;;
     --models) MODELS=${2:?--models needs a list}; shift ;;
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
     --bundle) BUNDLE_ARG=${2:?--bundle needs a directory}; shift ;;
@@ -86,9 +92,10 @@ MANIFEST=$WORK/manifest.tsv
 : >"$MANIFEST"
 ENV_LOG=$LOGS/env.log BUILD_LOG=$LOGS/build.log TEST_LOG=$LOGS/cuda_tests.log
 FB_LOG=$LOGS/fabula_bench.log TORCH_LOG=$LOGS/torch_bench.log RESULTS=$LOGS/results.jsonl
+PLAN_LOG=$LOGS/plan.log
 TABLE=$LOGS/gpu_table.txt
 if [ "$DRY" = 0 ]; then
-  for f in "$ENV_LOG" "$BUILD_LOG" "$TEST_LOG" "$FB_LOG" "$TORCH_LOG" "$RESULTS"; do : >"$f"; done
+  for f in "$ENV_LOG" "$BUILD_LOG" "$TEST_LOG" "$FB_LOG" "$TORCH_LOG" "$RESULTS" "$PLAN_LOG"; do : >"$f"; done
 fi
 export PYTHONUNBUFFERED=1
 
@@ -465,6 +472,37 @@ step_tests() {
   record step "-" tests "$rc" "" "${summary:-no summary (see cuda_tests.log)}"
 }
 
+# ---------------------------------------------------------------- (p) plan validation
+# For each config: a pilot, then two rounds of calibrate (on the GPU) and 10
+# training steps, each against `fabula plan time` on the calibrated machine
+# file; one table row per config. The runs' files stay in LOGS/plan-NAME.
+PLAN_CONFIGS=${FABULA_GPU_PLAN_CONFIGS:-"bench/configs/plan_gpu_dense.json bench/configs/plan_gpu_moe.json bench/configs/plan_validate.json"}
+step_plan() {
+  local cfg name rc row launcher before
+  say "== (p) plan validation on one GPU: $PLAN_CONFIGS"
+  if [ -n "$SMOKE" ] || [ "$SKIP_PLAN" = 1 ]; then
+    say "   skipped"; record step "-" plan SKIP "" "$([ -n "$SMOKE" ] && echo "cpu smoke" || echo --skip-plan)"; return 0
+  fi
+  if [ "$DRY" = 0 ] && [ "$BUILT" != yes ] && [ ! -x "$BUILD/fabula" ]; then
+    say "   not run: no build"; record step "-" plan SKIP "" "no build"; return 1
+  fi
+  launcher=$BUILD/../bin/mpiexec
+  [ -n "$BUNDLE" ] || launcher=$(command -v mpiexec.mpich || command -v mpiexec || echo mpiexec)
+  for cfg in $PLAN_CONFIGS; do
+    name=$(basename "$cfg" .json)
+    before=$(wc -l <"$PLAN_LOG" 2>/dev/null || echo 0)
+    run_step "plan $name" 110 "$PLAN_LOG" env -C "$ROOT" FABULA="$BUILD/fabula" MPIEXEC="$launcher" PYTHON="$PY" \
+      sh bench/plan_validate.sh --ranks 1 --rounds 2 --steps 10 --cal-repeats 5 --calibrate-once --config "$cfg" \
+      --set run.backend=cuda --set checkpoint.save_interval=-1 --keep "$LOGS/plan-$name"
+    rc=$?
+    [ "$DRY" = 1 ] && { record step "-" "plan $name" DRY "" ""; continue; }
+    # this run's row of the measured/predicted table
+    row=$(tail -n +"$((before + 1))" "$PLAN_LOG" | grep -E '^\| 1 \| 0 \| 1 \| 1 \| 1 \| [0-9.]+ \(' | tail -n 1 |
+      awk -F'|' '{printf "measured %s s/step, predicted %s, error %s", $7, $8, $9}' | tr -s ' ')
+    record step "-" "plan $name" "$rc" "" "${row:-no table (see plan.log)}"
+  done
+}
+
 # ---------------------------------------------------------------- (d) benchmarks
 # bench MODEL IMPL WANT LOG CMD...: stdout's last JSON line is the result.
 bench() {
@@ -490,6 +528,7 @@ bench() {
 step_bench() {
   local model impl want
   say "== (d) benchmarks: $SIZE"
+  # fabula's runs first: they take seconds, PyTorch's compiles minutes
   for model in $MODELS; do
     if [ "$DRY" = 1 ] || [ -x "$FABULA_BENCH" ]; then
       # shellcheck disable=SC2086  # SIZE and the launcher are word lists
@@ -497,6 +536,8 @@ step_bench() {
     else
       record bench "$model" fabula SKIP "" "bench/fabula-model-bench not built"
     fi
+  done
+  for model in $MODELS; do
     # The impl the goal is measured against first, in case the budget runs out.
     if [ "$model" = moe ]; then set -- grouped-compile grouped eager compile; else set -- compile eager; fi
     for impl in "$@"; do
@@ -628,6 +669,7 @@ else
 fi
 step_env
 step_build
+step_plan
 step_tests
 step_bench
 if [ "$DRY" = 0 ]; then say "== (e) table (also in $TABLE; logs in $LOGS)"; else say "== (e) table"; fi

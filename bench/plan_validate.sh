@@ -32,6 +32,9 @@
 # a shared machine vary: the highest load average seen is printed per row.
 # --keep DIR: the calibrations, training logs (their time splits) and
 # predictions stay in DIR (else a temporary directory, removed at the end).
+# --set K=V (repeatable; no spaces in K=V): a config override for every
+# run, calibration and prediction, e.g. --set run.backend=cuda to validate
+# on GPUs (docs/plan.md, "Validation on a GPU").
 #
 # --cal-repeats N (default 9): calibrate's timed passes per length; with
 # 5 a 1-rank calibration moved by 30% from round to round on the 2-core VM.
@@ -42,6 +45,7 @@
 #
 # usage: bench/plan_validate.sh [--steps N] [--ranks "1 2 4"] [--rounds R] [--config FILE] [--calibrate-once]
 #                               [--cal-repeats N] [--cal-model initial|trained] [--clock wall|cpu] [--keep DIR]
+#                               [--set K=V ...]
 #        (from the repository top)
 # env:   FABULA (default ./fabula), MPIEXEC (default mpiexec.mpich)
 set -eu
@@ -56,6 +60,7 @@ CAL_REPEATS=9
 CAL_MODEL=initial
 CLOCK=wall
 KEEP=
+SETS=
 PY=${PYTHON:-python3}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -68,7 +73,11 @@ while [ $# -gt 0 ]; do
     --cal-model) CAL_MODEL=$2; shift 2 ;;
     --clock) CLOCK=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--cal-repeats N] [--cal-model initial|trained] [--clock wall|cpu] [--keep DIR]" >&2
+    --set)
+        case $2 in *=*) ;; *) echo "$0: --set expects K=V" >&2; exit 2 ;; esac
+        case $2 in *[[:space:]]*) echo "$0: --set $2: no spaces" >&2; exit 2 ;; esac
+        SETS="$SETS --set $2"; shift 2 ;;
+    *) echo "usage: $0 [--steps N] [--ranks \"1 2 4\"] [--rounds R] [--config FILE] [--calibrate-once] [--cal-repeats N] [--cal-model initial|trained] [--clock wall|cpu] [--keep DIR] [--set K=V ...]" >&2
        exit 2 ;;
     esac
 done
@@ -108,7 +117,7 @@ print(u.ru_utime + u.ru_stime) if r.returncode == 0 else sys.exit(r.returncode)'
 
 CAL_CFG=$CFG CAL_DATA=
 calibrate() { # NP
-    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CAL_CFG" $CAL_DATA --repeats "$CAL_REPEATS" --clock "$CLOCK" --write-machine "$OUT/m$1.json" \
+    $MPIEXEC -n "$1" "$FABULA" plan calibrate "$CAL_CFG" $CAL_DATA $SETS --repeats "$CAL_REPEATS" --clock "$CLOCK" --write-machine "$OUT/m$1.json" \
         >"$OUT/cal$1.log" 2>&1 || { cat "$OUT/cal$1.log"; exit 1; }
 }
 # layouts NP: one line per layout on NP ranks, "ZERO EP TP PP": ZeRO 0-3 at
@@ -136,9 +145,16 @@ layouts() {
 # It is every layout's share: fabula routes and drops a micro-batch's
 # tokens the same way in any layout, up to rounding's effect on later
 # steps (within 0.7% here; docs/plan.md, "Capacity drops").
-$MPIEXEC -n 1 "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/pilot" --set checkpoint.save_interval="$STEPS" \
+# Only --cal-model trained reads the pilot's checkpoint (a GPU-sized
+# model's optimizer state is gigabytes).
+PILOT_SAVE=-1
+[ "$CAL_MODEL" = trained ] && PILOT_SAVE=$STEPS
+$MPIEXEC -n 1 "$FABULA" train "$CFG" --steps "$STEPS" --run-dir "$OUT/pilot" $SETS --set checkpoint.save_interval="$PILOT_SAVE" \
     >"$OUT/pilot.log" 2>&1 </dev/null || { cat "$OUT/pilot.log"; exit 1; }
 tail -n +4 "$OUT/pilot/metrics.jsonl" >"$OUT/pilot.jsonl"
+# a dense model's metrics carry no "dropped": nothing to take from them
+ROUTING=0
+grep -q '"dropped"' "$OUT/pilot.jsonl" && ROUTING=1
 if [ "$CAL_MODEL" = trained ]; then
     # the pilot's weights as a Hugging Face directory, and the config with
     # model.init_from naming it (the training keys kept beside it)
@@ -163,7 +179,8 @@ for round in $(seq "$ROUNDS"); do
         while read -r zero ep tp pp; do
             name="np${np}_z${zero}_ep${ep}_tp${tp}_pp${pp}"
             [ "$ONCE" -eq 0 ] && calibrate "$np"
-            set -- --set zero_optimization.stage="$zero" --set parallel.expert_parallel_size="$ep" \
+            # shellcheck disable=SC2086  # SETS is a word list by design
+            set -- $SETS --set zero_optimization.stage="$zero" --set parallel.expert_parallel_size="$ep" \
                 --set parallel.tensor_parallel_size="$tp" --set parallel.pipeline_parallel_size="$pp"
             # tensor and pipeline parallelism write no checkpoints yet
             [ "$tp" -gt 1 ] || [ "$pp" -gt 1 ] && set -- "$@" --set checkpoint.save_interval=-1 --set 'run.resume="none"'
@@ -179,8 +196,9 @@ for round in $(seq "$ROUNDS"); do
             fi
             # the next round's run starts afresh, not as a resume
             rm -rf "${OUT:?}/$name" "${OUT:?}/${name}_3" "${OUT:?}/${name}_n"
+            [ "$ROUTING" = 1 ] && set -- --routing-from "$OUT/pilot.jsonl" "$@"
             "$FABULA" plan time "$CFG" --world "$np" --machine "$OUT/m$np.json" --jsonl "$(sed -n \
-                's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --routing-from "$OUT/pilot.jsonl" --json "$@" \
+                's/.*"train": *"\([^"]*\)".*/\1/p' "$CFG" | head -n 1)" --steps "$STEPS" --json "$@" \
                 >"$OUT/$name.json" 2>"$OUT/$name.err" </dev/null || { cat "$OUT/$name.err"; exit 1; }
             pred=$(sed -n 's/.*"step_s": *\([0-9.e+-]*\).*/\1/p' "$OUT/$name.json")
             cp "$OUT/$name.json" "$OUT/$name.r$round.json"
