@@ -51,6 +51,9 @@ typedef struct calib_machine {
  * a factor two of training's (a trained router drops a fifth at 1.25). */
 #define CALIB_LOW_CAPACITY 0.5
 
+/* An expert rate over this many times gemm_flops is left out as noise. */
+#define CALIB_EXPERT_OVER_PEAK 1.5
+
 /* The median of v[0..n) (sorts v). */
 double calib_median(double *v, int n);
 /* The largest x over the ranks. */

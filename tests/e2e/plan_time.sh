@@ -345,9 +345,9 @@ ok = ok and \"weights initial, tokens random ids\" in d[\"flops\"][\"source\"]
 sys.exit(not ok)' \"$SCRATCH/cal.json\""
 # the experts' rate: written with its source (the pairs at capacity 0.5)
 # or, when the tiny passes time no difference, left out saying so
-# an expert rate above the file's own matmul peak is noise (seen on a GPU
-# for a launch-bound model: 1.5 PFLOP/s against 826 TFLOP/s) and left out
-check "calibrated file: expert_flops from passes at capacity 0.5 and under gemm_flops, or its absence said" \
+# an expert rate well above the file's own matmul peak is noise (seen on a
+# GPU for a launch-bound model: 1.5 PFLOP/s against 826 TFLOP/s) and left out
+check "calibrated file: expert_flops from passes at capacity 0.5 and under 1.5 gemm_flops, or its absence said" \
     "\"$PY\" -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -355,7 +355,7 @@ said = \"expert_flops left out\" in open(sys.argv[2]).read()
 if \"expert_flops\" in d:
     e = d[\"expert_flops\"]
     ok = not said and e[\"value\"] > 0 and \"capacity factor 0.5\" in e[\"source\"] and \"less the kept expert\" in d[\"flops\"][\"source\"]
-    ok = ok and e[\"value\"] <= d[\"gemm_flops\"][\"value\"]
+    ok = ok and e[\"value\"] <= 1.5 * d[\"gemm_flops\"][\"value\"]
 else:
     ok = said
 sys.exit(not ok)' \"$SCRATCH/cal.json\" \"$SCRATCH/cal.txt\""
