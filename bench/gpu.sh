@@ -501,6 +501,12 @@ step_plan() {
       awk -F'|' '{printf "measured %s s/step, predicted %s, error %s", $7, $8, $9}' | tr -s ' ')
     record step "-" "plan $name" "$rc" "" "${row:-no table (see plan.log)}"
   done
+  # where a launch-bound model's training step goes beyond calibrate's
+  # passes (docs/plan.md, "Validation on a GPU"): its table is in plan.log
+  run_step "plan small-model split" 90 "$PLAN_LOG" env -C "$ROOT" FABULA="$BUILD/fabula" MPIEXEC="$launcher" \
+    FABULA_MODEL_BENCH="$FABULA_BENCH" "$PY" bench/plan_gpu_small.py --steps 12 --out "$LOGS/plan-small"
+  rc=$?
+  [ "$DRY" = 1 ] || record step "-" "plan small-model split" "$rc" "" "table in plan.log"
 }
 
 # ---------------------------------------------------------------- (d) benchmarks
