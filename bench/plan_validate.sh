@@ -7,8 +7,9 @@
 # load on a shared machine; --calibrate-once: one calibration per rank
 # count), then `fabula plan time` of the same layout on the calibrated
 # machine file, over the same corpus and steps, with the share of expert
-# assignments capacity drops and the experts' loads (the routing imbalance
-# of ep > 1) taken from a 1-rank pilot run (--routing-from). The config is a 4-layer MoE
+# assignments capacity drops, the experts' loads (the routing imbalance
+# of ep > 1) and the spread of the kept share over micro-batches (the
+# routing spread of dp > 1) taken from a 1-rank pilot run (--routing-from). The config is a 4-layer MoE
 # of hidden 256 whose step takes about a second on one 2-core VM: with
 # plan_small's 0.07 s steps, scheduler noise and fixed per-step costs
 # weighed as much as the model (docs/plan.md, "Validation").
@@ -229,7 +230,8 @@ echo "$within of $rows rows within 15%"
 # Where each row's error comes from: train's own split of the step
 # (metrics.jsonl "time": forward + backward, and the waits: comm_wait +
 # imbalance) against the prediction's (forward + backward + recompute;
-# exposed communication + bubble + sync + imbalance + routing), medians over the
+# exposed communication + bubble + sync + imbalance + routing imbalance and
+# spread), medians over the
 # rounds' steps after the warm-up and over the rounds' predictions.
 echo
 echo "| ranks | ZeRO | ep | tp | pp | forward + backward s, measured / predicted | waits s, measured / predicted |"
@@ -250,7 +252,8 @@ for line in open(out + "/layouts"):
     for f in sorted(glob.glob(f"{out}/{name}.r*.json")):
         p = json.load(open(f))
         pfb.append(p["forward_s"] + p["backward_s"] + p["recompute_s"])
-        pwait.append(p["comm_exposed_s"] + p["bubble_s"] + p["sync_s"] + p["imbalance_s"] + p.get("routing_s", 0.0))
+        pwait.append(p["comm_exposed_s"] + p["bubble_s"] + p["sync_s"] + p["imbalance_s"] + p.get("routing_s", 0.0)
+                     + p.get("spread_s", 0.0))
     if not fb or not pfb:
         continue
     m = statistics.median

@@ -51,9 +51,13 @@ static void time_usage(FILE *f)
             "                         the dropped share (the sum of \"dropped\" over the sum\n"
             "                         of \"tokens\" x top-k x MoE layers, every line) and,\n"
             "                         with ep > 1, the wait for the ep rank whose experts\n"
-            "                         the router loads most (each line's \"expert_tokens\")\n"
+            "                         the router loads most (each line's \"expert_tokens\"),\n"
+            "                         and with dp > 1 and ep 1 the wait for the rank whose\n"
+            "                         micro-batches kept the most rows (the spread of\n"
+            "                         \"moe_layers\" \"kept_share_sd\" over \"kept_share_mean\")\n"
             "                         (docs/plan.md, \"Capacity drops\", \"Routing\n"
-            "                         imbalance\"); --dropped-from is its older name\n"
+            "                         imbalance\", \"Routing spread\"); --dropped-from is\n"
+            "                         its older name\n"
             "  --set KEY=VALUE        config override, as for train\n"
             "  --json                 one JSON object instead of the table\n"
             "\n"
@@ -76,13 +80,16 @@ static void print_json(const plan_layout_t *lay, const plan_machine_t *m, const 
     json_object_set_new(o, "sum_len_sq_per_microbatch", json_real(w->sum_len_sq_per_microbatch));
     json_object_set_new(o, "imbalance", json_real(w->imbalance));
     json_object_set_new(o, "dropped", json_real(w->dropped));
+    json_object_set_new(o, "routing_spread", json_real(w->routing_spread));
+    json_object_set_new(o, "routing_spread_tokens", json_real(w->routing_spread_tokens));
     const struct { const char *k; double v; } f[] = {
         {"forward_s", t->forward_s},     {"backward_s", t->backward_s}, {"recompute_s", t->recompute_s},
         {"optimizer_s", t->optimizer_s}, {"offload_s", t->offload_s}, {"overhead_s", t->overhead_s},
         {"compute_s", t->compute_s},
         {"comm_s", t->comm_s},           {"comm_exposed_s", t->comm_exposed_s}, {"bubble_s", t->bubble_s},
         {"bubble_fraction", t->bubble_fraction}, {"imbalance_s", t->imbalance_s}, {"sync_s", t->sync_s},
-        {"routing_s", t->routing_s}, {"routing_excess", t->routing_excess}, {"step_s", t->step_s},
+        {"routing_s", t->routing_s}, {"routing_excess", t->routing_excess}, {"spread_s", t->spread_s},
+        {"spread", t->spread}, {"step_s", t->step_s},
         {"tokens", t->tokens},           {"tokens_per_s", t->tokens_per_s}, {"flops", t->flops},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
@@ -136,6 +143,11 @@ static void print_table(const plan_layout_t *lay, const plan_machine_t *m, const
     printf("bubble: %.6f s (%.2f%%)\n", t->bubble_s, 100 * t->bubble_fraction);
     printf("imbalance: %.6f s\n", t->imbalance_s);
     printf("sync waits: %.6f s\n", t->sync_s);
+    if (w->routing_spread > 0 && lay->dp > 1 && lay->ep == 1)
+        printf("routing spread: %.6f s (the share of a micro-batch's expert assignments kept varies by %.2f%% of its "
+               "mean at %.0f tokens a micro-batch; %.2f%% at %.0f; the slowest of %d data-parallel ranks)\n",
+               t->spread_s, 100 * w->routing_spread, w->routing_spread_tokens, 100 * t->spread,
+               w->tokens_per_microbatch, lay->dp);
     if (w->routing_loads && lay->ep > 1)
         printf("routing imbalance: %.6f s (the most loaded of %d ep ranks computes %.2f%% more expert rows than "
                "their mean, over %d recorded steps)\n", t->routing_s, lay->ep, 100 * t->routing_excess,
@@ -152,6 +164,10 @@ typedef struct routing_record {
     double dropped;
     int steps, layers, experts;
     double *loads; /* steps x layers x experts */
+    /* the routing spread: Σ (n - 1) (sd / mean)^2 and Σ (n - 1) over the
+     * MoE layers of every line with n >= 2 micro-batches; Σ tokens and Σ
+     * micro-batches of those lines */
+    double spread_sq, spread_dof, spread_tokens, spread_microbatches;
 } routing_record_t;
 
 static int moe_layer_count(const model_config_t *mc)
@@ -189,6 +205,50 @@ static void read_loads(routing_record_t *r, json_t *et, const model_config_t *mc
     r->experts = E;
 }
 
+/* One line's per-layer kept shares ("moe_layers"[i]: "microbatches",
+ * "kept_share_mean", "kept_share_sd"; train since 2026-12-04) into the
+ * routing spread's sums; a line without them adds nothing. */
+static void read_spread(routing_record_t *r, json_t *ml, json_t *tokens, const model_config_t *mc, const char *flag,
+                        const char *path, long lineno)
+{
+    const int L = moe_layer_count(mc);
+    if (!json_is_array(ml) || (int)json_array_size(ml) != L)
+        fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: \"moe_layers\" must be an array of %d MoE layer(s) "
+                 "(this config's model)", flag, path, lineno, L);
+    double line_mb = -1;
+    for (int l = 0; l < L; l++) {
+        json_t *o = json_array_get(ml, (size_t)l);
+        if (!json_is_object(o))
+            fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: \"moe_layers\"[%d] must be an object", flag, path,
+                     lineno, l);
+        json_t *n = json_object_get(o, "microbatches"), *mean = json_object_get(o, "kept_share_mean"),
+               *sd = json_object_get(o, "kept_share_sd");
+        if (!n && !mean && !sd)
+            continue;
+        if (!json_is_integer(n) || json_integer_value(n) < 1 || !json_is_number(mean) ||
+            !(json_number_value(mean) > 0 && json_number_value(mean) <= 1) ||
+            (sd && (!json_is_number(sd) || !(json_number_value(sd) >= 0 && json_number_value(sd) <= 1))) ||
+            (!sd && json_integer_value(n) >= 2))
+            fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: \"moe_layers\"[%d]: \"microbatches\" must be a "
+                     "positive integer, \"kept_share_mean\" a share in (0, 1] and \"kept_share_sd\" (given with "
+                     "2 or more micro-batches) a standard deviation in [0, 1]", flag, path, lineno, l);
+        const double nb = (double)json_integer_value(n);
+        if (line_mb >= 0 && nb != line_mb)
+            fb_fatal(FB_EXIT_DATA, "fabula plan time: %s %s:%ld: \"moe_layers\"[%d] counts %.0f micro-batches, "
+                     "another layer %.0f: not one run's step", flag, path, lineno, l, nb, line_mb);
+        line_mb = nb;
+        if (nb >= 2) {
+            const double rel = json_number_value(sd) / json_number_value(mean);
+            r->spread_sq += (nb - 1.0) * rel * rel;
+            r->spread_dof += nb - 1.0;
+        }
+    }
+    if (line_mb >= 2 && tokens) {
+        r->spread_tokens += (double)json_integer_value(tokens);
+        r->spread_microbatches += line_mb;
+    }
+}
+
 static void routing_from_metrics(const char *path, const char *flag, const model_config_t *mc, routing_record_t *r)
 {
     memset(r, 0, sizeof *r);
@@ -219,6 +279,9 @@ static void routing_from_metrics(const char *path, const char *flag, const model
         json_t *et = json_object_get(o, "expert_tokens");
         if (et && mc->num_local_experts > 1)
             read_loads(r, et, mc, flag, path, lineno);
+        json_t *ml = json_object_get(o, "moe_layers");
+        if (ml && mc->num_local_experts > 1)
+            read_spread(r, ml, d && t ? t : NULL, mc, flag, path, lineno);
         json_decref(o);
     }
     const int read_err = ferror(f);
@@ -328,6 +391,10 @@ int plan_time_main(int argc, char **argv)
         dropped = rr.dropped;
         w.routing_steps = rr.steps, w.routing_layers = rr.layers, w.routing_experts = rr.experts;
         w.routing_loads = rr.loads;
+        if (rr.spread_dof > 0 && rr.spread_microbatches > 0) {
+            w.routing_spread = sqrt(rr.spread_sq / rr.spread_dof);
+            w.routing_spread_tokens = rr.spread_tokens / rr.spread_microbatches;
+        }
     }
     if (dropped > 0 && cfg.model.capacity_factor <= 0)
         fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s %g: model.capacity_factor is 0 (dropless): this model "

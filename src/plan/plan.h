@@ -111,6 +111,13 @@ typedef struct plan_workload {
      * NULL: none, no routing imbalance */
     int routing_steps, routing_layers, routing_experts;
     const double *routing_loads;
+    /* the routing spread (docs/plan.md "Routing spread"): the standard
+     * deviation, over a step's micro-batches, of the share of a
+     * micro-batch's assignments capacity keeps at an MoE layer, over its
+     * mean (train's metrics.jsonl "kept_share_sd" / "kept_share_mean",
+     * pooled over layers and steps), measured at micro-batches of
+     * routing_spread_tokens tokens; 0: not known, no spread */
+    double routing_spread, routing_spread_tokens;
 } plan_workload_t;
 
 /* The collectives of one step, by role, as plan_time counts them. */
@@ -144,6 +151,8 @@ typedef struct plan_time {
     double sync_s;              /* waiting at synchronisations for the rank the machine slowed most */
     double routing_s;           /* waiting at the expert exchanges for the ep rank whose experts the router loads most */
     double routing_excess;      /* that rank's expert rows over the ep ranks' mean, less 1, mean over MoE layers */
+    double spread_s;            /* waiting for the data-parallel rank whose micro-batches kept the most expert rows */
+    double spread;              /* the routing spread at this layout's micro-batch tokens */
     double step_s;
     double tokens_per_s;        /* global */
     double bubble_fraction;     /* (p - 1) / (v m + p - 1) for 1F1B */

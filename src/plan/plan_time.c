@@ -69,16 +69,18 @@ static double merged_calls(const param_table_t *t, int group, double bucket)
 /* The expected largest of n independent standard normal draws,
  * E max = integral of x n phi(x) Phi(x)^(n-1) dx (0 for one draw): how far
  * the slowest of n ranks lags their mean, in standard deviations, when each
- * rank's time varies independently. The last n's value is kept: a layout
- * search asks for the same world again and again. */
+ * rank's time varies independently. */
 static double expected_max_normal(int n)
 {
-    static int last_n = -1;
-    static double last_e;
+    /* a layout search asks for the same few group sizes again and again */
+    static int cached_n[4] = {-1, -1, -1, -1};
+    static double cached_e[4];
+    static int next;
     if (n <= 1)
         return 0.0;
-    if (n == last_n)
-        return last_e;
+    for (int i = 0; i < 4; i++)
+        if (cached_n[i] == n)
+            return cached_e[i];
     const double h = 1e-3, c = 1.0 / sqrt(2.0 * M_PI);
     double e = 0;
     for (double x = -10.0; x <= 10.0; x += h) {
@@ -87,7 +89,8 @@ static double expected_max_normal(int n)
             continue;
         e += x * n * c * exp(-0.5 * x * x + (n - 1) * log(cdf)) * h;
     }
-    last_n = n, last_e = e;
+    cached_n[next] = n, cached_e[next] = e;
+    next = (next + 1) % 4;
     return e;
 }
 
@@ -383,11 +386,37 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
         const double rec = lay->recompute == PLAN_RECOMPUTE_FULL ? 1.0 / 3.0 : 0.0;
         out->routing_s = out->routing_excess * nmicro * moe_local * t_exp_layer * (1.0 + rec);
     }
+    /* Routing spread (docs/plan.md): data-parallel ranks route different
+     * micro-batches, and capacity keeps a different share of each one's
+     * assignments at each MoE layer, so their expert work differs where
+     * they meet. The share's spread is measured at the pilot's micro-batch
+     * tokens and scaled as the deviation of a mean, 1/sqrt(tokens). A
+     * layer's forward and backward keep the same rows: one deviation each.
+     * Ranks that meet once a step (ZeRO 0/1) wait for the sum of their
+     * deviations over the step's layers and micro-batches; ZeRO 2 meets
+     * at every block of the backward, the forward's sum met at the first;
+     * ZeRO 3 at every block both ways. Expert parallelism meets at every
+     * MoE layer and has its own term above. */
+    if (w->routing_spread > 0 && dp > 1 && ep == 1 && moe_local > 0) {
+        const double scale = w->routing_spread_tokens > 0 && T > 0 ? sqrt(w->routing_spread_tokens / T) : 1.0;
+        out->spread = w->routing_spread * scale;
+        const double t_exp = 6.0 * 3.0 * (double)mc->hidden_size * mc->intermediate_size * rows / r_exp;
+        const double t_f = t_exp / 3.0;
+        const double t_b = 2.0 * t_exp / 3.0 + (lay->recompute == PLAN_RECOMPUTE_FULL ? t_f : 0.0);
+        const double g = expected_max_normal(dp) * out->spread;
+        if (lay->zero >= 3)
+            out->spread_s = g * nmicro * moe_local * (t_f + t_b);
+        else if (lay->zero == 2)
+            out->spread_s = g * nmicro * (sqrt(moe_local) * t_f + moe_local * t_b);
+        else
+            out->spread_s = g * sqrt(nmicro * moe_local) * (t_f + t_b);
+    }
     out->compute_s =
         out->forward_s + out->backward_s + out->recompute_s + out->optimizer_s + out->offload_s + out->overhead_s;
     out->imbalance_s = dp > 1 ? w->imbalance * nmicro * mb_work : 0.0;
     out->step_s =
-        out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s + out->sync_s + out->routing_s;
+        out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s + out->sync_s + out->routing_s +
+                  out->spread_s;
     out->tokens = T * nmicro * dp;
     out->tokens_per_s = out->step_s > 0 ? out->tokens / out->step_s : 0.0;
     param_table_free(&pt);

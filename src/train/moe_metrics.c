@@ -22,6 +22,7 @@ void moe_metrics_init(moe_metrics_t *mm, const model_config_t *mc, int ntags, in
     mm->aux = fb_calloc((size_t)mm->L, sizeof *mm->aux);
     mm->z = fb_calloc((size_t)mm->L, sizeof *mm->z);
     mm->tag_tokens = fb_calloc((size_t)(ntags > 0 ? ntags : 1) * mm->L * mm->E, sizeof *mm->tag_tokens);
+    mm->kept_share = fb_calloc(3 * (size_t)mm->L, sizeof *mm->kept_share);
 }
 
 void moe_metrics_free(moe_metrics_t *mm)
@@ -30,6 +31,7 @@ void moe_metrics_free(moe_metrics_t *mm)
     free(mm->aux);
     free(mm->z);
     free(mm->tag_tokens);
+    free(mm->kept_share);
     memset(mm, 0, sizeof *mm);
 }
 
@@ -43,6 +45,7 @@ void moe_metrics_begin_step(moe_metrics_t *mm, comm_t *ep)
     memset(mm->aux, 0, (size_t)mm->L * sizeof *mm->aux);
     memset(mm->z, 0, (size_t)mm->L * sizeof *mm->z);
     memset(mm->tag_tokens, 0, (size_t)mm->ntags * mm->L * mm->E * sizeof *mm->tag_tokens);
+    memset(mm->kept_share, 0, 3 * (size_t)mm->L * sizeof *mm->kept_share);
 }
 
 void moe_metrics_add(moe_metrics_t *mm, const model_stats_t *st, double mb_weight)
@@ -53,6 +56,18 @@ void moe_metrics_add(moe_metrics_t *mm, const model_stats_t *st, double mb_weigh
         mm->dropped[l] += st->dropped_per_layer[l];
         mm->aux[l] += st->aux_per_layer[l] * mb_weight;
         mm->z[l] += st->z_per_layer[l] * mb_weight;
+        /* a layer of another pipeline stage, or a dense one, has no
+         * assignment here */
+        long kept = 0;
+        for (int e = 0; e < mm->E; e++)
+            kept += st->tokens_per_expert[(size_t)l * mm->E + e];
+        const long assigned = kept + st->dropped_per_layer[l];
+        if (assigned > 0) {
+            const double share = (double)kept / (double)assigned;
+            mm->kept_share[3 * l] += 1.0;
+            mm->kept_share[3 * l + 1] += share;
+            mm->kept_share[3 * l + 2] += share * share;
+        }
     }
     if (st->tag_expert_tokens)
         for (size_t i = 0; i < (size_t)mm->ntags * mm->L * mm->E; i++)
@@ -75,12 +90,15 @@ void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep, comm_t *dp)
     if (mm->E == 0 || comm_size(dp) == 1)
         return;
     comm_allreduce(dp, mm->dropped, (size_t)mm->L, COMM_I64, COMM_SUM);
-    double *buf = fb_malloc(2 * (size_t)mm->L * sizeof *buf);
-    memcpy(buf, mm->aux, (size_t)mm->L * sizeof *buf);
-    memcpy(buf + mm->L, mm->z, (size_t)mm->L * sizeof *buf);
-    comm_allreduce(dp, buf, 2 * (size_t)mm->L, COMM_F64, COMM_SUM);
-    memcpy(mm->aux, buf, (size_t)mm->L * sizeof *buf);
-    memcpy(mm->z, buf + mm->L, (size_t)mm->L * sizeof *buf);
+    const size_t L = (size_t)mm->L;
+    double *buf = fb_malloc(5 * L * sizeof *buf);
+    memcpy(buf, mm->aux, L * sizeof *buf);
+    memcpy(buf + L, mm->z, L * sizeof *buf);
+    memcpy(buf + 2 * L, mm->kept_share, 3 * L * sizeof *buf);
+    comm_allreduce(dp, buf, 5 * L, COMM_F64, COMM_SUM);
+    memcpy(mm->aux, buf, L * sizeof *buf);
+    memcpy(mm->z, buf + L, L * sizeof *buf);
+    memcpy(mm->kept_share, buf + 2 * L, 3 * L * sizeof *buf);
     free(buf);
     if (mm->ntags > 0)
         comm_allreduce(dp, mm->tag_tokens, (size_t)mm->ntags * mm->L * mm->E, COMM_I64, COMM_SUM);

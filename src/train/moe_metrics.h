@@ -15,6 +15,12 @@ typedef struct moe_metrics {
     long *dropped;          /* [L] assignments dropped by capacity */
     double *aux, *z;        /* [L] token-weighted over the step's micro-batches */
     long *tag_tokens;       /* [ntags * L * E] top-k choices (before dropping) per tag */
+    /* [3 * L]: per layer, over the step's micro-batches on every rank, the
+     * count, the sum and the sum of squares of the share of the
+     * micro-batch's assignments capacity kept: how far one rank's expert
+     * work at a layer differs from another's (docs/plan.md, "Routing
+     * spread") */
+    double *kept_share;
     /* this rank's all-to-all on the ep group this step (token counts and rows) */
     long a2a_calls;
     double a2a_bytes, a2a_seconds;

@@ -40,7 +40,8 @@ static json_t *expert_tokens_json(const config_t *cfg, const long *counts)
     return layers;
 }
 
-/* [{"tokens_min":..,"tokens_mean":..,"tokens_max":..,"dropped":..,"aux":..,"z":..}]
+/* [{"tokens_min":..,"tokens_mean":..,"tokens_max":..,"dropped":..,"aux":..,"z":..,
+ *   "microbatches":..,"kept_share_mean":..,"kept_share_sd":..}]
  * per MoE layer, expert loads from the kept tokens of the step. */
 static json_t *moe_layers_json(const config_t *cfg, const long *counts, const moe_metrics_t *mm)
 {
@@ -64,6 +65,15 @@ static json_t *moe_layers_json(const config_t *cfg, const long *counts, const mo
         json_object_set_new(o, "dropped", json_integer(mm->dropped[l]));
         json_object_set_new(o, "aux", json_real(mm->aux[l]));
         json_object_set_new(o, "z", json_real(mm->z[l]));
+        /* the spread over the step's micro-batches of the share of their
+         * assignments kept (the sample standard deviation) */
+        const double n = mm->kept_share[3 * l], ks = mm->kept_share[3 * l + 1], sq = mm->kept_share[3 * l + 2];
+        if (n >= 1) {
+            json_object_set_new(o, "microbatches", json_integer((json_int_t)n));
+            json_object_set_new(o, "kept_share_mean", json_real(ks / n));
+        }
+        if (n >= 2)
+            json_object_set_new(o, "kept_share_sd", json_real(sqrt(fmax(0.0, (sq - ks * ks / n) / (n - 1)))));
         json_array_append_new(layers, o);
     }
     return layers;

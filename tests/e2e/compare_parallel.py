@@ -8,7 +8,10 @@ Both runs have STEPS records. For loss, lm_loss, grad_norm and
 valid_lm_loss: a value present (not null) in one run is present in the
 other (an fp16 step that overflowed has a null grad_norm in both), and
 where both have it B's is within T relative of A's (default 1e-5). Every
-KEY is equal in both (layer_dropped: the per-layer drops of moe_layers).
+KEY is equal in both (layer_dropped: the per-layer drops of moe_layers;
+layer_kept: their micro-batch counts equal and the kept share's mean and
+standard deviation over the step's micro-batches within 1e-9, the sums'
+order being the layout's).
 Gradient clipping at C (default 0.05) acted on every step of A that has a
 norm, so a norm that counted a tensor twice, or a shard once, would change
 the losses too. With --seq L every micro-batch sample of A is L tokens
@@ -19,6 +22,19 @@ import json
 import sys
 
 VALUES = ("loss", "lm_loss", "grad_norm", "valid_lm_loss")
+
+
+def kept_close(a, b):
+    """Per-layer (micro-batches, kept share mean, sd) of two runs: counts
+    equal, shares within 1e-9, every layer measured in both."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    for (na, ma, sa), (nb, mb, sb) in zip(a, b):
+        if na is None or na != nb or ma is None or mb is None or abs(ma - mb) > 1e-9:
+            return False
+        if (sa is None) != (sb is None) or (sa is not None and abs(sa - sb) > 1e-9):
+            return False
+    return True
 
 
 def main():
@@ -44,6 +60,8 @@ def main():
     for r in a + b:
         if "moe_layers" in r:
             r["layer_dropped"] = [x["dropped"] for x in r["moe_layers"]]
+            r["layer_kept"] = [(x.get("microbatches"), x.get("kept_share_mean"), x.get("kept_share_sd"))
+                               for x in r["moe_layers"]]
     ok = len(a) == steps and len(b) == steps
     if not ok:
         print("steps: %d and %d, expected %d" % (len(a), len(b), steps))
@@ -63,6 +81,8 @@ def main():
                     print("step %d: %s %.9g vs %.9g (%.2e)" % (x["step"], k, x[k], y[k], rel))
                     ok = False
         for k in keys:
+            if k == "layer_kept" and kept_close(x.get(k), y.get(k)):
+                continue
             if x.get(k) != y.get(k):
                 print("step %d: %s %s vs %s" % (x["step"], k, x.get(k), y.get(k)))
                 ok = False

@@ -8,12 +8,42 @@
 # micro-batches do not depend on the layout (docs/loader.md) and each rank
 # routes and drops its own micro-batch's tokens before the all-to-all
 # (docs/expert-parallel.md). The step's statistics agree with each other
-# (genre counts sum to tokens x top-k, per-layer figures to the totals).
+# (genre counts sum to tokens x top-k, per-layer figures to the totals), and
+# the spread of the kept share over the step's micro-batches is the same
+# whether one rank or several hold them.
 # Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ep_lib.sh"
 # what must be equal besides the losses
 SAME="expert_tokens dropped layer_dropped"
+
+# kept A B: the per-layer spread of the kept share over the step's
+# micro-batches (moe_layers "microbatches", "kept_share_mean",
+# "kept_share_sd"; docs/run-dir.md) of run B is run A's: the same
+# micro-batches route and drop alike on every layout, only the sums' order
+# differs. kept NAME: a layer that dropped nothing kept every share whole.
+kept() {
+    "$PY" - "$SCRATCH/$1/metrics.jsonl" "${2:+$SCRATCH/$2/metrics.jsonl}" <<'EOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])] if sys.argv[2] else None
+ok = True
+for i, r in enumerate(a):
+    for l, x in enumerate(r["moe_layers"]):
+        if x["microbatches"] != 4 or not (0 < x["kept_share_mean"] <= 1) or x["kept_share_sd"] < 0:
+            print("step %d layer %d: %s" % (r["step"], l, x)); ok = False
+        if x["dropped"] == 0 and (x["kept_share_mean"] != 1.0 or x["kept_share_sd"] != 0.0):
+            print("step %d layer %d: nothing dropped, yet %s" % (r["step"], l, x)); ok = False
+        if x["dropped"] > 0 and not x["kept_share_mean"] < 1.0:
+            print("step %d layer %d: %d dropped, yet %s" % (r["step"], l, x["dropped"], x)); ok = False
+        if b:
+            y = b[i]["moe_layers"][l]
+            for k in ("kept_share_mean", "kept_share_sd"):
+                if abs(x[k] - y[k]) > 1e-9:
+                    print("step %d layer %d: %s %.12g vs %.12g" % (r["step"], l, k, x[k], y[k])); ok = False
+sys.exit(0 if ok else 1)
+EOF
+}
 
 # the statistics of one run agree with each other and with the config
 stats_ok() { # NAME TOPK
@@ -44,6 +74,7 @@ OVERLAP="--set zero_optimization.overlap_comm=true --set zero_optimization.reduc
     --set zero_optimization.allgather_bucket_size=30000"
 train 1 ref $DROPLESS
 check "reference run (1 rank, dropless, aux and z losses on)" '[ $RC -eq 0 ]'
+check "dropless: every micro-batch keeps all its assignments (kept share 1, spread 0)" "kept ref"
 for ep in 1 2 4; do
     for stage in 0 1 2 3; do
         name="ep$ep-z$stage"
@@ -58,12 +89,16 @@ train 1 cap-ref --set zero_optimization.stage=0
 check "capacity: 1 rank drops assignments" \
     '[ $RC -eq 0 ] && [ "$(grep -c "\"dropped\":[1-9]" "$SCRATCH/cap-ref/metrics.jsonl")" -gt 0 ]'
 check "capacity: statistics consistent (genres, per-layer figures)" "stats_ok cap-ref 2"
+check "capacity: the kept share of 4 micro-batches a step, under 1 where a layer dropped" "kept cap-ref"
 train 4 cap-ep1 --set zero_optimization.stage=0
 check "capacity: 4 ranks, ep 1, ZeRO 0: losses, tokens per expert and drops of 1 rank" \
     "[ $RC -eq 0 ] && compare cap-ref cap-ep1 1e-5 $SAME"
+check "capacity: 4 ranks of one micro-batch each: the kept share's spread over the step of 1 rank's 4" \
+    "kept cap-ref cap-ep1"
 train 2 cap-np2-ep2 --set parallel.expert_parallel_size=2 --set zero_optimization.stage=2 $OVERLAP
 check "capacity: 2 ranks, ep 2, ZeRO 2: losses, tokens per expert and drops of 1 rank" \
     "[ $RC -eq 0 ] && compare cap-ref cap-np2-ep2 1e-5 $SAME"
+check "capacity: 2 ranks of two micro-batches, ep 2: the kept share's spread of 1 rank" "kept cap-ref cap-np2-ep2"
 train 4 cap-ep2 --set parallel.expert_parallel_size=2 --set zero_optimization.stage=1 $OVERLAP
 check "capacity: 4 ranks, ep 2, ZeRO 1: losses, tokens per expert and drops of 1 rank" \
     "[ $RC -eq 0 ] && compare cap-ref cap-ep2 1e-5 $SAME"

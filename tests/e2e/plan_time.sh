@@ -218,6 +218,53 @@ bad_dropped "--routing-from and --dropped-from" 2 "once" --routing-from "$SCRATC
 bad_dropped "--dropped and --routing-from" 2 "at most one of --dropped and --routing-from" --dropped 0.1 \
     --routing-from "$SCRATCH/routing.jsonl"
 
+# routing spread (docs/plan.md): with dp > 1 and ep 1 the ranks' micro-batches
+# keep different shares of their assignments at each MoE layer. Two recorded
+# steps of plan_small's 2 MoE layers: relative spreads 0.1 and 0.2 over 3
+# degrees of freedom each, 0.1 and 0.1 over 1 each: pooled sqrt(0.17 / 8), at
+# (1000 + 1500) / (4 + 2) tokens a micro-batch
+printf '%s\n' '{"step":1,"dropped":150,"tokens":1000,"moe_layers":[{"dropped":70,"microbatches":4,"kept_share_mean":0.8,"kept_share_sd":0.08},{"dropped":80,"microbatches":4,"kept_share_mean":0.9,"kept_share_sd":0.18}]}' \
+    '{"step":2,"dropped":250,"tokens":1500,"moe_layers":[{"dropped":100,"microbatches":2,"kept_share_mean":0.5,"kept_share_sd":0.05},{"dropped":150,"microbatches":2,"kept_share_mean":0.6,"kept_share_sd":0.06}]}' \
+    >"$SCRATCH/spread.jsonl"
+"$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/spread.jsonl" \
+    >"$SCRATCH/s2.json" 2>/dev/null
+check "--routing-from kept shares: the spread sqrt(0.17 / 8) at 2500 / 6 tokens worked by hand, a positive wait" \
+    "\"$PY\" -c 'import json,math,sys; d=json.load(open(sys.argv[1])); sys.exit(not (abs(d[\"routing_spread\"] - math.sqrt(0.17 / 8)) < 1e-12 and abs(d[\"routing_spread_tokens\"] - 2500 / 6) < 1e-9 and d[\"spread_s\"] > 0))' \"$SCRATCH/s2.json\""
+# every ZeRO stage at 2 and 4 ranks, ep 2 (none: the exchange's own term),
+# and a machine with expert_flops, against the reference
+for layout in "2 0 1 $M" "4 1 1 $M" "2 2 1 $M" "4 3 1 $M" "4 2 2 $M" "4 2 1 $SCRATCH/experts.json"; do
+    set -- $layout
+    "$FABULA" plan time "$CFG" --world "$1" --machine "$4" --mean-len 100 --json --routing-from "$SCRATCH/spread.jsonl" \
+        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
+        --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+    rc=$?
+    "$PY" "$REF" "$CFG" "$4" "$1" "$2" "$3" 0 5e8 5e8 100 none 0.04 "$SCRATCH/spread.jsonl" <"$SCRATCH/plan.json" \
+        >"$SCRATCH/ref.txt" 2>&1
+    rrc=$?
+    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+    check "world $1 zero $2 ep $3 --routing-from kept shares ($(basename "$4")): the routing spread and the step as the reference" \
+        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+done
+"$FABULA" plan time "$CFG" --world 4 --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/spread.jsonl" \
+    --set zero_optimization.stage=3 >"$SCRATCH/s3.json" 2>/dev/null
+"$FABULA" plan time "$CFG" --world 1 --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/spread.jsonl" \
+    >"$SCRATCH/s1.json" 2>/dev/null
+check "the spread waits longer at ZeRO 3 on 4 ranks than at ZeRO 0 on 2; one rank waits for none" \
+    "\"$PY\" -c 'import json,sys; a,b,c=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(not (b[\"spread_s\"] > a[\"spread_s\"] > 0 and c[\"spread_s\"] == 0))' \"$SCRATCH/s2.json\" \"$SCRATCH/s3.json\" \"$SCRATCH/s1.json\""
+"$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --routing-from "$SCRATCH/spread.jsonl" \
+    >"$SCRATCH/out.txt" 2>&1
+check "the table prints the routing spread" 'grep -q "^routing spread: .* varies by 14.58% of its mean at 417 tokens" "$SCRATCH/out.txt"'
+printf '%s\n' '{"step":1,"dropped":1,"tokens":10,"moe_layers":[{"microbatches":2,"kept_share_mean":0,"kept_share_sd":0.1},{"microbatches":2,"kept_share_mean":0.5,"kept_share_sd":0.1}]}' >"$SCRATCH/share0.jsonl"
+bad_dropped "--routing-from a kept share of 0" 3 "kept_share_mean" --routing-from "$SCRATCH/share0.jsonl"
+printf '%s\n' '{"step":1,"dropped":1,"tokens":10,"moe_layers":[{"microbatches":2,"kept_share_mean":0.5},{"microbatches":2,"kept_share_mean":0.5,"kept_share_sd":0.1}]}' >"$SCRATCH/nosd.jsonl"
+bad_dropped "--routing-from 2 micro-batches without kept_share_sd" 3 "kept_share_sd" --routing-from "$SCRATCH/nosd.jsonl"
+printf '%s\n' '{"step":1,"dropped":1,"tokens":10,"moe_layers":[{"microbatches":2,"kept_share_mean":0.5,"kept_share_sd":-0.1},{"microbatches":2,"kept_share_mean":0.5,"kept_share_sd":0.1}]}' >"$SCRATCH/negsd.jsonl"
+bad_dropped "--routing-from a negative kept_share_sd" 3 "kept_share_sd" --routing-from "$SCRATCH/negsd.jsonl"
+printf '%s\n' '{"step":1,"dropped":1,"tokens":10,"moe_layers":[{"microbatches":2,"kept_share_mean":0.5,"kept_share_sd":0.1},{"microbatches":3,"kept_share_mean":0.5,"kept_share_sd":0.1}]}' >"$SCRATCH/mbs.jsonl"
+bad_dropped "--routing-from layers of one line counting different micro-batches" 3 "not one run" --routing-from "$SCRATCH/mbs.jsonl"
+printf '%s\n' '{"step":1,"dropped":1,"tokens":10,"moe_layers":[{"microbatches":2,"kept_share_mean":0.5,"kept_share_sd":0.1}]}' >"$SCRATCH/mlayers.jsonl"
+bad_dropped "--routing-from moe_layers of another layer count" 3 "moe_layers" --routing-from "$SCRATCH/mlayers.jsonl"
+
 # overlap (docs/plan.md): a machine whose library progresses a quarter of a
 # non-blocking collective under compute hides a quarter of what the
 # overlap model would

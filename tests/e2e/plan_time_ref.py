@@ -9,7 +9,8 @@ usage: plan_time_ref.py CONFIG.json MACHINE.json WORLD ZERO EP OVERLAP RB AB MEA
 (OFFLOAD: none, optimizer or both; DROPPED: the share of top-k expert
 assignments capacity drops, whose FLOPs no expert runs, default 0;
 METRICS: the metrics.jsonl given to --routing-from, whose "expert_tokens"
-give the routing imbalance of ep > 1)
+give the routing imbalance of ep > 1 and whose "moe_layers" kept shares the
+routing spread of dp > 1 at ep 1)
 exit 0 when every figure agrees to 1e-9 relative (the synchronisation waits,
 whose normal order statistic both sides integrate numerically, and the step
 with them to 1e-6), else 1 with the differences."""
@@ -189,8 +190,38 @@ if ep > 1 and metrics:
     rows = T * K * (1 - dropped)  # a rank's mean expert rows a layer and micro-batch
     routing = excess * ga * sum(moe) * 6 * 3 * D * I * rows / exp_rate
 
+# routing spread (docs/plan.md): the kept share's standard deviation over
+# its mean, pooled over the lines' MoE layers by their n - 1 degrees of
+# freedom, scaled from the lines' tokens per micro-batch to T by
+# 1/sqrt(tokens); the slowest of dp ranks by it, once a step over all
+# layer passes (ZeRO 0/1), at every backward block and once for the forward
+# (ZeRO 2), at every block (ZeRO 3)
+spread = spread_s = 0.0
+if metrics and dp > 1 and ep == 1:
+    num = dof = toks = mbs = 0.0
+    for rec in metrics:
+        ns = [x["microbatches"] for x in rec.get("moe_layers", []) if "microbatches" in x]
+        for x in rec.get("moe_layers", []):
+            if x.get("microbatches", 0) >= 2:
+                num += (x["microbatches"] - 1) * (x["kept_share_sd"] / x["kept_share_mean"]) ** 2
+                dof += x["microbatches"] - 1
+        if ns and ns[0] >= 2 and "tokens" in rec and "dropped" in rec:
+            toks += rec["tokens"]
+            mbs += ns[0]
+    if dof > 0 and mbs > 0:
+        spread = math.sqrt(num / dof) * math.sqrt(toks / mbs / T)
+        t_layer = 6 * 3 * D * I * T * K * (1 - dropped) / exp_rate  # a layer's experts, forward and backward
+        f, b, n = t_layer / 3, 2 * t_layer / 3, sum(moe)
+        g = expected_max(dp) * spread
+        if zero == 3:
+            spread_s = g * ga * n * (f + b)
+        elif zero == 2:
+            spread_s = g * ga * (math.sqrt(n) * f + n * b)
+        else:
+            spread_s = g * math.sqrt(ga * n) * (f + b)
+
 compute = ga * t_mb + opt + off
-step = compute + sum(exposed.values()) + sync + routing
+step = compute + sum(exposed.values()) + sync + routing + spread_s
 bad = []
 def cmp(what, a, b, rel=1e-9):
     if not (abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)):
@@ -215,7 +246,9 @@ for name in want:
 cmp("sync_s", got["sync_s"], sync, 1e-6)
 cmp("routing_excess", got["routing_excess"], excess)
 cmp("routing_s", got["routing_s"], routing)
-cmp("step_s", got["step_s"], step, 1e-6 if sync else 1e-9)
+cmp("spread", got["spread"], spread)
+cmp("spread_s", got["spread_s"], spread_s, 1e-6)
+cmp("step_s", got["step_s"], step, 1e-6 if sync or spread_s else 1e-9)
 cmp("tokens_per_s", got["tokens_per_s"], T * ga * world / step)
 if bad:
     print("\n".join(bad))

@@ -3,7 +3,8 @@
 # models split over pp = 2 and 4 stages (1F1B, activations and their
 # gradients sent between stages) give the per-step losses of the single-rank
 # run within 1e-5 relative (compare_losses.py), the same gradient norms and,
-# for the MoE, the same tokens per expert and dropped assignments per layer.
+# for the MoE, the same tokens per expert and dropped assignments per layer
+# and the same spread of the kept share over each step's micro-batches.
 # Gradient clipping is set low enough to act at every step, so a norm that
 # missed a stage's parameters (or counted one twice) would change the
 # losses too. Layouts: dense and MoE (capacity, aux and z losses) at pp 2
@@ -108,7 +109,7 @@ check "tied embeddings, tp 2 x pp 2, ZeRO 1: losses and norms of 1 rank" '[ $RC 
 train 1 moe-ref $MOE --set zero_optimization.stage=0
 check "reference run (1 rank, MoE, 4 layers) drops assignments" \
     '[ $RC -eq 0 ] && [ "$(grep -c "\"dropped\":[1-9]" "$SCRATCH/moe-ref/metrics.jsonl")" -gt 0 ]'
-SAME="expert_tokens dropped layer_dropped"
+SAME="expert_tokens dropped layer_dropped layer_kept"
 train 2 moe-pp2 $MOE --set zero_optimization.stage=0 --set $PP=2
 check "MoE, pp 2, ZeRO 0: losses, norms, tokens per expert, drops of 1 rank" \
     "[ \$RC -eq 0 ] && compare moe-ref moe-pp2 $SAME"
