@@ -185,20 +185,27 @@ bad_dropped "--dropped-from a missing file" 4 "missing.jsonl" --dropped-from "$S
 printf '%s\n' '{"step":1,"dropped":150,"tokens":1000,"expert_tokens":[[600,400,300,500],[900,300,100,600]]}' \
     '{"step":2,"dropped":250,"tokens":1500,"expert_tokens":[[700,700,700,700],[100,200,300,400]]}' \
     >"$SCRATCH/routing.jsonl"
+# routing_ref FILE WHAT LAYOUT...: each layout "WORLD ZERO EP MACHINE" planned
+# with --routing-from FILE (dropped share 0.04) agrees with the reference
+routing_ref() {
+    file=$1; what=$2; shift 2
+    for layout in "$@"; do
+        set -- $layout
+        "$FABULA" plan time "$CFG" --world "$1" --machine "$4" --mean-len 100 --json --routing-from "$file" \
+            --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
+            --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
+        rc=$?
+        "$PY" "$REF" "$CFG" "$4" "$1" "$2" "$3" 0 5e8 5e8 100 none 0.04 "$file" <"$SCRATCH/plan.json" \
+            >"$SCRATCH/ref.txt" 2>&1
+        rrc=$?
+        cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
+        check "world $1 zero $2 ep $3 --routing-from $(basename "$file") ($(basename "$4")): $what and the step as the reference" \
+            '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
+    done
+}
 # (the last layout on the machine with expert_flops: the wait at the experts' rate)
-for layout in "4 2 2 $M" "4 3 4 $M" "2 0 2 $M" "4 1 1 $M" "4 2 2 $SCRATCH/experts.json"; do
-    set -- $layout
-    "$FABULA" plan time "$CFG" --world "$1" --machine "$4" --mean-len 100 --json --routing-from "$SCRATCH/routing.jsonl" \
-        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
-        --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
-    rc=$?
-    "$PY" "$REF" "$CFG" "$4" "$1" "$2" "$3" 0 5e8 5e8 100 none 0.04 "$SCRATCH/routing.jsonl" <"$SCRATCH/plan.json" \
-        >"$SCRATCH/ref.txt" 2>&1
-    rrc=$?
-    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
-    check "world $1 zero $2 ep $3 --routing-from ($(basename "$4")): the routing imbalance and the step as the reference" \
-        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
-done
+routing_ref "$SCRATCH/routing.jsonl" "the routing imbalance" "4 2 2 $M" "4 3 4 $M" "2 0 2 $M" "4 1 1 $M" \
+    "4 2 2 $SCRATCH/experts.json"
 "$FABULA" plan time "$CFG" --world 2 --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/routing.jsonl" \
     --set parallel.expert_parallel_size=2 >"$SCRATCH/r2.json" 2>/dev/null
 check "--routing-from at ep 2: the excess (1/9 + 5/19 + 2/5) / 4 worked by hand, a positive wait" \
@@ -232,19 +239,8 @@ check "--routing-from kept shares: the spread sqrt(0.17 / 8) at 2500 / 6 tokens 
     "\"$PY\" -c 'import json,math,sys; d=json.load(open(sys.argv[1])); sys.exit(not (abs(d[\"routing_spread\"] - math.sqrt(0.17 / 8)) < 1e-12 and abs(d[\"routing_spread_tokens\"] - 2500 / 6) < 1e-9 and d[\"spread_s\"] > 0))' \"$SCRATCH/s2.json\""
 # every ZeRO stage at 2 and 4 ranks, ep 2 (none: the exchange's own term),
 # and a machine with expert_flops, against the reference
-for layout in "2 0 1 $M" "4 1 1 $M" "2 2 1 $M" "4 3 1 $M" "4 2 2 $M" "4 2 1 $SCRATCH/experts.json"; do
-    set -- $layout
-    "$FABULA" plan time "$CFG" --world "$1" --machine "$4" --mean-len 100 --json --routing-from "$SCRATCH/spread.jsonl" \
-        --set zero_optimization.stage="$2" --set parallel.expert_parallel_size="$3" \
-        --set zero_optimization.overlap_comm=false >"$SCRATCH/plan.json" 2>"$SCRATCH/err.txt"
-    rc=$?
-    "$PY" "$REF" "$CFG" "$4" "$1" "$2" "$3" 0 5e8 5e8 100 none 0.04 "$SCRATCH/spread.jsonl" <"$SCRATCH/plan.json" \
-        >"$SCRATCH/ref.txt" 2>&1
-    rrc=$?
-    cat "$SCRATCH/ref.txt" "$SCRATCH/err.txt"
-    check "world $1 zero $2 ep $3 --routing-from kept shares ($(basename "$4")): the routing spread and the step as the reference" \
-        '[ $rc -eq 0 ] && [ $rrc -eq 0 ]'
-done
+routing_ref "$SCRATCH/spread.jsonl" "the routing spread" "2 0 1 $M" "4 1 1 $M" "2 2 1 $M" "4 3 1 $M" "4 2 2 $M" \
+    "4 2 1 $SCRATCH/experts.json"
 "$FABULA" plan time "$CFG" --world 4 --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/spread.jsonl" \
     --set zero_optimization.stage=3 >"$SCRATCH/s3.json" 2>/dev/null
 "$FABULA" plan time "$CFG" --world 1 --machine "$M" --mean-len 100 --json --routing-from "$SCRATCH/spread.jsonl" \
