@@ -416,7 +416,7 @@ void plan_time(const config_t *cfg, const plan_layout_t *lay, const plan_machine
     out->imbalance_s = dp > 1 ? w->imbalance * nmicro * mb_work : 0.0;
     out->step_s =
         out->compute_s + out->comm_exposed_s + out->bubble_s + out->imbalance_s + out->sync_s + out->routing_s +
-                  out->spread_s;
+        out->spread_s;
     out->tokens = T * nmicro * dp;
     out->tokens_per_s = out->step_s > 0 ? out->tokens / out->step_s : 0.0;
     param_table_free(&pt);

@@ -56,8 +56,9 @@ void moe_metrics_add(moe_metrics_t *mm, const model_stats_t *st, double mb_weigh
         mm->dropped[l] += st->dropped_per_layer[l];
         mm->aux[l] += st->aux_per_layer[l] * mb_weight;
         mm->z[l] += st->z_per_layer[l] * mb_weight;
-        /* a layer of another pipeline stage, or a dense one, has no
-         * assignment here */
+        /* a layer of another pipeline stage, a dense layer or an empty
+         * micro-batch has no assignment here: not a micro-batch of the
+         * layer's spread */
         long kept = 0;
         for (int e = 0; e < mm->E; e++)
             kept += st->tokens_per_expert[(size_t)l * mm->E + e];
