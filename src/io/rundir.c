@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include "io/atomic_file.h"
+#include "util/append_file.h"
 #include "util/error.h"
 
 struct metrics {
-    FILE *f;
-    char *path;
+    fb_append_t *f;
 };
 
 static char *join_path(const char *dir, const char *name)
@@ -90,12 +90,9 @@ int rundir_lock(const char *dir, char *holder, size_t holder_size)
 metrics_t *metrics_open(const char *dir)
 {
     metrics_t *m = fb_calloc(1, sizeof *m);
-    m->path = join_path(dir, "metrics.jsonl");
-    m->f = fopen(m->path, "ae");
-    if (!m->f)
-        fb_fatal(FB_EXIT_IO, "%s: cannot open for appending: %s", m->path, strerror(errno));
-    if (setvbuf(m->f, NULL, _IOLBF, 0) != 0)
-        fb_fatal(FB_EXIT_IO, "%s: setvbuf: %s", m->path, strerror(errno));
+    char *path = join_path(dir, "metrics.jsonl");
+    m->f = fb_append_open(path);
+    free(path);
     return m;
 }
 
@@ -105,15 +102,14 @@ void metrics_write(metrics_t *m, json_t *record)
     const size_t flags = JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9);
     size_t n = json_dumpb(record, NULL, 0, flags);
     if (n == 0)
-        fb_fatal(FB_EXIT_INTERNAL, "%s: cannot serialise a metrics record", m->path);
-    /* one fwrite per line, so a concurrent reader sees whole lines */
+        fb_fatal(FB_EXIT_INTERNAL, "%s: cannot serialise a metrics record", fb_append_path(m->f));
+    /* one write per line, so a concurrent reader sees whole lines and a
+     * full disk leaves only whole ones */
     char *line = fb_malloc(n + 1);
     size_t written = json_dumpb(record, line, n, flags);
     FB_ASSERT(written == n);
     line[n] = '\n';
-    errno = 0;
-    if (fwrite(line, 1, n + 1, m->f) != n + 1 || fflush(m->f) != 0)
-        fb_fatal(FB_EXIT_IO, "%s: write: %s", m->path, strerror(errno ? errno : EIO));
+    fb_append_record(m->f, line, n + 1);
     free(line);
 }
 
@@ -121,8 +117,6 @@ void metrics_close(metrics_t *m)
 {
     if (!m)
         return;
-    if (fclose(m->f) != 0)
-        fb_fatal(FB_EXIT_IO, "%s: close: %s", m->path, strerror(errno));
-    free(m->path);
+    fb_append_close(m->f);
     free(m);
 }

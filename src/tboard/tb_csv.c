@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/append_file.h"
 #include "util/error.h"
 
 /* Files kept open between steps; tags past this many (a large MoE's
@@ -17,7 +18,7 @@
 
 typedef struct csv_file {
     char *tag;
-    FILE *f;            /* NULL: not kept open */
+    fb_append_t *f;     /* NULL: not kept open */
 } csv_file_t;
 
 struct tb_csv {
@@ -129,26 +130,23 @@ static csv_file_t *slot_of(tb_csv_t *c, const char *tag)
     return &c->slots[j];
 }
 
-static void check(int ok, const char *path, const char *what)
-{
-    if (!ok)
-        fb_fatal(FB_EXIT_IO, "%s: %s: %s", path, what, strerror(errno ? errno : EIO));
-}
-
 void tb_csv_scalar(tb_csv_t *c, const char *tag, long step, const json_t *leaf, double value)
 {
     csv_file_t *s = slot_of(c, tag);
     const int known = s->tag != NULL;
-    FILE *f = s->f;
-    char *path = NULL;
+    fb_append_t *f = s->f;
     if (!f) {
-        path = file_path(c, tag);
-        errno = 0;
-        f = fopen(path, "ae");
-        check(f != NULL, path, "cannot open");
+        char *path = file_path(c, tag);
+        f = fb_append_open(path);
+        free(path);
         /* a new file (or one an earlier process created and never filled) */
-        if (ftell(f) == 0)
-            check(fprintf(f, "step,%s\n", tag) > 0, path, "write");
+        if (fb_append_size(f) == 0) {
+            size_t hn = strlen("step,\n") + strlen(tag);
+            char *head = fb_malloc(hn + 1);
+            snprintf(head, hn + 1, "step,%s\n", tag);
+            fb_append_record(f, head, hn);
+            free(head);
+        }
         if (!known) {
             s->tag = fb_strdup(tag);
             c->n++;
@@ -158,42 +156,22 @@ void tb_csv_scalar(tb_csv_t *c, const char *tag, long step, const json_t *leaf, 
             }
         }
     }
-    errno = 0;
-    int w = json_is_integer(leaf) ? fprintf(f, "%ld,%lld\n", step, (long long)json_integer_value(leaf))
-                                  : fprintf(f, "%ld,%.9g\n", step, value);
-    if (w <= 0) {
-        char *p = path ? path : file_path(c, tag);
-        check(0, p, "write");
-    }
-    if (f != s->f) {
-        errno = 0;
-        check(fclose(f) == 0, path, "close");
-    }
-    free(path);
-}
-
-void tb_csv_flush(tb_csv_t *c)
-{
-    for (size_t i = 0; i < c->cap; i++)
-        if (c->slots[i].f) {
-            errno = 0;
-            if (fflush(c->slots[i].f) != 0) {
-                char *p = file_path(c, c->slots[i].tag);
-                check(0, p, "write");
-            }
-        }
+    char row[96];
+    int w = json_is_integer(leaf) ? snprintf(row, sizeof row, "%ld,%lld\n", step, (long long)json_integer_value(leaf))
+                                  : snprintf(row, sizeof row, "%ld,%.9g\n", step, value);
+    FB_ASSERT(w > 0 && (size_t)w < sizeof row);
+    /* one row per write: a full disk leaves whole rows behind */
+    fb_append_record(f, row, (size_t)w);
+    if (f != s->f)
+        fb_append_close(f);
 }
 
 void tb_csv_close(tb_csv_t *c)
 {
     if (!c)
         return;
-    tb_csv_flush(c);
     for (size_t i = 0; i < c->cap; i++) {
-        if (c->slots[i].f && fclose(c->slots[i].f) != 0) {
-            char *p = file_path(c, c->slots[i].tag);
-            check(0, p, "close");
-        }
+        fb_append_close(c->slots[i].f);
         free(c->slots[i].tag);
     }
     free(c->slots);

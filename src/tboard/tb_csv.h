@@ -21,8 +21,6 @@ typedef struct tb_csv tb_csv_t;
 tb_csv_t *tb_csv_open(const char *dir, long first_step);
 /* Integers as integers, reals with 9 significant digits (as metrics.jsonl). */
 void tb_csv_scalar(tb_csv_t *c, const char *tag, long step, const json_t *leaf, double value);
-/* After a step's scalars: flushes the files kept open. */
-void tb_csv_flush(tb_csv_t *c);
 void tb_csv_close(tb_csv_t *c);
 
 /* The file name of a tag ("a/b c" -> "a_b_c.csv"), in buf. */

@@ -11,6 +11,7 @@
 
 #include "tboard/crc32c.h"
 #include "tboard/tb_hist.h"
+#include "util/append_file.h"
 #include "util/error.h"
 
 /* Field numbers of tensorflow/core/util/event.proto and
@@ -24,7 +25,7 @@ enum { HI_MIN = 1, HI_MAX = 2, HI_NUM = 3, HI_SUM = 4, HI_SUMSQ = 5, HI_LIMIT = 
 #define FILE_PREFIX "events.out.tfevents."
 
 struct tb_events {
-    FILE *f;
+    fb_append_t *f;
     char *path;
     pb_buf_t ev;        /* the event being built */
     size_t summary;     /* pb_begin mark of the open Summary */
@@ -62,11 +63,9 @@ static void write_event(tb_events_t *w)
         w->rec_cap = n;
     }
     tb_record_frame(w->ev.data, w->ev.len, w->rec);
-    errno = 0;
-    /* one fwrite and a flush per event: a reader (TensorBoard polling the
-     * directory) sees whole records, and a killed run loses none */
-    if (fwrite(w->rec, 1, n, w->f) != n || fflush(w->f) != 0)
-        fb_fatal(FB_EXIT_IO, "%s: write: %s", w->path, strerror(errno ? errno : EIO));
+    /* one record per write: a reader (TensorBoard polling the directory)
+     * sees whole records, and a killed run loses none */
+    fb_append_record(w->f, w->rec, n);
     pb_clear(&w->ev);
 }
 
@@ -113,9 +112,7 @@ tb_events_t *tb_events_open(const char *dir)
     size_t n = strlen(dir) + strlen(host) + 64;
     w->path = fb_malloc(n);
     snprintf(w->path, n, "%s/" FILE_PREFIX "%010ld.%s.%ld.0", dir, stamp, host, (long)getpid());
-    w->f = fopen(w->path, "wbx");
-    if (!w->f)
-        fb_fatal(FB_EXIT_IO, "%s: cannot create: %s", w->path, strerror(errno));
+    w->f = fb_append_create(w->path);
     pb_init(&w->ev);
     event_head(w, 0);
     pb_string(&w->ev, EV_FILE_VERSION, "brain.Event:2");
@@ -189,8 +186,7 @@ void tb_events_close(tb_events_t *w)
 {
     if (!w)
         return;
-    if (fclose(w->f) != 0)
-        fb_fatal(FB_EXIT_IO, "%s: close: %s", w->path, strerror(errno));
+    fb_append_close(w->f);
     pb_free(&w->ev);
     free(w->rec);
     free(w->path);

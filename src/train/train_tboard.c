@@ -63,8 +63,6 @@ void train_tboard_scalars(train_tboard_t *t, const json_t *record, long step)
     tb_leaves(record, leaf, t);
     if (t->events)
         tb_events_scalars_end(t->events);
-    if (t->csv)
-        tb_csv_flush(t->csv);
 }
 
 /* This rank's elements of global tensor `gv` inside its write range: the
