@@ -7,9 +7,23 @@
 #include "cli/cli_args.h"
 #include "config/config.h"
 #include "parallel/world.h"
+#include "train/preempt.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
 #include "util/error.h"
+
+/* glibc calls the functions of .preinit_array with main's arguments as soon
+ * as the program is loaded, before the libraries' own initialisers (OpenBLAS,
+ * OpenMP, MPI: 15-30 ms after exec here), so a `fabula train` catches a
+ * preemption warning from its first millisecond rather than from main. */
+static void catch_early_if_train(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    if (argc > 1 && argv && argv[1] && strcmp(argv[1], "train") == 0)
+        preempt_catch_early();
+}
+__attribute__((section(".preinit_array"), used)) static void (*const preinit_catch)(int, char **, char **) =
+    catch_early_if_train;
 
 static void train_usage(FILE *f)
 {
@@ -39,6 +53,10 @@ static void train_usage(FILE *f)
 
 int cli_train(int argc, char **argv)
 {
+    /* before MPI_Init (already done at load time, see above, where the C
+     * library calls .preinit_array): a preemption warning or a Ctrl-C from
+     * the first moment is kept until the config says what it means */
+    preempt_catch_early();
     enum { OPT_SET = 1, OPT_RUN_DIR, OPT_STEPS, OPT_DRY_RUN, OPT_STRICT };
     static const cli_option_t options[] = {
         {"set", 0, 1, OPT_SET},     {"run-dir", 0, 1, OPT_RUN_DIR},
@@ -83,6 +101,7 @@ int cli_train(int argc, char **argv)
     config_load(&cfg, (const char *const *)a.positional, a.npositional, (const char *const *)sets,
                 nsets, parallel_size(), rank == 0);
     train_config_resolve(&cfg, rank == 0);
+    preempt_install(cfg.run.preempt_signals, cfg.run.n_preempt_signals);
     if (rank == 0) {
         printf("fabula: effective config:\n%s\n", cfg.effective_json);
         fflush(stdout);

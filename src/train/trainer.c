@@ -29,6 +29,7 @@
 #include "loader/data_source.h"
 #include "zero/loss_scale.h"
 #include "train/evaluate.h"
+#include "train/job_log.h"
 #include "train/moe_metrics.h"
 #include "train/pipeline.h"
 #include "train/preempt.h"
@@ -586,6 +587,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     tr.rank = parallel_rank();
     tr.world = parallel_size();
     tr.threads = train_choose_threads();
+    /* again for a caller that did not (fabula validate, the benchmarks) */
     preempt_install(cfg->run.preempt_signals, cfg->run.n_preempt_signals);
     counters_init(tr.rank == 0);
     data_open(&tr);
@@ -616,6 +618,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     }
     /* after the input checks, so that a refused input leaves no run dir */
     lock_run_dir(cfg, tr.rank);
+    job_log_open(cfg->run.run_dir, tr.rank, tr.world);
 
     groups_create_pp(&tr.groups, cfg->parallel.pipeline_parallel_size, cfg->parallel.tensor_parallel_size,
                      cfg->parallel.expert_parallel_size, cfg->model.num_local_experts);
@@ -654,15 +657,27 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     ckpt_policy_init(&tr.ckpt, &target);
     ckpt_progress_t prog;
     ckpt_policy_resume(&tr.ckpt, &prog);
+    job_log_start(prog.step, cfg->run.steps);
+    job_log_progress(prog.step, tr.ckpt.last_saved);
     train_log_open(&tr.log, cfg, tr.rank == 0);
     step_monitor_open(&tr.mon, cfg, &tr.be, tr.threads);
 
-    int code = FB_EXIT_OK;
+    int code = FB_EXIT_OK, sig = 0;
+    char message[256] = "";
     const double t_start = timer_now();
     const long first_step = prog.step;
     if (tr.groups.tp_size > 1)
         comm_stats_reset(tr.groups.tp);
-    for (long step = prog.step; step < cfg->run.steps; step++) {
+    /* a signal during the start-up (loading, resuming): nothing trained yet,
+     * so nothing new to save; the run ends before its first step */
+    if (prog.step < cfg->run.steps && (sig = preempt_agree()) != 0) {
+        if (tr.rank == 0)
+            printf("fabula: preempted (%s) before step %ld: nothing new to save (%s), exit %d\n",
+                   preempt_signal_name(sig), prog.step + 1,
+                   prog.step > 0 ? "the checkpoint of that step stands" : "no step was trained", FB_EXIT_PREEMPTED);
+        code = FB_EXIT_PREEMPTED;
+    }
+    for (long step = prog.step; code == FB_EXIT_OK && step < cfg->run.steps; step++) {
         step_record_t rec;
         memset(&rec, 0, sizeof rec);
         rec.step = step + 1;
@@ -677,9 +692,10 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         rec.grad_norm = zs.grad_norm;
         rec.loss_scale = zs.loss_scale;
         if (zs.status == ZERO_STEP_DIVERGED) {
+            snprintf(message, sizeof message, "step %ld: loss %g, gradient norm %g: training diverged", rec.step,
+                     rec.loss, rec.grad_norm);
             if (tr.rank == 0)
-                fprintf(stderr, "fabula: error: step %ld: loss %g, gradient norm %g: training diverged\n", rec.step,
-                        rec.loss, rec.grad_norm);
+                fprintf(stderr, "fabula: error: %s\n", message);
             code = FB_EXIT_DIVERGED;
             break;
         }
@@ -715,9 +731,11 @@ int trainer_run_losses(const config_t *cfg, double *losses)
             losses[step] = rec.loss;
         prog.step = step + 1;
         prog.tokens_seen += rec.tokens;
-        const int sig = preempt_agree();
+        job_log_progress(prog.step, tr.ckpt.last_saved);
+        sig = preempt_agree();
         if (sig) {
             ckpt_policy_save(&tr.ckpt, &prog);
+            job_log_progress(prog.step, tr.ckpt.last_saved);
             if (tr.rank == 0)
                 printf("fabula: preempted (%s): checkpoint of step %ld written, exit %d\n", preempt_signal_name(sig),
                        prog.step, FB_EXIT_PREEMPTED);
@@ -727,13 +745,17 @@ int trainer_run_losses(const config_t *cfg, double *losses)
         PHASE_BEGIN(PHASE_CHECKPOINT);
         ckpt_policy_step_done(&tr.ckpt, &prog);
         PHASE_END(PHASE_CHECKPOINT);
+        job_log_progress(prog.step, tr.ckpt.last_saved);
     }
-    if (code == FB_EXIT_OK)
+    if (code == FB_EXIT_OK) {
         ckpt_policy_save_final(&tr.ckpt, &prog);
+        job_log_progress(prog.step, tr.ckpt.last_saved);
+    }
     skipped_agreement(&tr, prog.step);
     tp_comm_report(&tr, prog.step - first_step);
     train_log_close(&tr.log, code);
     step_monitor_close(&tr.mon);
+    job_log_end(code, sig, message[0] ? message : NULL);
     if (tr.pipe)
         pipeline_report(&tr);
     pipeline_free(tr.pipe);

@@ -11,6 +11,7 @@ static int my_rank;
 static void (*abort_hook)(int code);
 static void (*exit_hook)(int code);
 static void (*abort_cleanup)(void);
+static void (*fatal_note)(int code, const char *msg, int all);
 
 /* fb_catch's landing point and message buffer, while it runs fn. */
 static jmp_buf *catch_env;
@@ -21,23 +22,10 @@ static int catch_code;
 void fb_set_abort_hook(void (*hook)(int code)) { abort_hook = hook; }
 void fb_set_exit_hook(void (*hook)(int code)) { exit_hook = hook; }
 void fb_set_abort_cleanup(void (*cleanup)(void)) { abort_cleanup = cleanup; }
+void fb_set_fatal_note(void (*note)(int code, const char *msg, int all)) { fatal_note = note; }
 
 void fb_error_set_rank(int rank) { my_rank = rank; }
 int fb_error_rank(void) { return my_rank; }
-
-void fb_abort(int code)
-{
-    fflush(stdout);
-    fflush(stderr);
-    /* Cleared first: a cleanup that fails itself must not run again. */
-    void (*cleanup)(void) = abort_cleanup;
-    abort_cleanup = NULL;
-    if (cleanup)
-        cleanup();
-    if (abort_hook)
-        abort_hook(code);
-    exit(code);
-}
 
 static const char *code_meaning(int code)
 {
@@ -49,6 +37,45 @@ static const char *code_meaning(int code)
     case FB_EXIT_PREEMPTED: return "preempted";
     default: return "internal";
     }
+}
+
+/* Hands the message to the fatal note, once: a note that fails itself
+ * (the disk it writes to is full) ends the process without a second one. */
+static void note_fatal(int code, int all, const char *fmt, va_list ap)
+{
+    void (*note)(int, const char *, int) = fatal_note;
+    fatal_note = NULL;
+    if (!note)
+        return;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    note(code, msg, all);
+}
+
+static void note_fatal_fmt(int code, int all, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note_fatal_fmt(int code, int all, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    note_fatal(code, all, fmt, ap);
+    va_end(ap);
+}
+
+void fb_abort(int code)
+{
+    /* a caller that printed its own message: the note says where to look */
+    note_fatal_fmt(code, 0, "failed (exit %d, %s error): the message is in the job's error output", code,
+                   code_meaning(code));
+    fflush(stdout);
+    fflush(stderr);
+    /* Cleared first: a cleanup that fails itself must not run again. */
+    void (*cleanup)(void) = abort_cleanup;
+    abort_cleanup = NULL;
+    if (cleanup)
+        cleanup();
+    if (abort_hook)
+        abort_hook(code);
+    exit(code);
 }
 
 /* "fabula: <kind>: <message>" on stderr. A fatal error never reaches the
@@ -119,23 +146,30 @@ int fb_catch(void (*fn)(void *arg), void *arg, char *msg, size_t cap)
 
 void fb_fatal(int code, const char *fmt, ...)
 {
-    va_list ap;
+    va_list ap, aq;
     va_start(ap, fmt);
     if (catch_env)
         caught(code, fmt, ap);
+    va_copy(aq, ap);
     say("error", code, fmt, ap);
+    note_fatal(code, 0, fmt, aq);
+    va_end(aq);
     va_end(ap);
     fb_abort(code);
 }
 
 void fb_fatal_all(int code, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     if (my_rank == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        say("error", code, fmt, ap);
-        va_end(ap);
+        va_list aq;
+        va_copy(aq, ap);
+        say("error", code, fmt, aq);
+        va_end(aq);
     }
+    note_fatal(code, 1, fmt, ap);
+    va_end(ap);
     fflush(stdout);
     fflush(stderr);
     if (exit_hook)
@@ -150,6 +184,7 @@ void fb_fail_call(int code, const char *file, int line, const char *call, const 
         caught_fmt(code, "rank %d: %s:%d: %s failed: %s", my_rank, file, line, call, detail ? detail : strerror(err));
     fprintf(stderr, "fabula: rank %d: %s:%d: %s failed: %s\n", my_rank, file, line, call,
             detail ? detail : strerror(err));
+    note_fatal_fmt(code, 0, "rank %d: %s:%d: %s failed: %s", my_rank, file, line, call, detail ? detail : strerror(err));
     fb_abort(code);
 }
 

@@ -65,6 +65,13 @@ void fb_set_exit_hook(void (*hook)(int code));
  * fails itself is not run again. */
 void fb_set_abort_cleanup(void (*cleanup)(void));
 
+/* Called once, before the cleanup and the hooks, with the exit code and the
+ * message of the fatal error that ends this process (fb_fatal, fb_fail_call:
+ * all = 0, this rank's own failure; fb_fatal_all: all = 1, every rank fails
+ * alike): a training run records its failure in the run directory
+ * (train/job_log.c). Not called inside fb_catch. NULL clears it. */
+void fb_set_fatal_note(void (*note)(int code, const char *msg, int all));
+
 /* Runs the cleanup and ends the job with `code` like fb_fatal, for a caller
  * that printed its own message. */
 FB_NORETURN void fb_abort(int code);

@@ -11,7 +11,8 @@
 #  - `fabula export` and `fabula report` into a full directory: exit 4
 #    naming the file, no partial file left behind;
 #  - a resume after the failure (the disk made larger, the checkpoints on
-#    another disk) continues the log with no gap and no repeat.
+#    another disk) continues the log with no gap and no repeat;
+#  - jobs.jsonl records the failure (exit 4 and the message) where it fits.
 # Checkpoints on a full disk: tests/e2e/ckpt_disk_full.sh. Needs a tmpfs
 # mount (root); 77 otherwise.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -104,6 +105,8 @@ check "TensorBoard events on a full disk: exit 4 (got $RC) naming the event file
     '[ $RC -eq 4 ] && grep -q "error: $FS/tb/fabula/events.out.tfevents.*: write: No space left on device" "$SCRATCH/tb.out" &&
      no_crash tb'
 check "... the event file holds whole records only" 'whole_events "$FS/tb/fabula"'
+check "... jobs.jsonl (on another disk) records the failure: exit 4 and the message" \
+    'tail -n 1 "$SCRATCH/tb/jobs.jsonl" | grep -q "\"state\":\"failed\".*\"exit_code\":4,.*No space left on device"'
 
 fresh 1m
 train_on 1 csv --run-dir "$SCRATCH/csv" --steps 5000 --set checkpoint.save_interval=-1 --set csv_monitor.enabled=true \

@@ -12,6 +12,13 @@
 #  - where qrerun is refused (no operator rights), the script submits itself
 #    again under the same name, and that job resumes and finishes;
 #  - FABULA_MAX_RESTARTS=0: a preempted job ends with 75, not rerun;
+#  - qdel (SIGTERM to the job's whole session, as a MoM sends it): the ranks
+#    write a checkpoint and exit 75, jobs.jsonl says preempted by SIGTERM,
+#    and the job ends, not rerun (it used to be rerun like a preemption);
+#  - the script's own warning: with -l walltime=00:00:30 and
+#    FABULA_WARN_LEAD=25 it sends itself SIGUSR1 5 s into each run; each run
+#    checkpoints and is rerun until the last finishes the job;
+#  - FABULA_MIN_PROGRESS above what an attempt trained: preempted, not rerun;
 #  - a bad config (exit 2) ends the job with 2, not rerun;
 #  - pbs/prep.pbs writes the corpus on 2 ranks.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -79,6 +86,30 @@ preempt_later s_max max
 job s_max -N max -v "$VARS,FABULA_MAX_RESTARTS=0,FABULA_ARGS=$ARGS" "$SCRIPT"
 check "FABULA_MAX_RESTARTS=0: preempted, exit 75, not rerun ($(runs s_max))" \
     '[ $RC -eq 75 ] && [ "$(runs s_max)" = "1.emulated max 1 75;" ] && grep -q "not rerun: restarted 0 time(s) already" max.o1'
+
+# qdel 3 steps into the run: the MoM's SIGTERM to the whole session
+(wait_for 120 "steps_logged del 3" && PBS_EMU_SPOOL="$SCRATCH/s_del" sh "$SCRATCH/s_del/bin/qdel" 1.emulated) &
+job s_del -N del -v "$VARS,FABULA_ARGS=$ARGS" "$SCRIPT"
+check "qdel: checkpoint, exit 75, jobs.jsonl says SIGTERM, the job ends, not rerun ($(runs s_del))" \
+    '[ $RC -eq 75 ] && [ "$(runs s_del)" = "1.emulated del 1 75;" ] &&
+     grep -q "preempted (SIGTERM): checkpoint of step [0-9]* written, exit 75" del.o1 &&
+     tail -n 1 "$SCRATCH/runs/del/jobs.jsonl" | grep -q "\"state\":\"preempted\".*\"signal\":\"SIGTERM\"" &&
+     grep -q "train.pbs: preempted by SIGTERM after a checkpoint: not rerun" del.o1'
+
+SLOW="--set model.hidden_size=256 --set model.intermediate_size=512 --set data.seq_len=256"
+job s_wall -N wall -l walltime=00:00:30 -v "$VARS,FABULA_WARN_LEAD=25,FABULA_ARGS=$ARGS $SLOW --steps 40" "$SCRIPT"
+check "walltime 30 s, FABULA_WARN_LEAD=25: SIGUSR1 5 s into each run, checkpoint, rerun, the last run finishes ($(runs s_wall))" \
+    '[ $RC -eq 0 ] && runs s_wall | grep -q "^1.emulated wall 1 75;1.emulated wall 2 " &&
+     grep -q "train.pbs: walltime 00:00:30: the warning (SIGUSR1) in [45] s" wall.o1 &&
+     grep -q "train.pbs: SIGUSR1 received: forwarded to mpiexec" wall.o1 &&
+     grep -q "preempted (SIGUSR1): checkpoint of step [0-9]* written, exit 75" wall.o1 &&
+     steps_logged wall 40 && tail -n 1 "$SCRATCH/runs/wall/jobs.jsonl" | grep -q "\"state\":\"finished\",\"step\":40,"'
+
+preempt_later s_prog prog
+job s_prog -N prog -v "$VARS,FABULA_MIN_PROGRESS=100000,FABULA_ARGS=$ARGS" "$SCRIPT"
+check "FABULA_MIN_PROGRESS above the attempt's steps: preempted, exit 75, not rerun ($(runs s_prog))" \
+    '[ $RC -eq 75 ] && [ "$(runs s_prog)" = "1.emulated prog 1 75;" ] &&
+     grep -q "train.pbs: preempted, not rerun: this attempt trained [0-9]* step(s) (at step [0-9]*), fewer than FABULA_MIN_PROGRESS=100000" prog.o1'
 
 job s_bad -N bad -v "$VARS,FABULA_ARGS=$ARGS --set model.hidden_size=0" "$SCRIPT"
 check "bad config: the job ends with exit 2, not rerun ($(runs s_bad))" \

@@ -6,7 +6,7 @@ usage: pbs_server.py --spool DIR [-N NAME] [-l select=...] [-v VAR=VAL,...]
 
 It reads the script's #PBS directives (up to the first line that is neither
 blank nor a comment; the command line wins, as with qsub): -N, -l select=
-N:ncpus=C:mpiprocs=M[:ngpus=G][+...], -l walltime (recorded only), -r, -j,
+N:ncpus=C:mpiprocs=M[:ngpus=G][+...], -l walltime (shown by qstat, not enforced), -r, -j,
 -o, -v. Then it runs the script as PBS Pro would on this host: bash in
 PBS_O_WORKDIR's parent environment plus the -v variables, PBS_JOBID
 (SEQ.emulated), PBS_JOBNAME, PBS_O_WORKDIR (the directory the emulator runs
@@ -19,9 +19,15 @@ stand-ins that record requests instead of talking to a server:
                    rerunnable (-r n), or always when PBS_EMU_QRERUN=refuse
                    (a site where qrerun needs operator rights)
   qsub [opts] SCRIPT  queues a new job (the same options as above), prints its id
-  qstat -f JOBID   prints Job_Name and run_count
+  qstat -f JOBID   prints Job_Name, run_count, Resource_List.walltime (when
+                   -l walltime was given) and resources_used.walltime (the
+                   time since the run started)
   qsig -s SIG JOBID  sends SIG to the job script's shell (DIR/JOBID.pid holds
-                   the pid; a real server signals the job's whole session)
+                   the pid)
+  qdel JOBID       as a MoM does: SIGTERM to every process of the job's
+                   session (the script runs in a session of its own: the
+                   shell, mpiexec, its proxies and the ranks), SIGKILL to
+                   those left PBS_EMU_KILL_DELAY seconds later (default 10)
 After a run ends the emulator reruns the job if it asked to be rerun, then
 runs the jobs submitted meanwhile, at most 10 runs in all. Output (stdout and
 stderr together) is appended to -o PATH or NAME.oSEQ in PBS_O_WORKDIR (a
@@ -34,6 +40,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 
 MAX_RUNS = 10
 
@@ -56,11 +63,22 @@ id=$1
 echo "Job Id: $id"
 echo "    Job_Name = $(cat "$PBS_EMU_SPOOL/$id.name")"
 echo "    run_count = $(cat "$PBS_EMU_SPOOL/$id.run_count")"
+[ -s "$PBS_EMU_SPOOL/$id.walltime" ] && echo "    Resource_List.walltime = $(cat "$PBS_EMU_SPOOL/$id.walltime")"
+if [ -s "$PBS_EMU_SPOOL/$id.start" ]; then
+    e=$(( $(date +%s) - $(cat "$PBS_EMU_SPOOL/$id.start") ))
+    printf '    resources_used.walltime = %02d:%02d:%02d\\n' $((e / 3600)) $((e / 60 % 60)) $((e % 60))
+fi
 """,
     "qsig": """#!/bin/sh
 sig=TERM
 [ "$1" = -s ] && { sig=$2; shift 2; }
 kill -s "$sig" "$(cat "$PBS_EMU_SPOOL/$1.pid")"
+""",
+    "qdel": """#!/bin/sh
+sid=$(cat "$PBS_EMU_SPOOL/$1.pid")
+procs() { ps -e -o pid=,sid= | awk -v s="$sid" '$2 == s { print $1 }'; }
+kill -s TERM $(procs) 2>/dev/null
+( sleep "${PBS_EMU_KILL_DELAY:-10}"; kill -s KILL $(procs) 2>/dev/null ) >/dev/null 2>&1 &
 """,
 }
 
@@ -147,6 +165,8 @@ def new_job(spool, argv, workdir):
     put(spool, job["id"] + ".json", json.dumps(job))
     put(spool, job["id"] + ".name", job["name"])
     put(spool, job["id"] + ".rerunnable", job["rerunnable"])
+    if "walltime" in job["resources"]:
+        put(spool, job["id"] + ".walltime", job["resources"]["walltime"])
     put(spool, job["id"] + ".run_count", "0")
     with open(os.path.join(spool, "queue"), "a") as f:
         f.write(job["id"] + "\n")
@@ -181,8 +201,10 @@ def run_job(spool, job, run_count):
     with open(out, "a") as log:
         log.write(f"=== pbs_server: job {job['id']} ({job['name']}) run {run_count}\n")
         log.flush()
+        put(spool, job["id"] + ".start", str(int(time.time())))
+        # a session of its own, as a MoM gives a job: qdel signals all of it
         p = subprocess.Popen(["bash", job["script"]], cwd=os.environ.get("HOME", "/"), env=env, stdout=log,
-                             stderr=subprocess.STDOUT)
+                             stderr=subprocess.STDOUT, start_new_session=True)
         put(spool, job["id"] + ".pid", str(p.pid))
         rc = p.wait()
     rc = rc if rc >= 0 else 256 - rc  # killed by a signal: PBS reports 256 + signal

@@ -14,6 +14,10 @@
 #    finished: COMPLETED, Restarts=1, per-step losses equal the
 #    uninterrupted job's bit for bit; launched by mpiexec (hydra) and by
 #    srun --mpi=pmi2 (FABULA_LAUNCHER=srun);
+#  - a plain `scancel` mid-run (SIGTERM to the batch shell and the job's
+#    steps): the ranks write a checkpoint and exit 75, jobs.jsonl says
+#    preempted by SIGTERM, and the job ends CANCELLED, not requeued
+#    (Restarts=0; the script used to requeue it like a preemption);
 #  - a bad config: FAILED with ExitCode 2, not requeued (Restarts=0);
 #  - slurm/prep.sbatch on 2 tasks writes the corpus;
 #  - slurm/scaling.sh --ranks "1 2" --wait: two points per sweep, the table
@@ -171,6 +175,21 @@ preempted() {
 preempted pre mpiexec
 # srun as the launcher (srun --mpi=pmi2; Debian's MPICH speaks that PMI)
 preempted pre_srun srun
+
+# a plain scancel: the job's end, with nothing lost
+# shellcheck disable=SC2086
+submit cancel $ARGS
+CAN=$ID
+wait_for 120 "steps_logged cancel 3" && scancel "$CAN"
+wait_for 120 "ended $CAN"
+wait_for 30 "grep -q 'not requeued' cancel.out"
+show "$CAN"
+s=$(sed -n 's/.*preempted (SIGTERM): checkpoint of step \([0-9]*\) written, exit 75.*/\1/p' cancel.out)
+check "plain scancel: checkpoint of step ${s:-?}, jobs.jsonl says SIGTERM, CANCELLED, not requeued (Restarts=0)" \
+    '[ -n "$s" ] && [ "$(field $CAN JobState)" = CANCELLED ] && [ "$(field $CAN Restarts)" = 0 ] &&
+     grep -q "train.sbatch: preempted by SIGTERM after a checkpoint: not requeued" cancel.out &&
+     tail -n 1 runs/cancel/jobs.jsonl | grep -q "\"state\":\"preempted\",\"step\":$s,.*\"signal\":\"SIGTERM\"" &&
+     "$FABULA" ckpt verify -q "runs/cancel/checkpoints/step-$(printf %08d "$s").h5" >/dev/null'
 
 # shellcheck disable=SC2086
 submit bad $ARGS --set model.hidden_size=0
