@@ -8,6 +8,7 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "io/h5tensor.h"
+#include "io/regular_file.h"
 #include "parallel/comm.h"
 #include "parallel/mpi_io.h"
 #include "util/error.h"
@@ -327,6 +328,11 @@ void ckpt_h5_quiet_end(const ckpt_h5_quiet_t *q) { CHECK_H5(H5Eset_auto2(H5E_DEF
 
 hid_t ckpt_open_read(const char *path, int parallel, const mpi_hints_t *hints)
 {
+    /* H5Fopen opens by name: a FIFO there would block it for good (the
+     * callers say what the file is; this is the last guard) */
+    char why[64];
+    if (regular_file_check(path, why, sizeof why) != 0)
+        return -1;
     hid_t fapl = ckpt_fapl(parallel, hints);
     ckpt_h5_quiet_t q;
     ckpt_h5_quiet_begin(&q);

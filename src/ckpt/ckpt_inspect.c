@@ -10,6 +10,7 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "io/h5tensor.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 
 /* Elements read at once by verify (whole rows of at most this many). */
@@ -19,8 +20,12 @@
  * message) when HDF5 cannot make sense of it. */
 static hid_t open_serial(const char *path)
 {
-    if (access(path, R_OK) != 0)
+    char why[1024];
+    int code = regular_file_check(path, why, sizeof why);
+    if (code == FB_EXIT_IO || (!code && access(path, R_OK) != 0))
         fb_fatal(FB_EXIT_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (code)
+        fb_fatal(code, "%s", why);
     hid_t f = ckpt_open_read(path, 0, NULL);
     if (f < 0)
         printf("%s: DAMAGED: HDF5 cannot open it (truncated, or not an HDF5 file)\n", path);
@@ -306,7 +311,13 @@ int ckpt_verify(const char *path, int quiet)
 int ckpt_read_config(const char *path, char **config_json, long *step, char *why, size_t why_len)
 {
     *config_json = NULL;
-    if (access(path, R_OK) != 0) {
+    char msg[1024];
+    int code = regular_file_check(path, msg, sizeof msg);
+    if (code == FB_EXIT_DATA) { /* its reason, without the path the caller names */
+        snprintf(why, why_len, "%s", msg + strlen(path) + 2);
+        return code;
+    }
+    if (code || access(path, R_OK) != 0) {
         snprintf(why, why_len, "cannot open: %s", strerror(errno));
         return FB_EXIT_IO;
     }
@@ -321,7 +332,7 @@ int ckpt_read_config(const char *path, char **config_json, long *step, char *why
         H5Fclose(f);
         return FB_EXIT_DATA;
     }
-    int code = FB_EXIT_OK;
+    code = FB_EXIT_OK;
     if (strcmp(m.format, CKPT_FORMAT_NAME) != 0 || m.version > CKPT_FORMAT_VERSION) {
         snprintf(why, why_len, "format '%s' version %lld: this fabula reads '%s' up to version %d", m.format,
                  m.version, CKPT_FORMAT_NAME, CKPT_FORMAT_VERSION);

@@ -14,6 +14,7 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "io/h5tensor.h"
+#include "io/regular_file.h"
 #include "model/params.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"
@@ -358,9 +359,14 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
 {
     const double t0 = parallel_wtime();
     const int rank = t->groups->world_rank;
-    int err = access(path, R_OK) != 0 ? errno : 0;
-    if (any_rank(err != 0)) {
-        snprintf(why, why_len, "cannot open: %s", strerror(err ? err : ENOENT));
+    char msg[1024];
+    int code = regular_file_check(path, msg, sizeof msg);
+    int err = code == FB_EXIT_IO ? errno : !code && access(path, R_OK) != 0 ? errno : 0;
+    if (any_rank(code || err)) {
+        if (code == FB_EXIT_DATA) /* its reason, without the path the caller names */
+            snprintf(why, why_len, "%s", msg + strlen(path) + 2);
+        else
+            snprintf(why, why_len, "cannot open: %s", strerror(err ? err : ENOENT));
         return -1;
     }
     hid_t file = ckpt_open_read(path, 1, &t->cfg->checkpoint.mpi_info);
@@ -403,7 +409,8 @@ int ckpt_read(const ckpt_target_t *t, const char *path, ckpt_progress_t *p, char
     /* a descriptor of its own for direct reads; without one (or its size)
      * every tensor goes through H5Dread */
     struct stat fst;
-    r.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (regular_file_open(path, &r.fd, msg, sizeof msg) != 0)
+        r.fd = -1;
     if (r.fd >= 0 && fstat(r.fd, &fst) != 0) {
         close(r.fd);
         r.fd = -1;

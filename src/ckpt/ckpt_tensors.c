@@ -7,6 +7,7 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "io/h5tensor.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 
 typedef struct tensor_entry {
@@ -56,14 +57,17 @@ static hid_t open_dataset(const ckpt_tensors_t *c, size_t i)
 
 ckpt_tensors_t *ckpt_tensors_open(const char *path)
 {
-    if (access(path, R_OK) != 0)
+    char why[1024];
+    int code = regular_file_check(path, why, sizeof why);
+    if (code == FB_EXIT_IO || (!code && access(path, R_OK) != 0))
         fb_fatal(FB_EXIT_IO, "%s: cannot open the checkpoint: %s", path, strerror(errno));
+    if (code)
+        fb_fatal(code, "%s", why);
     ckpt_tensors_t *c = fb_calloc(1, sizeof *c);
     c->path = fb_strdup(path);
     c->file = ckpt_open_read(path, 0, NULL);
     if (c->file < 0)
         fb_fatal(FB_EXIT_DATA, "%s: not a checkpoint: HDF5 cannot open it (truncated, or not an HDF5 file)", path);
-    char why[512];
     if (ckpt_meta_read(c->file, &c->meta, why, sizeof why) < 0)
         fb_fatal(FB_EXIT_DATA, "%s: damaged or not a checkpoint: %s", path, why);
     if (strcmp(c->meta.format, CKPT_FORMAT_NAME) != 0 || c->meta.version > CKPT_FORMAT_VERSION)

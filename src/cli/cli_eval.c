@@ -19,6 +19,7 @@
 #include "train/eval_checkpoint.h"
 #include "train/eval_logits.h"
 #include "train/train_config.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 
 static void eval_usage(FILE *f)
@@ -63,9 +64,13 @@ static int32_t *parse_ids(const char *spec, int *T)
 {
     char *text;
     if (spec[0] == '@') {
-        FILE *f = fopen(spec + 1, "r");
-        if (!f)
+        FILE *f;
+        char why[1024];
+        int code = regular_file_fopen(spec + 1, &f, why, sizeof why);
+        if (code == FB_EXIT_IO)
             fb_fatal(FB_EXIT_IO, "--tokens %s: cannot read: %s", spec, strerror(errno));
+        if (code)
+            fb_fatal(code, "--tokens %s", why);
         size_t n = 0, cap = 4096;
         text = fb_malloc(cap + 1);
         size_t got;

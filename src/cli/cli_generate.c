@@ -22,6 +22,7 @@
 #include "tokenizer/bytetok.h"
 #include "tokenizer/tokenizer.h"
 #include "train/trainer.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 #include "zero/zero.h"
 
@@ -160,9 +161,13 @@ static void gen_model_free(gen_model_t *g)
 
 static uint8_t *read_prompt_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    FILE *f;
+    char why[1024];
+    int code = regular_file_fopen(path, &f, why, sizeof why);
+    if (code == FB_EXIT_IO)
         fb_fatal(FB_EXIT_IO, "--prompt-file %s: cannot open: %s", path, strerror(errno));
+    if (code)
+        fb_fatal(code, "--prompt-file %s", why);
     size_t cap = 4096, n = 0;
     uint8_t *b = fb_malloc(cap);
     size_t got;

@@ -22,6 +22,7 @@
 #include "loader/pack.h"
 #include "loader/step_plan_stats.h"
 #include "train/train_config.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 
 #define MAX_RANK_COUNTS 32
@@ -101,9 +102,13 @@ static void parse_ranks(sampler_args_t *a, const cli_args_t *args)
 /* One length a line; blank lines and '#' comments skipped. */
 static int64_t read_lengths_file(const char *path, int max_seq_len, int64_t **out, int64_t *cut)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    FILE *f;
+    char why[1024];
+    int code = regular_file_fopen(path, &f, why, sizeof why);
+    if (code == FB_EXIT_IO)
         fb_fatal(FB_EXIT_IO, "cannot open lengths file %s: %s", path, strerror(errno));
+    if (code)
+        fb_fatal(code, "lengths file %s", why);
     int64_t n = 0, cap = 1024;
     int64_t *lens = fb_malloc((size_t)cap * sizeof *lens);
     char line[256];

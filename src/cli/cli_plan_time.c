@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "plan/plan.h"
 #include "train/train_config.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 
 static void time_usage(FILE *f)
@@ -252,9 +253,13 @@ static void read_spread(routing_record_t *r, json_t *ml, json_t *tokens, const m
 static void routing_from_metrics(const char *path, const char *flag, const model_config_t *mc, routing_record_t *r)
 {
     memset(r, 0, sizeof *r);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    FILE *f;
+    char why[1024];
+    int code = regular_file_fopen(path, &f, why, sizeof why);
+    if (code == FB_EXIT_IO)
         fb_fatal(FB_EXIT_IO, "fabula plan time: %s %s: %s", flag, path, strerror(errno));
+    if (code)
+        fb_fatal(code, "fabula plan time: %s %s", flag, why);
     const double per_token = (double)model_assignments_per_token(mc);
     double dropped = 0, assigned = 0;
     long lineno = 0, used = 0;

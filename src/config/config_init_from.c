@@ -15,6 +15,7 @@
 
 #include "config/config_internal.h"
 #include "config/config_source.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 
 static const char *const training_only[] = {
@@ -67,6 +68,11 @@ char *config_init_from(cj_ctx_t *c)
     size_t n = strlen(real) + 16;
     char *file = fb_malloc(n);
     snprintf(file, n, "%s/config.json", real);
+    /* a FIFO in its place would block the read below for good; a missing
+     * file is the loader's to report (exit 2, naming it) */
+    char why[PATH_MAX + 64];
+    if (regular_file_check(file, why, sizeof why) == FB_EXIT_DATA)
+        fb_fatal_all(FB_EXIT_DATA, "%s", why);
     json_t *hf = source_load_file(c, file);
     if (!json_is_object(hf))
         cj_fail(c, "%s: not a JSON object (model.init_from needs transformers' config.json)", file);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "io/h5tensor.h"
+#include "io/regular_file.h"
 #include "parallel/comm.h"
 #include "parallel/mpi_io.h"
 #include "util/error.h"
@@ -34,8 +35,13 @@ struct corpus {
 
 static hid_t file_open_mpio(const char *path, const mpi_hints_t *hints)
 {
-    if (access(path, R_OK) != 0)
+    /* H5Fopen opens by name: a FIFO there would block it for good */
+    char why[1024];
+    int code = regular_file_check(path, why, sizeof why);
+    if (code == FB_EXIT_IO || (!code && access(path, R_OK) != 0))
         fb_fatal(FB_EXIT_IO, "cannot open corpus %s: %s", path, strerror(errno));
+    if (code)
+        fb_fatal(code, "%s", why);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     CHECK_H5(fapl);
     parallel_h5_fapl_mpio(fapl, comm_world(), hints);

@@ -9,6 +9,7 @@
 
 #include "corpus/novels.h"
 #include "corpus/utf8_guard.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 
 /* A systematic problem would otherwise print one warning per line. */
@@ -192,9 +193,12 @@ static int reader_enter_file(input_reader_t *r)
     int64_t le = r->end - f->start < f->size ? r->end - f->start : f->size;
     if (lb >= f->size || le <= lb)
         return 0;
-    r->fp = fopen(f->path, "rb");
-    if (!r->fp)
+    char why[1024];
+    int code = regular_file_fopen(f->path, &r->fp, why, sizeof why);
+    if (code == FB_EXIT_IO)
         fb_fatal(FB_EXIT_IO, "cannot open input %s: %s", f->path, strerror(errno));
+    if (code)
+        fb_fatal(code, "%s", why);
     if (setvbuf(r->fp, NULL, _IOFBF, 1 << 20) != 0)
         fb_fatal(FB_EXIT_IO, "cannot set a read buffer for %s", f->path);
     r->pos = 0;

@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "io/regular_file.h"
 #include "util/error.h"
 
 static const char *extension_of(const char *path)
@@ -95,6 +96,10 @@ void corpus_inputs_list(corpus_inputs_t *in, const char *const *paths, int npath
         struct stat st;
         if (stat(paths[i], &st) != 0)
             fb_fatal_all(FB_EXIT_IO, "cannot open input %s: %s", paths[i], strerror(errno));
+        char why[1024];
+        int code = S_ISDIR(st.st_mode) ? 0 : regular_file_check(paths[i], why, sizeof why);
+        if (code) /* a FIFO would block its reader, a device never end */
+            fb_fatal_all(code, "%s", why);
         if (S_ISDIR(st.st_mode))
             directory_add(in, &cap, paths[i]);
         else

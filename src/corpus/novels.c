@@ -11,6 +11,7 @@
 #include "tokenizer/bytetok.h"
 #include "io/data_path.h"
 #include "corpus/utf8_guard.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 #include "util/json_scan.h"
 
@@ -45,9 +46,13 @@ static void ctx_warn(load_ctx_t *ctx, const char *fmt, ...)
 
 uint8_t *novels_file_read(const char *path, const char *what, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    FILE *f;
+    char why[1024];
+    int code = regular_file_fopen(path, &f, why, sizeof why);
+    if (code == FB_EXIT_IO)
         fb_fatal(FB_EXIT_IO, "cannot open %s %s: %s", what, path, strerror(errno));
+    if (code)
+        fb_fatal(code, "%s", why);
     size_t cap = 1 << 16, len = 0;
     uint8_t *buf = fb_malloc(cap);
     for (;;) {

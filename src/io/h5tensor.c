@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/regular_file.h"
 #include "util/error.h"
 
 /* ------------------------------------------------------------ names */
@@ -37,8 +38,13 @@ static char *object_path_of(hid_t obj)
 
 hid_t h5_open_read(const char *path)
 {
-    if (access(path, R_OK) != 0)
+    /* H5Fopen opens by name: a FIFO there would block it for good */
+    char why[1024];
+    int code = regular_file_check(path, why, sizeof why);
+    if (code == FB_EXIT_IO || (!code && access(path, R_OK) != 0))
         fb_fatal(FB_EXIT_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (code)
+        fb_fatal(code, "%s", why);
     /* The file is readable, so a failure here is about its content: say that
      * plainly instead of printing HDF5's stack. */
     H5E_auto2_t func;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "io/atomic_file.h"
+#include "io/regular_file.h"
 #include "util/error.h"
 
 static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -33,6 +34,9 @@ static int get_string(json_t *root, const char *key, char **out, const char *pat
 int loss_curve_read(const char *path, loss_curve_t *c, char *err, size_t cap)
 {
     memset(c, 0, sizeof *c);
+    char why[1024];
+    if (regular_file_check(path, why, sizeof why) == FB_EXIT_DATA)
+        return fail(err, cap, "loss curve %s", why);
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {

@@ -2,7 +2,6 @@
 #include "io/safetensors_read.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/regular_file.h"
 #include "util/error.h"
 
 /* A header larger than this is not a weight file (the format's own reader
@@ -191,13 +191,14 @@ int st_open(st_file_t *f, const char *path, char *why, size_t cap)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(why, cap, FB_EXIT_IO, path, "cannot open: %s", strerror(errno));
+    int fd;
+    int code = regular_file_open(path, &fd, why, cap);
+    if (code)
+        return code;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return fail(why, cap, FB_EXIT_IO, path, "not a regular file");
+        return fail(why, cap, FB_EXIT_IO, path, "cannot stat: %s", strerror(errno));
     }
     uint64_t size = (uint64_t)st.st_size;
     uint8_t len8[8] = {0};
@@ -220,7 +221,7 @@ int st_open(st_file_t *f, const char *path, char *why, size_t cap)
         }
         have += (size_t)r;
     }
-    int code = st_parse(f, path, buf, have, size, why, cap);
+    code = st_parse(f, path, buf, have, size, why, cap);
     free(buf);
     if (code) {
         close(fd);

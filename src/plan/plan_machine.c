@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/regular_file.h"
 #include "plan/plan.h"
+#include "util/error.h"
 
 typedef struct {
     const char *what;
@@ -196,9 +198,14 @@ out:
 
 int plan_machine_load(const char *path, plan_machine_t *m, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "machine file %s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    char why[1024];
+    int code = regular_file_fopen(path, &f, why, sizeof why);
+    if (code) {
+        if (code == FB_EXIT_IO)
+            snprintf(err, errlen, "machine file %s: cannot open: %s", path, strerror(errno));
+        else
+            snprintf(err, errlen, "machine file %s", why);
         return -1;
     }
     char buf[1 << 16];

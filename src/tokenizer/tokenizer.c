@@ -15,6 +15,7 @@
 
 #include "tokenizer/bytetok.h"
 #include "io/data_path.h"
+#include "io/regular_file.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "util/error.h"
 #include "util/sha256.h"
@@ -221,9 +222,13 @@ static tokenizer_t *bytes_tokenizer(void)
 
 static char *read_file(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    FILE *f;
+    char why[1024];
+    int code = regular_file_fopen(path, &f, why, sizeof why);
+    if (code == FB_EXIT_IO)
         fb_fatal(FB_EXIT_IO, "cannot open tokenizer %s: %s", path, strerror(errno));
+    if (code)
+        fb_fatal(code, "%s", why);
     size_t cap = 1 << 16, len = 0;
     char *buf = fb_malloc(cap);
     for (;;) {

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <hdf5.h>
 #include <jansson.h>
@@ -18,6 +19,7 @@
 
 #include "io/atomic_file.h"
 #include "io/h5tensor.h"
+#include "io/regular_file.h"
 #include "io/rundir.h"
 #include "testlib.h"
 
@@ -464,6 +466,50 @@ static void test_h5(void)
     expect_exit(child_open, path_in("a.txt"), 4, "a.txt", "open of a non-HDF5 file");
 }
 
+/* regular_file_*: each kind of non-file refused with exit 3 naming it,
+ * without blocking on a FIFO (the alarm turns a hang into a failure), a
+ * missing file exit 4 with errno kept, a regular file (and a link to one)
+ * opened for blocking reads. */
+static void test_regular_file(void)
+{
+    alarm(20);
+    const char *fifo = path_in("fifo"), *dir = path_in("dir.json"), *file = path_in("plain.json");
+    check(mkfifo(fifo, 0600) == 0 && mkdir(dir, 0700) == 0, "mkfifo, mkdir");
+    FILE *w = fopen(file, "w");
+    check(w && fputs("{}", w) >= 0 && fclose(w) == 0, "write %s", file);
+    check(symlink("plain.json", path_in("link.json")) == 0, "symlink");
+    const struct {
+        const char *path, *kind;
+    } bad[] = {{fifo, "a FIFO"}, {dir, "a directory"}, {"/dev/null", "a character device"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char why[512], want[600];
+        snprintf(want, sizeof want, "%s: not a regular file (%s)", bad[i].path, bad[i].kind);
+        int fd = 7;
+        int code = regular_file_open(bad[i].path, &fd, why, sizeof why);
+        check(code == 3 && fd == -1 && !strcmp(why, want), "open %s: code %d, '%s'", bad[i].kind, code, why);
+        FILE *f = stdin;
+        code = regular_file_fopen(bad[i].path, &f, why, sizeof why);
+        check(code == 3 && !f && !strcmp(why, want), "fopen %s: code %d, '%s'", bad[i].kind, code, why);
+        code = regular_file_check(bad[i].path, why, sizeof why);
+        check(code == 3 && !strcmp(why, want), "check %s: code %d, '%s'", bad[i].kind, code, why);
+    }
+    char why[512];
+    int fd;
+    int code = regular_file_open(path_in("missing.json"), &fd, why, sizeof why);
+    check(code == 4 && errno == ENOENT && strstr(why, "missing.json: cannot open: No such file"),
+          "missing: code %d, '%s'", code, why);
+    FILE *f;
+    code = regular_file_fopen(path_in("link.json"), &f, why, sizeof why);
+    char buf[8] = "";
+    check(code == 0 && f && fgets(buf, sizeof buf, f) && !strcmp(buf, "{}"), "a link to a file reads (%d)", code);
+    if (f) {
+        check(!(fcntl(fileno(f), F_GETFL) & O_NONBLOCK), "reads block as usual");
+        fclose(f);
+    }
+    alarm(0);
+    printf("  regular files only: FIFO, directory, device refused (3), missing (4), file and link read\n");
+}
+
 static int remove_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
@@ -485,6 +531,7 @@ int main(void)
     test_rundir();
     test_rundir_lock();
     test_h5();
+    test_regular_file();
     if (nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
         perror("cleanup");
     printf("%d checks, %d failures\n", checks, failures);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/safetensors_read.h"
@@ -169,11 +170,39 @@ static void test_malformed(void)
     refused("header length past the end", b, 10, 10, "beyond the file");
 }
 
+/* A FIFO or a directory in the file's place: refused at once, never
+ * opened for a read that would wait for a writer (the alarm turns a hang
+ * into a failure). */
+static void test_not_regular(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/test_st_fifo_%ld.safetensors",
+             getenv("FB_BUILDDIR") ? getenv("FB_BUILDDIR") : ".", (long)getpid());
+    unlink(path);
+    EXPECT(mkfifo(path, 0600) == 0, "mkfifo %s", path);
+    alarm(20);
+    st_file_t f;
+    char why[512] = "";
+    int code = st_open(&f, path, why, sizeof why);
+    EXPECT(code == FB_EXIT_DATA && strstr(why, "not a regular file (a FIFO)") && strstr(why, path),
+           "a FIFO: code %d, \"%s\"", code, why);
+    st_close(&f);
+    unlink(path);
+    EXPECT(mkdir(path, 0700) == 0, "mkdir %s", path);
+    code = st_open(&f, path, why, sizeof why);
+    EXPECT(code == FB_EXIT_DATA && strstr(why, "not a regular file (a directory)"), "a directory: code %d, \"%s\"",
+           code, why);
+    st_close(&f);
+    rmdir(path);
+    alarm(0);
+}
+
 int main(void)
 {
     test_widen();
     test_read();
     test_malformed();
+    test_not_regular();
     testlib_scratch_free_all();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
