@@ -409,23 +409,47 @@ tokenizer_t *tokenizer_hf_from_json(const char *path, json_t *root)
     if (!json_is_array(added))
         added = NULL;
 
-    /* Ids: the vocab's and the added tokens'; fabula's specials go after the largest. */
+    /* Ids: the vocab's and the added tokens'; fabula's specials go after the
+     * largest. The vocabulary runs from 0 to the largest id, so an id is
+     * bounded by the file's own entries: one id of 10^9 in a small file
+     * would otherwise size every per-id table (and a model's embedding) at
+     * 10^9 rows. A file of N entries with ids 0..N-1 is what tokenizers
+     * writes; it numbers tokens by count too (get_vocab_size() is the
+     * number of entries, and it gives an added token the next id after the
+     * vocab whatever id the file states). */
+    const long long nvocab = (long long)json_object_size(vocab), nadded = (long long)json_array_size(added);
+    const long long nentries = nvocab + nadded;
     long long maxid = -1;
+    if (nentries >= INT32_MAX / 2)
+        problem(h, "%lld entries: more than fabula's 32-bit token ids hold", nentries);
     const char *key;
     json_t *val;
     json_object_foreach(vocab, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= INT32_MAX / 2) {
+        if (!json_is_integer(val) || json_integer_value(val) < 0) {
             problem(h, "vocab[\"%s\"] must be a non-negative integer id", key);
+            continue;
+        }
+        if (json_integer_value(val) >= nentries) {
+            problem(h, "vocab[\"%s\"] has id %lld, not below the file's %lld entries (vocab %lld + added_tokens "
+                       "%lld): ids must number the entries (tokenizers counts %lld tokens and has no token for the "
+                       "ids between)",
+                    key, (long long)json_integer_value(val), nentries, nvocab, nadded, nvocab);
             continue;
         }
         if (json_integer_value(val) > maxid)
             maxid = json_integer_value(val);
     }
     for (size_t i = 0; i < json_array_size(added); i++) {
-        json_t *a = json_array_get(added, i), *id = json_object_get(a, "id");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX / 2 ||
-            !json_is_string(json_object_get(a, "content"))) {
+        json_t *a = json_array_get(added, i), *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || !json_is_string(content)) {
             problem(h, "added_tokens[%zu] needs an integer \"id\" and a string \"content\"", i);
+            continue;
+        }
+        if (json_integer_value(id) >= nentries) {
+            problem(h, "added_tokens[%zu] \"%s\" has id %lld, not below the file's %lld entries (vocab %lld + "
+                       "added_tokens %lld): ids must number the entries (tokenizers ignores that id and gives the "
+                       "token the next one after its vocab)",
+                    i, json_string_value(content), (long long)json_integer_value(id), nentries, nvocab, nadded);
             continue;
         }
         if (json_integer_value(id) > maxid)
