@@ -178,14 +178,25 @@ static void span_push(span_vec_t *v, size_t s, size_t e, int is_match)
     v->v[v->n++] = (span_t){s, e, is_match};
 }
 
-/* Next match of step st in text[0..n) at or after `start`, skipping empty
- * matches. Returns 0 when there is none. */
-static int next_match(const pretok_step_t *st, pretok_scratch_t *s, const uint8_t *text, size_t n, size_t start,
+/* Where a step's search stands in the text it matches: the next search
+ * starts at `pos`; `last_end` is the end of the last match (-1: none). */
+typedef struct cursor {
+    size_t pos;
+    long long last_end;
+} cursor_t;
+
+/* The next match of step st in text[0..n), as tokenizers finds them (the
+ * onig crate's find_iter): the search goes on from the end of the last
+ * match; an empty match right at that end is passed over by moving the
+ * search one character on, and any other empty match counts (it cuts the
+ * text there: an empty pattern cuts between every two characters). Returns
+ * 0 when there is none. */
+static int next_match(const pretok_step_t *st, pretok_scratch_t *s, const uint8_t *text, size_t n, cursor_t *c,
                       size_t *ms, size_t *me)
 {
-    while (start < n) {
-        int rc = st->jit ? pcre2_jit_match(st->code, text, n, start, 0, s->md, s->mctx)
-                         : pcre2_match(st->code, text, n, start, 0, s->md, s->mctx);
+    while (c->pos <= n) {
+        int rc = st->jit ? pcre2_jit_match(st->code, text, n, c->pos, 0, s->md, s->mctx)
+                         : pcre2_match(st->code, text, n, c->pos, 0, s->md, s->mctx);
         if (rc == PCRE2_ERROR_NOMATCH)
             return 0;
         if (rc < 0) {
@@ -194,28 +205,32 @@ static int next_match(const pretok_step_t *st, pretok_scratch_t *s, const uint8_
             fb_fatal(FB_EXIT_INTERNAL, "pre-tokenizer regex /%s/ failed: %s", st->pattern, (const char *)msg);
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
-        if (ov[1] > ov[0]) {
-            *ms = ov[0];
-            *me = ov[1];
-            return 1;
+        if (ov[1] == ov[0] && (long long)ov[1] == c->last_end) {
+            /* one character on: its lead byte and continuation bytes (a
+             * byte that is not UTF-8 counts as a character) */
+            if (c->pos == n)
+                return 0;
+            size_t at = c->pos++;
+            while (c->pos < n && (text[c->pos] & 0xC0) == 0x80 && c->pos - at < 4)
+                c->pos++;
+            continue;
         }
-        /* An empty match: search again from the next character. */
-        start = ov[0] + 1;
-        while (start < n && (text[start] & 0xC0) == 0x80 && start - ov[0] < 4)
-            start++;
+        *ms = ov[0];
+        *me = ov[1];
+        c->pos = ov[1];
+        c->last_end = (long long)ov[1];
+        return 1;
     }
     return 0;
 }
 
-/* The next match of a step from *mpos in mt[0..mn), advancing *mpos past
- * it; the match is returned in the offsets of the piece (through to_byte
- * for a byte-level step). */
+/* The next match of a step, in the offsets of the piece (through to_byte
+ * for a byte-level step, whose search runs on mt[0..mn)). */
 static int step_match(const pretok_step_t *st, pretok_scratch_t *s, const uint8_t *mt, size_t mn,
-                      const size_t *to_byte, size_t *mpos, size_t *ms, size_t *me)
+                      const size_t *to_byte, cursor_t *c, size_t *ms, size_t *me)
 {
-    if (!next_match(st, s, mt, mn, *mpos, ms, me))
+    if (!next_match(st, s, mt, mn, c, ms, me))
         return 0;
-    *mpos = *me;
     if (to_byte) {
         *ms = to_byte[*ms];
         *me = to_byte[*me];
@@ -255,10 +270,10 @@ static void split_step(const pretok_t *p, pretok_scratch_t *s, int step, const u
         mt = s->bl[step];
         to_byte = s->rev[step];
     }
-    size_t mpos = 0; /* where the search goes on, in mt */
+    cursor_t cur = {0, -1}; /* where the search goes on, in mt */
     if (st->behavior == PRETOK_ISOLATED) {
         /* Matches and gaps alike become pieces, so `invert` changes nothing. */
-        while (step_match(st, s, mt, mn, to_byte, &mpos, &ms, &me)) {
+        while (step_match(st, s, mt, mn, to_byte, &cur, &ms, &me)) {
             split_step(p, s, step + 1, text + pos, ms - pos, fn, ctx);
             split_step(p, s, step + 1, text + ms, me - ms, fn, ctx);
             pos = me;
@@ -269,7 +284,7 @@ static void split_step(const pretok_t *p, pretok_scratch_t *s, int step, const u
 
     span_vec_t *sp = &s->spans[step], *out = &s->out[step];
     sp->n = out->n = 0;
-    while (step_match(st, s, mt, mn, to_byte, &mpos, &ms, &me)) {
+    while (step_match(st, s, mt, mn, to_byte, &cur, &ms, &me)) {
         if (ms > pos)
             span_push(sp, pos, ms, st->invert);
         span_push(sp, ms, me, !st->invert);

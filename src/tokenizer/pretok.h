@@ -6,7 +6,9 @@
  * Any bytes are accepted: patterns are compiled with PCRE2_MATCH_INVALID_UTF,
  * so a byte that is not valid UTF-8 simply never matches; such bytes (and
  * any other text between matches) still come out as pieces of their own, so
- * the pieces always tile the input exactly. Empty matches are ignored. */
+ * the pieces always tile the input exactly. A match may be empty: it cuts
+ * the text where it is, as in tokenizers (an empty pattern cuts between
+ * every two characters). */
 #ifndef FABULA_DATA_PRETOK_H
 #define FABULA_DATA_PRETOK_H
 
