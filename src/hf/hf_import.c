@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/regular_file.h"
 #include "io/safetensors_read.h"
 #include "util/error.h"
 
@@ -83,13 +84,18 @@ static int open_files(hf_weights_t *w, char *why, size_t cap)
         return code;
     }
     json_error_t err;
-    json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &err);
-    json_t *map = root ? json_object_get(root, "weight_map") : NULL;
+    json_t *root = NULL, *map = NULL;
+    FILE *fp;
+    code = regular_file_fopen(index, &fp, why, cap);
+    if (code)
+        goto out;
+    root = json_loadf(fp, JSON_REJECT_DUPLICATES, &err);
+    fclose(fp);
     if (!root) {
-        code = fail(why, cap, errno == ENOENT ? FB_EXIT_IO : FB_EXIT_DATA, "%s: %s (line %d)", index, err.text,
-                    err.line);
+        code = fail(why, cap, FB_EXIT_DATA, "%s: %s (line %d)", index, err.text, err.line);
         goto out;
     }
+    map = json_object_get(root, "weight_map");
     if (!json_is_object(map)) {
         code = fail(why, cap, FB_EXIT_DATA, "%s: no \"weight_map\" object", index);
         goto out;
@@ -162,8 +168,60 @@ static int ignorable(const char *name, const model_config_t *mc)
     return mc->tie_word_embeddings && !strcmp(name, "lm_head.weight");
 }
 
+/* config.json's own vocab_size (model.vocab_size may be larger: rows the
+ * import appends), or mc's when the file gives none. */
+static int file_vocab_size(const char *dir, const model_config_t *mc, long long *vocab, char *why, size_t cap)
+{
+    *vocab = mc->vocab_size;
+    char *path = join(dir, "config.json");
+    FILE *fp;
+    int code = regular_file_fopen(path, &fp, why, cap);
+    if (!code) {
+        json_error_t err;
+        json_t *root = json_loadf(fp, 0, &err);
+        fclose(fp);
+        json_t *v = json_object_get(root, "vocab_size");
+        if (!root)
+            code = fail(why, cap, FB_EXIT_DATA, "%s: %s (line %d)", path, err.text, err.line);
+        else if (json_is_integer(v))
+            *vocab = json_integer_value(v);
+        json_decref(root);
+    }
+    free(path);
+    return code;
+}
+
+/* "[a, b]" of a shape */
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    buf[0] = '\0';
+    for (int d = 0; d < ndim; d++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%lld", d ? ", " : "", (long long)shape[d]);
+}
+
+/* The rows of the embedding and lm_head (a tied model's copy too) are
+ * config.json's vocab_size exactly: transformers' from_pretrained refuses
+ * fewer and more alike, so a directory it would not load is not imported
+ * either. The import appends rows only past that, for model.vocab_size. */
+static int check_vocab_rows(const char *file, const char *name, const st_tensor_t *t, long long vocab,
+                            int64_t hidden, int64_t rows_max, char *why, size_t cap)
+{
+    if (t->ndim == 2 && t->shape[0] == vocab && t->shape[1] == hidden && vocab <= rows_max)
+        return 0;
+    char fs[128];
+    shape_text(fs, sizeof fs, t->ndim, t->shape);
+    return fail(why, cap, FB_EXIT_DATA,
+                "%s: tensor \"%s\" has shape [%s], but config.json's vocab_size is %lld and hidden_size %lld: it "
+                "must be [%lld, %lld] (transformers refuses this directory too)",
+                file, name, fs, vocab, (long long)hidden, vocab, (long long)hidden);
+}
+
 static int check_tensors(hf_weights_t *w, const model_config_t *mc, char *why, size_t cap)
 {
+    long long vocab;
+    int code = file_vocab_size(w->dir, mc, &vocab, why, cap);
+    if (code)
+        return code;
     param_table_build(&w->table, mc);
     w->entries = fb_calloc((size_t)w->table.n, sizeof *w->entries);
     for (int i = 0; i < w->table.n; i++) {
@@ -177,18 +235,18 @@ static int check_tensors(hf_weights_t *w, const model_config_t *mc, char *why, s
             return fail(why, cap, FB_EXIT_DATA, "%s: tensor \"%s\" is missing (%s)", w->dir, v->name,
                         w->nfiles == 1 ? w->files[0].path : "no shard of model.safetensors.index.json has it");
         const st_tensor_t *t = e->t;
+        if (is_vocab_tensor(v->name)) {
+            code = check_vocab_rows(e->file->path, v->name, t, vocab, v->shape[1], v->shape[0], why, cap);
+            if (code)
+                return code;
+        }
         int ok = t->ndim == v->ndim;
-        for (int d = 0; ok && d < v->ndim; d++)
-            ok = t->shape[d] == v->shape[d] ||
-                 (d == 0 && is_vocab_tensor(v->name) && t->shape[0] >= 1 && t->shape[0] < v->shape[0]);
+        for (int d = is_vocab_tensor(v->name); ok && d < v->ndim; d++)
+            ok = t->shape[d] == v->shape[d];
         if (!ok) {
-            char fs[128] = "", ms[64];
-            for (int d = 0; d < t->ndim; d++)
-                snprintf(fs + strlen(fs), sizeof fs - strlen(fs), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-            if (v->ndim == 1)
-                snprintf(ms, sizeof ms, "%lld", (long long)v->shape[0]);
-            else
-                snprintf(ms, sizeof ms, "%lld, %lld", (long long)v->shape[0], (long long)v->shape[1]);
+            char fs[128], ms[128];
+            shape_text(fs, sizeof fs, t->ndim, t->shape);
+            shape_text(ms, sizeof ms, v->ndim, v->shape);
             return fail(why, cap, FB_EXIT_DATA, "%s: tensor \"%s\" has shape [%s], but config.json's model needs [%s]",
                         e->file->path, v->name, fs, ms);
         }
@@ -203,6 +261,14 @@ static int check_tensors(hf_weights_t *w, const model_config_t *mc, char *why, s
                 return fail(why, cap, FB_EXIT_DATA,
                             "%s: unexpected tensor \"%s\" (config.json's model has no such parameter)",
                             w->files[f].path, name);
+            /* a tied model's lm_head copy is not read, but transformers
+             * loads it, so its shape is the embedding's */
+            if (!param_table_find(&w->table, name) && is_vocab_tensor(name)) {
+                code = check_vocab_rows(w->files[f].path, name, &w->files[f].t[k], vocab, mc->hidden_size,
+                                        mc->vocab_size, why, cap);
+                if (code)
+                    return code;
+            }
         }
     return 0;
 }

@@ -13,8 +13,10 @@
 #include "zero/zero.h"
 
 /* Serial: reads DIR/config.json into *mc (the same mapping and refusals as a
- * "model": "config.json" section). Exits with the documented code and a
- * message naming the file on bad input. */
+ * "model": "config.json" section) and checks DIR's weight headers against
+ * it (hf_weights_open), so that no model is sized by a config its weights
+ * do not match. Exits with the documented code and a message naming the
+ * file on bad input. */
 void hf_import_config(const char *dir, model_config_t *mc);
 /* Serial: copies every tensor of DIR's safetensors (sharded or not,
  * fp32/bf16/fp16) into a whole (ep 1, full buffers) model_t created for that
@@ -23,10 +25,11 @@ void hf_import_weights(const char *dir, model_t *m);
 
 /* DIR's weight files, opened and checked against a model config (every
  * tensor of its ep-1 table present with its shape, none left over; the
- * embedding and an untied lm_head may have fewer rows than mc->vocab_size:
- * the rows past the file's are the mean of the file's rows). Only headers
- * are read. Returns 0, or the exit code with why[cap] naming the file and
- * the tensor; identical on every rank, so the caller may fb_fatal_all. */
+ * embedding and lm_head have DIR/config.json's vocab_size rows, as
+ * transformers requires, and mc->vocab_size may be larger: the rows past
+ * the file's are the mean of the file's rows). Only headers are read.
+ * Returns 0, or the exit code with why[cap] naming the file and the
+ * tensor; identical on every rank, so the caller may fb_fatal_all. */
 typedef struct hf_weights hf_weights_t;
 int hf_weights_open(hf_weights_t **out, const char *dir, const model_config_t *mc, char *why, size_t cap);
 /* Elements [lo, hi) of view v (which names a tensor of the config's model;

@@ -87,18 +87,26 @@ static int parse_entry(st_tensor_t *t, const char *path, const char *name, json_
     if (json_array_size(sh) > ST_MAX_DIMS)
         return fail(why, cap, FB_EXIT_DATA, path, "tensor \"%s\": more than %d dimensions", name, ST_MAX_DIMS);
     t->ndim = (int)json_array_size(sh);
-    uint64_t numel = 1;
+    /* elements and bytes without overflow: a product that wraps could
+     * match the byte length of a tiny tensor (shape [2^62] of F32 takes
+     * "0 bytes"), and a reader would then trust its element count */
+    uint64_t numel = 1, bytes;
+    int wraps = 0;
     for (int d = 0; d < t->ndim; d++) {
         json_t *s = json_array_get(sh, (size_t)d);
         if (!json_is_integer(s) || json_integer_value(s) < 0)
             return fail(why, cap, FB_EXIT_DATA, path, "tensor \"%s\": shape[%d] is not a non-negative integer",
                         name, d);
         t->shape[d] = json_integer_value(s);
-        /* a product that overflows cannot match any byte length in the file */
-        if (t->shape[d] && numel > file_size / (uint64_t)t->shape[d] + 1)
-            return fail(why, cap, FB_EXIT_DATA, path, "tensor \"%s\": its shape is larger than the file", name);
-        numel *= (uint64_t)t->shape[d];
+        const uint64_t n = (uint64_t)t->shape[d];
+        wraps |= n && numel > UINT64_MAX / n;
+        numel *= n;
     }
+    wraps |= numel > UINT64_MAX / es;
+    bytes = numel * es;
+    if (wraps || bytes > file_size)
+        return fail(why, cap, FB_EXIT_DATA, path, "tensor \"%s\": its shape times the size of %s is larger than the file (%llu bytes)",
+                    name, t->dtype_name, (unsigned long long)file_size);
     t->numel = numel;
     json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
     if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
@@ -106,11 +114,11 @@ static int parse_entry(st_tensor_t *t, const char *path, const char *name, json_
         return fail(why, cap, FB_EXIT_DATA, path, "tensor \"%s\": data_offsets must be integers 0 <= begin <= end",
                     name);
     uint64_t lo = (uint64_t)json_integer_value(b), hi = (uint64_t)json_integer_value(en);
-    if (hi - lo != numel * es)
+    if (hi - lo != bytes)
         return fail(why, cap, FB_EXIT_DATA, path,
                     "tensor \"%s\": data_offsets [%llu, %llu] hold %llu bytes, but %llu elements of %s take %llu",
                     name, (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)(hi - lo),
-                    (unsigned long long)numel, t->dtype_name, (unsigned long long)(numel * es));
+                    (unsigned long long)numel, t->dtype_name, (unsigned long long)bytes);
     if (hi > file_size - data0)
         return fail(why, cap, FB_EXIT_DATA, path,
                     "truncated: tensor \"%s\" ends at byte %llu, but the file has %llu bytes", name,

@@ -6,6 +6,7 @@
   logits DIR IDS OUT transformers' fp32 logits of the comma list IDS as .npy
   compare A B TOL    max|A - B| / max|B| <= TOL for two .npy files
   bad OUT            the malformed directories of the bad-input checks
+  loads DIR          exit 0 when transformers' from_pretrained loads DIR
 """
 import json
 import os
@@ -126,6 +127,18 @@ def bad(src, out):
     d = clone("gpt2")
     json.dump({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "vocab_size": 300},
               open(os.path.join(d, "config.json"), "w"))
+    from safetensors.torch import load_file, save_file
+    d = clone("vocab_rows")  # config.json's vocab_size past the embedding's rows
+    c = json.load(open(os.path.join(d, "config.json")))
+    c["vocab_size"] += 20
+    json.dump(c, open(os.path.join(d, "config.json"), "w"))
+    d = clone("tied_head_rows")  # tied, with an lm_head copy of other rows than vocab_size
+    c = json.load(open(os.path.join(d, "config.json")))
+    c["tie_word_embeddings"] = True
+    json.dump(c, open(os.path.join(d, "config.json"), "w"))
+    w = load_file(st)
+    w["lm_head.weight"] = w["lm_head.weight"][:200].clone()
+    save_file(w, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
     d = clone("small_vocab")  # a model of fewer rows than the tokenizer's own ids
     c = json.load(open(os.path.join(d, "config.json")))
     c["vocab_size"] = 200
@@ -142,3 +155,10 @@ if __name__ == "__main__":
         compare(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "bad":
         bad(sys.argv[2], sys.argv[3])
+    elif cmd == "loads":  # exit 0 when transformers loads DIR
+        from transformers import AutoModelForCausalLM
+        try:
+            AutoModelForCausalLM.from_pretrained(sys.argv[2])
+        except Exception as e:  # noqa: BLE001 (any refusal)
+            print(type(e).__name__, str(e).splitlines()[0:2])
+            sys.exit(1)

@@ -16,7 +16,9 @@
 #  - 10 steps at 1 rank and at 2 ranks ZeRO-3 (and ep 2): the same losses
 #    within 1e-5;
 #  - `eval --model DIR --corpus` gives the loss of that checkpoint;
-#  - bad input: each a message naming the file and the documented exit code.
+#  - bad input: each a message naming the file and the documented exit code;
+#    embedding or lm_head rows other than config.json's vocab_size refused,
+#    as transformers refuses them.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 [ -n "${HF_PYTHON:-}" ] || { echo "HF_PYTHON is empty (configure found no transformers): skipped"; exit 77; }
 cd "$SCRATCH" || exit 99
@@ -114,6 +116,15 @@ expect gpt2 2 "model.model_type.*gpt2"
 expect truncated 3 "bad/truncated/model.safetensors: truncated"
 expect dtype 3 "bad/dtype/model.safetensors: tensor \"model.norm.weight\".*F16"
 expect missing 3 "bad/missing: tensor \"model.layers.1.mlp.up_proj.weight\" is missing"
+# vocabulary rows other than config.json's vocab_size: transformers refuses
+# them (fewer and more alike), so fabula does too
+expect vocab_rows 3 "tensor \"model.embed_tokens.weight\" has shape \[300, 32\], but config.json's vocab_size is 320"
+expect tied_head_rows 3 "tensor \"lm_head.weight\" has shape \[200, 32\], but config.json's vocab_size is 300"
+for B in vocab_rows tied_head_rows; do
+    "$HP" "$REF" loads "bad/$B" >"loads_$B.out" 2>&1
+    RC=$?
+    check "bad input $B: transformers refuses it too (exit $RC)" '[ $RC -eq 1 ] && grep -q "size mismatch" "loads_$B.out"'
+done
 train 1 small_vocab ../bad/small_vocab 1
 check "a model vocabulary smaller than the tokenizer's own ids: exit 2 naming it (got $RC)" \
     '[ $RC -eq 2 ] && grep -q "model.vocab_size = 200 is smaller than the vocabulary of corpus.h5" small_vocab.out'

@@ -164,6 +164,14 @@ static void test_malformed(void)
     refused_header("a shape past 2^64",
                    "{\"a\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 16], \"data_offsets\": [0, 0]}}",
                    0, "larger than the file");
+    /* 2^62 elements of 4 bytes wrap to 0 bytes in 64 bits: they once
+     * matched data_offsets [0, 0] and the tensor was taken at 2^62 elements */
+    refused_header("elements x dtype size past 2^64",
+                   "{\"a\": {\"dtype\": \"F32\", \"shape\": [4611686018427387904], \"data_offsets\": [0, 0]}}", 0,
+                   "larger than the file");
+    refused_header("the same after a dimension of 1",
+                   "{\"a\": {\"dtype\": \"F32\", \"shape\": [1, 4611686018427387904], \"data_offsets\": [0, 0]}}",
+                   0, "larger than the file");
     refused_header("metadata not an object", "{\"__metadata__\": [1]}", 0, "\"__metadata__\" is not an object");
     /* a header length beyond the file */
     uint8_t b[16] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}'};
