@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <hdf5.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,16 @@ static long long attr_i64_required(const corpus_t *c, const char *name)
     return h5_read_attr_i64(c->file, name);
 }
 
+/* A positive size that fits an int (as a 64-bit attribute it could wrap). */
+static int attr_int_required(const corpus_t *c, const char *name)
+{
+    long long v = attr_i64_required(c, name);
+    if (v < 1 || v > INT32_MAX)
+        fb_fatal(FB_EXIT_DATA, "%s: corpus attribute \"%s\" is %lld, not a size in 1..%d", c->path, name, v,
+                 INT32_MAX);
+    return (int)v;
+}
+
 static char *attr_string_required(const corpus_t *c, const char *name)
 {
     if (!attr_exists(c->file, name))
@@ -97,11 +108,14 @@ static void format_check(const corpus_t *c)
                  c->path, version, CORPUS_FORMAT_VERSION);
 }
 
+/* Its element count, backed by bytes the file stores: the per-sample
+ * arrays are allocated from these counts, and a sample of /tokens is read
+ * whole. */
 static size_t dataset_required(const corpus_t *c, const char *name)
 {
     if (!h5_exists(c->file, name))
         fb_fatal(FB_EXIT_DATA, "%s: corpus dataset %s is missing (not a complete fabula corpus)", c->path, name);
-    return h5_dataset_numel(c->file, name, NULL, NULL);
+    return h5_dataset_numel_stored(c->file, name);
 }
 
 /* The per-sample arrays, kept for the samples of the split. */
@@ -117,6 +131,8 @@ static void samples_load(corpus_t *c)
             fb_fatal(FB_EXIT_DATA, "%s: %s has %zu entries, /samples/offset says %zu samples", c->path, names[k],
                      dataset_required(c, names[k]), n);
     size_t ntok = dataset_required(c, "/tokens");
+    if (n > ntok) /* every sample has a token */
+        fb_fatal(FB_EXIT_DATA, "%s: /samples/offset says %zu samples, /tokens has %zu entries", c->path, n, ntok);
 
     long long *off = fb_malloc((n + 1) * sizeof *off);
     int *genre = fb_malloc((n ? n : 1) * sizeof *genre), *segment = fb_malloc((n ? n : 1) * sizeof *segment);
@@ -134,6 +150,9 @@ static void samples_load(corpus_t *c)
     for (size_t i = 0; i < n; i++) {
         if (off[i + 1] <= off[i] || off[i + 1] - off[i] > INT32_MAX)
             fb_fatal(FB_EXIT_DATA, "%s: /samples/offset is not increasing at sample %zu", c->path, i);
+        if (off[i + 1] - off[i] > c->max_seq_len)
+            fb_fatal(FB_EXIT_DATA, "%s: sample %zu has %lld tokens, more than the corpus's max_seq_len = %d",
+                     c->path, i, off[i + 1] - off[i], c->max_seq_len);
         m += split[i] == c->split;
     }
     c->n = (int64_t)m;
@@ -175,8 +194,8 @@ corpus_t *corpus_open_hints(const char *path, int split, const mpi_hints_t *hint
     c->split = split;
     c->file = file_open_mpio(path, hints);
     format_check(c);
-    c->vocab_size = (int)attr_i64_required(c, "vocab_size");
-    c->max_seq_len = (int)attr_i64_required(c, "max_seq_len");
+    c->vocab_size = attr_int_required(c, "vocab_size");
+    c->max_seq_len = attr_int_required(c, "max_seq_len");
     c->digest = attr_string_required(c, "tokenizer_digest");
     c->kind = attr_string_required(c, "tokenizer_kind");
     samples_load(c);

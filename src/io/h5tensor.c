@@ -3,6 +3,8 @@
 #include "io/h5tensor.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -165,10 +167,17 @@ static size_t shape_of(hid_t ds, const char *path, int *ndim, long long *dims)
     CHECK_H5(H5Sget_simple_extent_dims(sp, hd, NULL));
     CHECK_H5(H5Sclose(sp));
     size_t numel = cls == H5S_NULL ? 0 : 1;
+    int wraps = 0;
     for (int i = 0; i < nd; i++) {
+        /* a damaged or hostile dataspace must not wrap to a small count */
+        wraps |= hd[i] > (hsize_t)LLONG_MAX || (hd[i] && numel > SIZE_MAX / (size_t)hd[i]);
         numel *= (size_t)hd[i];
         if (dims)
             dims[i] = (long long)hd[i];
+    }
+    if (wraps) {
+        char *fname = file_name_of(ds);
+        fb_fatal(FB_EXIT_DATA, "%s: dataset %s has an extent past 2^64 elements (damaged file)", fname, path);
     }
     if (ndim)
         *ndim = nd;
@@ -180,6 +189,46 @@ size_t h5_dataset_numel(hid_t file, const char *path, int *ndim, long long dims[
     hid_t ds = open_dataset(file, path);
     size_t n = shape_of(ds, path, ndim, dims);
     CHECK_H5(H5Dclose(ds));
+    return n;
+}
+
+int h5_dataset_backs(hid_t ds, size_t numel)
+{
+    hid_t ft = H5Dget_type(ds), dcpl = H5Dget_create_plist(ds);
+    const size_t es = ft >= 0 ? H5Tget_size(ft) : 0;
+    const int nfilters = dcpl >= 0 ? H5Pget_nfilters(dcpl) : -1;
+    const hsize_t stored = H5Dget_storage_size(ds);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (es == 0 || nfilters < 0)
+        return -1;
+    /* in long double: numel x es may pass 2^64 */
+    const long double need = (long double)numel * (long double)es;
+    return need <= (long double)stored * (nfilters > 0 ? H5_MAX_EXPANSION : 1);
+}
+
+size_t h5_dataset_numel_stored(hid_t file, const char *path)
+{
+    hid_t ds = open_dataset(file, path);
+    size_t n = shape_of(ds, path, NULL, NULL);
+    int backed = h5_dataset_backs(ds, n);
+    hid_t ft = H5Dget_type(ds);
+    const size_t es = ft >= 0 ? H5Tget_size(ft) : 0;
+    const hsize_t stored = H5Dget_storage_size(ds);
+    if (ft >= 0)
+        CHECK_H5(H5Tclose(ft));
+    CHECK_H5(H5Dclose(ds));
+    if (backed != 1) {
+        char *fname = file_name_of(file);
+        if (backed < 0)
+            fb_fatal(FB_EXIT_DATA, "%s: dataset %s: its type or layout cannot be read (damaged file)", fname, path);
+        fb_fatal(FB_EXIT_DATA,
+                 "%s: dataset %s declares %zu elements of %zu bytes but the file stores %llu bytes of it "
+                 "(damaged, or not written by fabula)",
+                 fname, path, n, es, (unsigned long long)stored);
+    }
     return n;
 }
 
@@ -288,6 +337,13 @@ char *h5_read_attr_string(hid_t obj, const char *name)
     } else {
         size_t size = H5Tget_size(ft);
         FB_ASSERT(size > 0);
+        /* the type's size comes from the file: no larger than what the
+         * attribute stores (one string) */
+        if (size > H5Aget_storage_size(a)) {
+            char *fname = file_name_of(obj), *opath = object_path_of(obj);
+            fb_fatal(FB_EXIT_DATA, "%s: attribute '%s' of %s declares a %zu-byte string but stores %llu bytes "
+                     "(damaged file)", fname, name, opath, size, (unsigned long long)H5Aget_storage_size(a));
+        }
         H5T_str_t pad = H5Tget_strpad(ft);
         CHECK_H5(pad);
         CHECK_H5(H5Tset_size(mt, size));

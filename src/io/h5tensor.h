@@ -43,6 +43,23 @@ int h5_lookup(hid_t file, const char *path);
  * FB_EXIT_DATA. */
 size_t h5_dataset_numel(hid_t file, const char *path, int *ndim, long long dims[H5_MAX_RANK]);
 
+/* A compressed dataset may declare up to this many bytes of elements per
+ * byte it stores (DEFLATE's largest ratio is about 1032:1). */
+#define H5_MAX_EXPANSION 1100
+
+/* h5_dataset_numel for a dataset about to be read whole into memory: its
+ * extent must be backed by what the file stores (elements x their stored
+ * size <= the bytes allocated to it, H5_MAX_EXPANSION times that when it
+ * has filters). Chunks never written read as fill values, so an extent of
+ * 10^9 in a file of kilobytes would otherwise cost 10^9 elements of memory
+ * for nothing: FB_EXIT_DATA naming the file, the dataset and both sizes. */
+size_t h5_dataset_numel_stored(hid_t file, const char *path);
+
+/* The rule of h5_dataset_numel_stored for an open dataset of `numel`
+ * elements, without ending the run: 1 backed, 0 not, -1 when its type or
+ * layout cannot be read (HDF5's error stack is the caller's to silence). */
+int h5_dataset_backs(hid_t ds, size_t numel);
+
 /* Read a whole numeric dataset of exactly `n` elements, converting from the
  * stored type (FB_EXIT_DATA on a missing dataset, a non-numeric one, or
  * "FILE: dataset PATH has N elements, expected M"). */

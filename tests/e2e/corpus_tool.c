@@ -16,8 +16,11 @@
  *   corpus_tool set-int FILE NAME V  replace a root attribute
  *   corpus_tool set-str FILE NAME V
  *   corpus_tool unlink FILE PATH     remove a dataset
+ *   corpus_tool extent FILE PATH N   replace a 1-D dataset by one of extent N
+ *                                    (chunked, nothing written: it reads as
+ *                                    fill values)
  *
- * digest, count, text, set-* and unlink use plain serial HDF5, independent
+ * digest, count, text, set-*, unlink and extent use plain serial HDF5, independent
  * of the reader under test. */
 #include <hdf5.h>
 #include <stdio.h>
@@ -169,6 +172,33 @@ static int cmd_unlink(const char *path, const char *dset)
     return 0;
 }
 
+/* Replaces dataset DSET by one of the same type and extent N whose chunks
+ * are never written: what it declares, the file does not hold. */
+static int cmd_extent(const char *path, const char *dset, long long n)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK_H5(f);
+    hid_t d = H5Dopen2(f, dset, H5P_DEFAULT);
+    CHECK_H5(d);
+    hid_t ft = H5Dget_type(d);
+    CHECK_H5(ft);
+    CHECK_H5(H5Dclose(d));
+    CHECK_H5(H5Ldelete(f, dset, H5P_DEFAULT));
+    hsize_t dims[1] = {(hsize_t)n}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {1024};
+    hid_t space = H5Screate_simple(1, dims, maxdims), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    CHECK_H5(space);
+    CHECK_H5(dcpl);
+    CHECK_H5(H5Pset_chunk(dcpl, 1, chunk));
+    d = H5Dcreate2(f, dset, ft, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    CHECK_H5(d);
+    CHECK_H5(H5Dclose(d));
+    CHECK_H5(H5Pclose(dcpl));
+    CHECK_H5(H5Sclose(space));
+    CHECK_H5(H5Tclose(ft));
+    CHECK_H5(H5Fclose(f));
+    return 0;
+}
+
 /* The reader API commands run under MPI. */
 static int cmd_reader(int argc, char **argv)
 {
@@ -202,7 +232,7 @@ static int cmd_reader(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: corpus_tool digest|count|text|novels|open|check|set-int|set-str|unlink FILE ...\n");
+        fprintf(stderr, "usage: corpus_tool digest|count|text|novels|open|check|set-int|set-str|unlink|extent FILE ...\n");
         return 2;
     }
     const char *cmd = argv[1];
@@ -216,6 +246,8 @@ int main(int argc, char **argv)
         return cmd_set(argv[2], argv[3], argv[4], !strcmp(cmd, "set-int"));
     if (!strcmp(cmd, "unlink") && argc == 4)
         return cmd_unlink(argv[2], argv[3]);
+    if (!strcmp(cmd, "extent") && argc == 5)
+        return cmd_extent(argv[2], argv[3], atoll(argv[4]));
     if ((!strcmp(cmd, "open") || !strcmp(cmd, "novels") || !strcmp(cmd, "check")) && argc == 4)
         return cmd_reader(argc, argv);
     fprintf(stderr, "corpus_tool: bad command line\n");

@@ -466,6 +466,53 @@ static void test_h5(void)
     expect_exit(child_open, path_in("a.txt"), 4, "a.txt", "open of a non-HDF5 file");
 }
 
+/* h5_dataset_numel_stored: an extent the file stores is read (contiguous,
+ * chunked, and deflated zeros at about 1000:1); one whose chunks were
+ * never written is refused, exit 3, before anything is allocated from it. */
+static void make_dataset(hid_t f, const char *name, hsize_t n, int chunked, int deflate, int write)
+{
+    hsize_t dims[1] = {n}, chunk[1] = {n < 65536 ? n : 65536};
+    hid_t sp = H5Screate_simple(1, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (chunked)
+        H5Pset_chunk(dcpl, 1, chunk);
+    if (deflate)
+        H5Pset_deflate(dcpl, 9);
+    hid_t d = H5Dcreate2(f, name, H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    check(d >= 0, "create %s", name);
+    if (write) {
+        unsigned char *z = calloc(n, 1);
+        check(z && H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, z) >= 0, "write %s", name);
+        free(z);
+    }
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+}
+
+static void child_stored(const void *path)
+{
+    hid_t f = h5_open_read(path);
+    h5_dataset_numel_stored(f, "/unwritten");
+}
+
+static void test_h5_stored(void)
+{
+    const char *path = path_in("stored.h5");
+    hid_t f = h5_create(path);
+    make_dataset(f, "/contiguous", 1000, 0, 0, 1);
+    make_dataset(f, "/chunked", 200000, 1, 0, 1);
+    make_dataset(f, "/zeros", 1 << 22, 1, 1, 1);
+    make_dataset(f, "/unwritten", 1000000000, 1, 0, 0);
+    h5_close(f);
+    f = h5_open_read(path);
+    check(h5_dataset_numel_stored(f, "/contiguous") == 1000, "contiguous");
+    check(h5_dataset_numel_stored(f, "/chunked") == 200000, "chunked");
+    check(h5_dataset_numel_stored(f, "/zeros") == 1 << 22, "deflated zeros");
+    h5_close(f);
+    expect_exit(child_stored, path, 3, "dataset /unwritten declares 1000000000 elements of 1 bytes but the file "
+                                       "stores 0 bytes", "an extent never written");
+}
+
 /* regular_file_*: each kind of non-file refused with exit 3 naming it,
  * without blocking on a FIFO (the alarm turns a hang into a failure), a
  * missing file exit 4 with errno kept, a regular file (and a link to one)
@@ -531,6 +578,7 @@ int main(void)
     test_rundir();
     test_rundir_lock();
     test_h5();
+    test_h5_stored();
     test_regular_file();
     if (nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
         perror("cleanup");
