@@ -75,6 +75,11 @@ int ckpt_info(const char *path, int print_config);
  * read, FB_EXIT_DATA when it is not a checkpoint this fabula reads; the
  * reason in why[0..why_len). */
 int ckpt_read_config(const char *path, char **config_json, long *step, char *why, size_t why_len);
+/* Serial: whether `path` holds every parameter of the model `mc` (the
+ * config the checkpoint carries) at its shape, with its bytes stored, for
+ * a command to check before it allocates that model. Returns 0, or
+ * FB_EXIT_DATA with the tensor and the reason in why[0..why_len). */
+int ckpt_check_model(const char *path, const model_config_t *mc, char *why, size_t why_len);
 /* Serial: recomputes every tensor's checksum (`fabula ckpt verify`).
  * Prints one line per damaged tensor and a summary; returns 0 when all
  * match, FB_EXIT_DATA otherwise (including a file HDF5 cannot open). */

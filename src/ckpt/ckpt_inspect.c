@@ -1,6 +1,7 @@
 /* `fabula ckpt info` and `fabula ckpt verify`: one process reading a
  * checkpoint with HDF5's default (serial) driver, no MPI involved. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,8 +114,12 @@ static int dataset_shape(hid_t d, int *ndim, hsize_t dims[2])
     *ndim = nd;
     if (nd == 1)
         dims[1] = 1;
-    /* no tensor is empty: a zero extent is a damaged dataspace */
-    return rc == 0 && dims[0] > 0 && dims[1] > 0 ? 0 : -1;
+    /* no tensor is empty: a zero extent is a damaged dataspace; nor is one
+     * larger than what the file stores of it (a damaged extent of 10^12
+     * would be read as fill values, slab after slab, for hours) */
+    if (rc < 0 || dims[0] == 0 || dims[1] == 0 || dims[0] > SIZE_MAX / dims[1])
+        return -1;
+    return h5_dataset_backs(d, (size_t)(dims[0] * dims[1])) == 1 ? 0 : -1;
 }
 
 static void print_meta(const char *path, const ckpt_meta_t *m, double file_bytes)

@@ -1,6 +1,7 @@
 #include "ckpt/ckpt_tensors.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -98,6 +99,13 @@ ckpt_tensors_t *ckpt_tensors_open(const char *path)
         int nd = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
         int ok = nd >= 1 && nd <= 2 && H5Sget_simple_extent_dims(s, dims, NULL) >= 0 && dims[0] > 0 &&
                  (nd == 1 || dims[1] > 0);
+        if (nd == 1)
+            dims[1] = 1;
+        /* each tensor is read whole into memory: its extent must not wrap
+         * and must be what the file stores */
+        ckpt_h5_quiet_begin(&q);
+        ok = ok && dims[0] <= SIZE_MAX / dims[1] && h5_dataset_backs(d, (size_t)(dims[0] * dims[1])) == 1;
+        ckpt_h5_quiet_end(&q);
         if (s >= 0)
             H5Sclose(s);
         H5Dclose(d);

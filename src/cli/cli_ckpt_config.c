@@ -56,4 +56,9 @@ void cli_checkpoint_config(config_t *cfg, const char *ckpt, const char *const *s
     char what[600];
     snprintf(what, sizeof what, "checkpoint %s", ckpt);
     cli_job_config(cfg, root, what, 1, sets, nsets);
+    /* the model is sized by that config, which is the file's word: its
+     * tensors must be there, and stored, before anything is allocated */
+    code = ckpt_check_model(ckpt, &cfg->model, why, sizeof why);
+    if (code != FB_EXIT_OK)
+        fb_fatal_all(code, "--checkpoint %s: %s", ckpt, why);
 }
