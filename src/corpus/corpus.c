@@ -56,20 +56,21 @@ static hid_t file_open_mpio(const char *path, const mpi_hints_t *hints)
     CHECK_H5(H5Eset_auto2(H5E_DEFAULT, func, client));
     CHECK_H5(H5Pclose(fapl));
     if (f < 0)
-        fb_fatal(FB_EXIT_IO, "cannot open corpus %s: not an HDF5 file, or damaged", path);
+        fb_fatal(FB_EXIT_DATA, "cannot open corpus %s: not an HDF5 file, or damaged", path);
     return f;
 }
 
-static int attr_exists(hid_t obj, const char *name)
+static int attr_exists(const corpus_t *c, const char *name)
 {
-    htri_t e = H5Aexists(obj, name);
-    CHECK_H5(e);
+    htri_t e = H5Aexists(c->file, name);
+    if (e < 0)
+        fb_fatal(FB_EXIT_DATA, "%s: the root group's attributes cannot be read (damaged file)", c->path);
     return e > 0;
 }
 
 static long long attr_i64_required(const corpus_t *c, const char *name)
 {
-    if (!attr_exists(c->file, name))
+    if (!attr_exists(c, name))
         fb_fatal(FB_EXIT_DATA, "%s: corpus attribute \"%s\" is missing", c->path, name);
     return h5_read_attr_i64(c->file, name);
 }
@@ -86,14 +87,14 @@ static int attr_int_required(const corpus_t *c, const char *name)
 
 static char *attr_string_required(const corpus_t *c, const char *name)
 {
-    if (!attr_exists(c->file, name))
+    if (!attr_exists(c, name))
         fb_fatal(FB_EXIT_DATA, "%s: corpus attribute \"%s\" is missing", c->path, name);
     return h5_read_attr_string(c->file, name);
 }
 
 static void format_check(const corpus_t *c)
 {
-    if (!attr_exists(c->file, "format"))
+    if (!attr_exists(c, "format"))
         fb_fatal(FB_EXIT_DATA, "%s: not a fabula corpus (no \"format\" attribute; make one with `fabula prep`)",
                  c->path);
     char *format = h5_read_attr_string(c->file, "format");
@@ -193,6 +194,12 @@ corpus_t *corpus_open_hints(const char *path, int split, const mpi_hints_t *hint
     c->path = fb_strdup(path);
     c->split = split;
     c->file = file_open_mpio(path, hints);
+    /* the file is readable: a failure from here on is damage, reported
+     * as such (exit 3) without HDF5's error stack */
+    H5E_auto2_t func;
+    void *client;
+    CHECK_H5(H5Eget_auto2(H5E_DEFAULT, &func, &client));
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, NULL, NULL));
     format_check(c);
     c->vocab_size = attr_int_required(c, "vocab_size");
     c->max_seq_len = attr_int_required(c, "max_seq_len");
@@ -200,7 +207,9 @@ corpus_t *corpus_open_hints(const char *path, int split, const mpi_hints_t *hint
     c->kind = attr_string_required(c, "tokenizer_kind");
     samples_load(c);
     c->tokens = H5Dopen2(c->file, "/tokens", H5P_DEFAULT);
-    CHECK_H5(c->tokens);
+    if (c->tokens < 0)
+        fb_fatal(FB_EXIT_DATA, "%s: /tokens cannot be opened (damaged file)", c->path);
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, func, client));
     c->dxpl = H5Pcreate(H5P_DATASET_XFER);
     CHECK_H5(c->dxpl);
     parallel_h5_dxpl_independent(c->dxpl);
@@ -329,11 +338,24 @@ void corpus_read_samples(corpus_t *c, const int64_t *ids, int n, int32_t *tokens
     hid_t mspace = H5Screate_simple(1, mdims, NULL);
     CHECK_H5(mspace);
     uint32_t *buf = fb_malloc((size_t)total * sizeof *buf);
+    /* the metadata read at open: a failure here is a damaged chunk index
+     * or chunk of /tokens */
+    H5E_auto2_t func;
+    void *client;
+    CHECK_H5(H5Eget_auto2(H5E_DEFAULT, &func, &client));
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, NULL, NULL));
     herr_t rc = H5Dread(c->tokens, H5T_NATIVE_UINT32, mspace, fspace, c->dxpl, buf);
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, func, client));
     if (rc < 0)
-        fb_fatal(FB_EXIT_IO, "%s: cannot read /tokens (see the HDF5 error stack above)", c->path);
+        fb_fatal(FB_EXIT_DATA, "%s: /tokens cannot be read (damaged file)", c->path);
     CHECK_H5(H5Sclose(mspace));
     CHECK_H5(H5Sclose(fspace));
+    /* ids index the embedding: one past the vocabulary (a damaged chunk,
+     * a flipped datatype) must stop here, not read past a table */
+    for (int64_t i = 0; i < total; i++)
+        if (buf[i] >= (uint32_t)c->vocab_size)
+            fb_fatal(FB_EXIT_DATA, "%s: /tokens holds id %lu, not below the corpus's vocab_size %d (damaged file)",
+                     c->path, (unsigned long)buf[i], c->vocab_size);
     for (int k = 0; k < n; k++)
         for (int32_t t = 0; t < req[k].len; t++)
             tokens_out[out_at[req[k].k] + t] = (int32_t)buf[buf_at[k] + t];
@@ -359,7 +381,7 @@ int32_t corpus_special(const corpus_t *c, const char *name)
         snprintf(bare, sizeof bare, "token_%.*s", (int)(n - 4), name + 2);
     else
         snprintf(bare, sizeof bare, "token_%s", name);
-    if (!attr_exists(c->file, bare))
+    if (!attr_exists(c, bare))
         return -1;
     long long id = h5_read_attr_i64(c->file, bare);
     return id >= 0 && id < c->vocab_size ? (int32_t)id : -1;

@@ -36,6 +36,24 @@ static char *object_path_of(hid_t obj)
     return s;
 }
 
+/* A failed call while reading a file HDF5 has opened: its metadata (or a
+ * chunk) cannot be read, so the file is damaged. Exit 3 naming it, as for
+ * any other bad input, not a failed library call. */
+static _Noreturn void damaged(hid_t obj, const char *call)
+{
+    ssize_t n = H5Fget_name(obj, NULL, 0);
+    char name[4096] = "an HDF5 file";
+    if (n > 0 && (size_t)n < sizeof name)
+        H5Fget_name(obj, name, sizeof name);
+    fb_fatal(FB_EXIT_DATA, "%s: HDF5 cannot read it (%s failed): the file is damaged", name, call);
+}
+
+#define READ_H5(call, obj)                                                                                        \
+    do {                                                                                                           \
+        if ((long long)(call) < 0)                                                                                 \
+            damaged(obj, #call);                                                                                   \
+    } while (0)
+
 /* ------------------------------------------------------------ files */
 
 hid_t h5_open_read(const char *path)
@@ -140,9 +158,9 @@ static hid_t open_dataset(hid_t file, const char *path)
         fb_fatal(FB_EXIT_DATA, "%s: no dataset %s", fname, path);
     }
     hid_t o = H5Oopen(file, path, H5P_DEFAULT);
-    CHECK_H5(o);
+    READ_H5(o, file);
     H5I_type_t t = H5Iget_type(o);
-    CHECK_H5(t);
+    READ_H5(t, file);
     if (t != H5I_DATASET) {
         char *fname = file_name_of(file);
         fb_fatal(FB_EXIT_DATA, "%s: %s is not a dataset", fname, path);
@@ -153,19 +171,19 @@ static hid_t open_dataset(hid_t file, const char *path)
 static size_t shape_of(hid_t ds, const char *path, int *ndim, long long *dims)
 {
     hid_t sp = H5Dget_space(ds);
-    CHECK_H5(sp);
+    READ_H5(sp, ds);
     H5S_class_t cls = H5Sget_simple_extent_type(sp);
-    CHECK_H5(cls);
+    READ_H5(cls, ds);
     int nd = H5Sget_simple_extent_ndims(sp);
-    CHECK_H5(nd);
+    READ_H5(nd, ds);
     if (nd > H5_MAX_RANK) {
         char *fname = file_name_of(ds);
         fb_fatal(FB_EXIT_DATA, "%s: dataset %s has rank %d, at most %d supported", fname, path, nd,
                  H5_MAX_RANK);
     }
     hsize_t hd[H5_MAX_RANK];
-    CHECK_H5(H5Sget_simple_extent_dims(sp, hd, NULL));
-    CHECK_H5(H5Sclose(sp));
+    READ_H5(H5Sget_simple_extent_dims(sp, hd, NULL), ds);
+    READ_H5(H5Sclose(sp), ds);
     size_t numel = cls == H5S_NULL ? 0 : 1;
     int wraps = 0;
     for (int i = 0; i < nd; i++) {
@@ -188,7 +206,7 @@ size_t h5_dataset_numel(hid_t file, const char *path, int *ndim, long long dims[
 {
     hid_t ds = open_dataset(file, path);
     size_t n = shape_of(ds, path, ndim, dims);
-    CHECK_H5(H5Dclose(ds));
+    READ_H5(H5Dclose(ds), file);
     return n;
 }
 
@@ -218,8 +236,8 @@ size_t h5_dataset_numel_stored(hid_t file, const char *path)
     const size_t es = ft >= 0 ? H5Tget_size(ft) : 0;
     const hsize_t stored = H5Dget_storage_size(ds);
     if (ft >= 0)
-        CHECK_H5(H5Tclose(ft));
-    CHECK_H5(H5Dclose(ds));
+        READ_H5(H5Tclose(ft), file);
+    READ_H5(H5Dclose(ds), file);
     if (backed != 1) {
         char *fname = file_name_of(file);
         if (backed < 0)
@@ -243,17 +261,17 @@ static void read_numeric(hid_t file, const char *path, hid_t memtype, void *out,
         fb_fatal(FB_EXIT_DATA, "%s: dataset %s has %zu elements, expected %zu", fname, path, have, n);
     }
     hid_t ft = H5Dget_type(ds);
-    CHECK_H5(ft);
+    READ_H5(ft, file);
     H5T_class_t cls = H5Tget_class(ft);
-    CHECK_H5(cls);
-    CHECK_H5(H5Tclose(ft));
+    READ_H5(cls, file);
+    READ_H5(H5Tclose(ft), file);
     if (cls != H5T_INTEGER && cls != H5T_FLOAT) {
         char *fname = file_name_of(file);
         fb_fatal(FB_EXIT_DATA, "%s: dataset %s is not numeric", fname, path);
     }
     if (n > 0)
-        CHECK_H5(H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out));
-    CHECK_H5(H5Dclose(ds));
+        READ_H5(H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), file);
+    READ_H5(H5Dclose(ds), file);
 }
 
 void h5_read_f32(hid_t file, const char *path, float *out, size_t n)
@@ -289,23 +307,23 @@ double h5_read_scalar_f64(hid_t file, const char *path)
 static hid_t open_attr(hid_t obj, const char *name, H5T_class_t want, const char *want_text)
 {
     htri_t e = H5Aexists(obj, name);
-    CHECK_H5(e);
+    READ_H5(e, obj);
     if (!e) {
         char *fname = file_name_of(obj), *opath = object_path_of(obj);
         fb_fatal(FB_EXIT_DATA, "%s: %s has no attribute '%s'", fname, opath, name);
     }
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    CHECK_H5(a);
+    READ_H5(a, obj);
     hid_t ft = H5Aget_type(a);
-    CHECK_H5(ft);
+    READ_H5(ft, obj);
     H5T_class_t cls = H5Tget_class(ft);
-    CHECK_H5(cls);
-    CHECK_H5(H5Tclose(ft));
+    READ_H5(cls, obj);
+    READ_H5(H5Tclose(ft), obj);
     hid_t sp = H5Aget_space(a);
-    CHECK_H5(sp);
+    READ_H5(sp, obj);
     hssize_t npoints = H5Sget_simple_extent_npoints(sp);
-    CHECK_H5(npoints);
-    CHECK_H5(H5Sclose(sp));
+    READ_H5(npoints, obj);
+    READ_H5(H5Sclose(sp), obj);
     if (cls != want || npoints != 1) {
         char *fname = file_name_of(obj), *opath = object_path_of(obj);
         fb_fatal(FB_EXIT_DATA, "%s: attribute '%s' of %s is not a single %s", fname, name, opath, want_text);
@@ -317,23 +335,23 @@ char *h5_read_attr_string(hid_t obj, const char *name)
 {
     hid_t a = open_attr(obj, name, H5T_STRING, "string");
     hid_t ft = H5Aget_type(a);
-    CHECK_H5(ft);
+    READ_H5(ft, obj);
     htri_t variable = H5Tis_variable_str(ft);
-    CHECK_H5(variable);
+    READ_H5(variable, obj);
     H5T_cset_t cset = H5Tget_cset(ft);
-    CHECK_H5(cset);
+    READ_H5(cset, obj);
     /* The memory type keeps the stored character set: HDF5 refuses to
      * convert between ASCII and UTF-8 strings. */
     hid_t mt = H5Tcopy(H5T_C_S1);
-    CHECK_H5(mt);
-    CHECK_H5(H5Tset_cset(mt, cset));
+    READ_H5(mt, obj);
+    READ_H5(H5Tset_cset(mt, cset), obj);
     char *result;
     if (variable) {
         char *s = NULL;
-        CHECK_H5(H5Tset_size(mt, H5T_VARIABLE));
-        CHECK_H5(H5Aread(a, mt, &s));
+        READ_H5(H5Tset_size(mt, H5T_VARIABLE), obj);
+        READ_H5(H5Aread(a, mt, &s), obj);
         result = fb_strdup(s ? s : "");
-        CHECK_H5(H5free_memory(s));
+        READ_H5(H5free_memory(s), obj);
     } else {
         size_t size = H5Tget_size(ft);
         FB_ASSERT(size > 0);
@@ -345,20 +363,20 @@ char *h5_read_attr_string(hid_t obj, const char *name)
                      "(damaged file)", fname, name, opath, size, (unsigned long long)H5Aget_storage_size(a));
         }
         H5T_str_t pad = H5Tget_strpad(ft);
-        CHECK_H5(pad);
-        CHECK_H5(H5Tset_size(mt, size));
-        CHECK_H5(H5Tset_strpad(mt, pad));
+        READ_H5(pad, obj);
+        READ_H5(H5Tset_size(mt, size), obj);
+        READ_H5(H5Tset_strpad(mt, pad), obj);
         result = fb_calloc(size + 1, 1);
-        CHECK_H5(H5Aread(a, mt, result));
+        READ_H5(H5Aread(a, mt, result), obj);
         if (pad == H5T_STR_SPACEPAD) {
             size_t n = strlen(result);
             while (n > 0 && result[n - 1] == ' ')
                 result[--n] = '\0';
         }
     }
-    CHECK_H5(H5Tclose(mt));
-    CHECK_H5(H5Tclose(ft));
-    CHECK_H5(H5Aclose(a));
+    READ_H5(H5Tclose(mt), obj);
+    READ_H5(H5Tclose(ft), obj);
+    READ_H5(H5Aclose(a), obj);
     return result;
 }
 
@@ -366,8 +384,8 @@ long long h5_read_attr_i64(hid_t obj, const char *name)
 {
     hid_t a = open_attr(obj, name, H5T_INTEGER, "integer");
     long long v;
-    CHECK_H5(H5Aread(a, H5T_NATIVE_LLONG, &v));
-    CHECK_H5(H5Aclose(a));
+    READ_H5(H5Aread(a, H5T_NATIVE_LLONG, &v), obj);
+    READ_H5(H5Aclose(a), obj);
     return v;
 }
 
