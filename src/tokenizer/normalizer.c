@@ -235,7 +235,8 @@ static void apply_replace(const nstep_t *st, const uint8_t *s, size_t n, buf_t *
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            fb_fatal(FB_EXIT_INTERNAL, "normalizer Replace /%s/ failed: %s", st->s, (const char *)msg);
+            /* the pattern is the file's: a match limit it hits is its problem */
+            fb_fatal(FB_EXIT_DATA, "normalizer Replace /%s/ failed: %s", st->s, (const char *)msg);
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         if (ov[1] == ov[0]) {

@@ -202,7 +202,8 @@ static int next_match(const pretok_step_t *st, pretok_scratch_t *s, const uint8_
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            fb_fatal(FB_EXIT_INTERNAL, "pre-tokenizer regex /%s/ failed: %s", st->pattern, (const char *)msg);
+            /* the pattern is the file's: a match limit it hits is its problem */
+            fb_fatal(FB_EXIT_DATA, "pre-tokenizer regex /%s/ failed: %s", st->pattern, (const char *)msg);
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
         if (ov[1] == ov[0] && (long long)ov[1] == c->last_end) {
