@@ -115,7 +115,11 @@ static int open_files(hf_weights_t *w, char *why, size_t cap)
             have = !strcmp(strrchr(w->files[i].path, '/') + 1, shard);
         if (!have) {
             char *p = join(w->dir, shard);
-            code = st_open(&w->files[w->nfiles], p, why, cap);
+            /* a shard the index names and the directory lacks: the
+             * directory is incomplete (data), not unreadable */
+            code = exists(p) ? st_open(&w->files[w->nfiles], p, why, cap)
+                             : fail(why, cap, FB_EXIT_DATA, "%s: weight_map[\"%s\"] names %s, which is not in %s",
+                                    index, key, shard, w->dir);
             free(p);
             if (code)
                 goto out;
