@@ -5,7 +5,8 @@
 # ckpt verify` exits 0 or 3 (never a crash, never 4, never a hang) with no
 # HDF5 error stack; and for a sample of them a 1-rank resume either falls
 # back to the previous checkpoint with the "damaged" warning (and no HDF5
-# error stack) or, when the flipped file still verifies, loads it.
+# error stack) or, when the flipped file still verifies, loads it. Then
+# the hostile files below (a FIFO, sizes the file does not back).
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ckpt_lib.sh"
 
@@ -95,4 +96,48 @@ check "ckpt verify never prints an HDF5 error stack ($stacks did)" '[ $stacks -e
 check "some flips are caught as damaged" '[ $damaged -gt 0 ]'
 check "each sampled resume falls back to step 2 or loads a file that verifies ($bad_resume did not)" \
     '[ $resumes -gt 0 ] && [ $bad_resume -eq 0 ]'
+
+# Hostile files (docs/checkpoint.md, "Hostile files"), each within 20 s and
+# 2 GiB: a FIFO in a checkpoint's place blocked every reader in H5Fopen; a
+# config attribute saying vocab_size 10^8 made eval and generate
+# --checkpoint allocate gigabytes (exit 1 under the bound) before reading a
+# tensor; a tensor whose extent of 10^12 the file does not store kept
+# verify reading fill values for hours, and one of [10^8, 64] blew export.
+. "$FB_SRCDIR/tests/e2e/fuzz_lib.sh"
+fifo_in "$SCRATCH/fifo.h5"
+for cmd in "ckpt verify -q" "ckpt info" "eval --tokens 1,2 --logits-out x.npy --checkpoint" \
+           "generate --prompt ab --max-new-tokens 2 --checkpoint" "export --output ex -q --checkpoint"; do
+    refused "a FIFO as the checkpoint: $cmd" 3 "fifo.h5: not a regular file (a FIFO)" "$FABULA" $cmd fifo.h5
+done
+d=fifo_resume
+rm -rf "$SCRATCH/$d"
+cp -r "$SCRATCH/orig" "$SCRATCH/$d"
+rm -f "$SCRATCH/$d/metrics.jsonl"
+fifo_in "$(ck $d 4)"
+# bounded, one process: a run blocked in open() takes the launcher's
+# SIGTERM as a preemption request and stays blocked
+FUZZ_DIR=$FB_SRCDIR bounded "$FABULA" train --run-dir "$SCRATCH/$d" $CKPT_ARGS --steps 4 --set checkpoint.save_interval=2
+check "a FIFO as the latest checkpoint: the resume falls back to step 2, saying why (exit $RC)" \
+    '[ $RC -eq 0 ] && grep -q "step-00000004.h5.*not a regular file (a FIFO)" "$SCRATCH/run.out" &&
+     grep -q "resumed from .*step-00000002.h5 at step 2" "$SCRATCH/run.out"'
+"$CKPT_TOOL" get-str "$GOOD" config >"$SCRATCH/config.json"
+cp "$GOOD" "$SCRATCH/vocab.h5"
+"$CKPT_TOOL" set-str "$SCRATCH/vocab.h5" config \
+    "$(sed 's/"vocab_size": [0-9]*/"vocab_size": 100000000/' "$SCRATCH/config.json")" || fail "ckpt_tool set-str"
+refused "config vocab_size 10^8: eval --checkpoint" 3 "its config's model [100000000, 64]" \
+    "$FABULA" eval --checkpoint vocab.h5 --tokens 1,2 --logits-out x.npy
+refused "the same: generate --checkpoint" 3 "its config's model [100000000, 64]" \
+    "$FABULA" generate --checkpoint vocab.h5 --prompt ab --max-new-tokens 2
+cp "$GOOD" "$SCRATCH/ext.h5"
+"$CKPT_TOOL" extent "$SCRATCH/ext.h5" /params/model.norm.weight 1000000000000 || fail "ckpt_tool extent"
+bounded "$FABULA" ckpt verify -q ext.h5
+check "a tensor extent of 10^12 the file does not store: verify says damaged (exit $RC)" \
+    '[ $RC -eq 3 ] && grep -q "DAMAGED /params/model.norm.weight: cannot be read" "$SCRATCH/run.out"'
+cp "$SCRATCH/vocab.h5" "$SCRATCH/ext2.h5"
+for t in model.embed_tokens.weight lm_head.weight; do
+    "$CKPT_TOOL" extent "$SCRATCH/ext2.h5" /params/$t 100000000 64 || fail "ckpt_tool extent"
+done
+refused "embedding and head of [10^8, 64] the file does not store: export" 3 \
+    "tensor lm_head.weight has no valid shape" "$FABULA" export --checkpoint ext2.h5 --output ex2 -q --force \
+    --allow-dropless-inference
 finish
