@@ -3,8 +3,8 @@
 # trained on the bundled corpus, the corpus prepared into HDF5 with it, and
 # the default model trained on that corpus on 2 ranks; the loss falls. Then
 # the train-time tokenizer check: the same corpus with another tokenizer is
-# refused (exit 3); a missing corpus, one that is not HDF5 and a missing
-# tokenizer are one message each at 2 ranks, with no MPI_Abort notice.
+# refused (exit 3); a missing corpus (4), one that is not HDF5 (3) and a missing
+# tokenizer (4) are one message each at 2 ranks, with no MPI_Abort notice.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 
 run_fabula 2 tokenizer train --input inputs/sample.jsonl --vocab-size 1024 --output "$SCRATCH/tok.json"
@@ -25,7 +25,7 @@ run_fabula 1 train inputs/quickstart.json --set data.corpus="$SCRATCH/sample.h5"
 check "a corpus from another tokenizer is refused with exit 3" \
     '[ $RC -eq 3 ] && grep -q "another tokenizer" "$SCRATCH/out.txt" && [ ! -e "$SCRATCH/wrong" ]'
 for bad in "data.corpus=$SCRATCH/missing.h5|cannot open corpus .*missing.h5|4" \
-    "data.corpus=$FB_SRCDIR/inputs/sample.jsonl|cannot open corpus .*sample.jsonl: not an HDF5 file|4" \
+    "data.corpus=$FB_SRCDIR/inputs/sample.jsonl|cannot open corpus .*sample.jsonl: not an HDF5 file|3" \
     "data.tokenizer=$SCRATCH/missing.json|cannot open tokenizer .*missing.json|4"; do
     set=${bad%%|*} rest=${bad#*|}
     pattern=${rest%|*} code=${rest##*|}

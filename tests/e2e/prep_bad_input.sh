@@ -213,7 +213,7 @@ cp "$S/bad.h5" "$S/r.h5" && "$TOOL" unlink "$S/r.h5" /samples/segment
 reader open "$S/r.h5" 0
 check "reader: missing dataset: exit 3 naming it" '[ $RC -eq 3 ] && grep -q "/samples/segment is missing" "$S/out.txt"'
 reader open "$S/bad.jsonl" 0
-check "reader: not an HDF5 file: exit 4" '[ $RC -eq 4 ] && grep -q "cannot open corpus" "$S/out.txt"'
+check "reader: not an HDF5 file: exit 3 (input data)" '[ $RC -eq 3 ] && grep -q "cannot open corpus" "$S/out.txt"'
 reader open "$S/missing.h5" 0
 check "reader: missing file: exit 4" '[ $RC -eq 4 ] && grep -q "cannot open corpus .*missing.h5" "$S/out.txt"'
 finish

@@ -318,7 +318,7 @@ static void test_bad_input_exits(void)
         int code;
     } cases[] = {
         {"missing file", load_in_child, "test_data_missing.jsonl", 4},
-        {"a directory", load_in_child, ".", 4},
+        {"a directory (not a regular file)", load_in_child, ".", 3},
         {"zero usable novels", load_in_child, "test_data_none.jsonl", 3},
         {"unparsable .json", load_in_child, "test_data_broken.json", 3},
         {"all windows too short", windows_in_child, (const int[]){16, 2, 8}, 3},
