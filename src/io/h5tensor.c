@@ -39,19 +39,19 @@ static char *object_path_of(hid_t obj)
 /* A failed call while reading a file HDF5 has opened: its metadata (or a
  * chunk) cannot be read, so the file is damaged. Exit 3 naming it, as for
  * any other bad input, not a failed library call. */
-static _Noreturn void damaged(hid_t obj, const char *call)
+static _Noreturn void damaged(hid_t obj)
 {
     ssize_t n = H5Fget_name(obj, NULL, 0);
     char name[4096] = "an HDF5 file";
     if (n > 0 && (size_t)n < sizeof name)
         H5Fget_name(obj, name, sizeof name);
-    fb_fatal(FB_EXIT_DATA, "%s: HDF5 cannot read it (%s failed): the file is damaged", name, call);
+    fb_fatal(FB_EXIT_DATA, "%s: HDF5 cannot read its metadata: the file is damaged", name);
 }
 
 #define READ_H5(call, obj)                                                                                        \
     do {                                                                                                           \
         if ((long long)(call) < 0)                                                                                 \
-            damaged(obj, #call);                                                                                   \
+            damaged(obj);                                                                                          \
     } while (0)
 
 /* ------------------------------------------------------------ files */
