@@ -10,12 +10,8 @@ void config_read_run(cj_ctx_t *c, config_t *cfg)
     cj_section(c, "run");
     /* first, so that each unknown key is reported as it should be */
     c->strict = cj_bool(c, "run.strict_config", 0);
-    for (size_t i = 0; i < c->duplicates->n; i++) {
-        if (c->strict)
-            cj_error(c, "%s (an error with --strict / run.strict_config)", c->duplicates->items[i]);
-        else
-            cj_warn(c, "%s", c->duplicates->items[i]);
-    }
+    for (size_t i = 0; i < c->duplicates->n; i++)
+        cj_error(c, "%s", c->duplicates->items[i]);
     r->steps = (long)cj_integer(c, "run.steps", cj_default_integer(c, "run.steps"));
     if (r->steps <= 0)
         cj_invalid(c, "run.steps", "a positive integer (optimizer steps to run)");

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "io/regular_file.h"
 #include "util/error.h"
 #include "util/json_scan.h"
 
@@ -35,15 +35,18 @@ typedef struct dup_ctx {
     const char *path;
 } dup_ctx_t;
 
-/* jansson keeps a duplicate key's last value, as Python's json (and prep's
- * reader) do; the key is reported once strictness is known. */
-static void note_duplicate(void *ctx, const char *key, int line)
+/* jansson keeps a duplicate key's last value silently; DeepSpeed loads its
+ * config with an object_pairs_hook that raises on a duplicate, and so
+ * fabula refuses one too: which of the two values the user meant is not
+ * known. Reported with the config's other errors (exit 2). */
+static void note_duplicate(void *ctx, const char *key, int first_line, int line)
 {
     const dup_ctx_t *d = ctx;
     char *shown = cj_cut(key);
-    size_t len = strlen(d->path) + strlen(shown) + 96;
+    size_t len = strlen(d->path) + strlen(shown) + 160;
     char *msg = fb_malloc(len);
-    snprintf(msg, len, "%s:%d: duplicate key '%s' (the last value is used)", d->path, line, shown);
+    snprintf(msg, len, "%s:%d: duplicate key '%s', given first on line %d: which value is meant is unclear (DeepSpeed "
+             "refuses such a file too); keep one", d->path, line, shown, first_line);
     cj_strs_push(d->c->duplicates, msg);
     free(msg);
     free(shown);
@@ -51,12 +54,14 @@ static void note_duplicate(void *ctx, const char *key, int line)
 
 json_t *source_load_file(const cj_ctx_t *c, const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    FILE *f = NULL;
+    char why[1024];
+    /* a FIFO or a device as the config would block or never end */
+    int code = regular_file_fopen(path, &f, why, sizeof why);
+    if (code == FB_EXIT_IO)
         cj_fail(c, "cannot read config file '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-        cj_fail(c, "cannot read config file '%s': %s", path, strerror(EISDIR));
+    if (code)
+        cj_fail(c, "cannot read config file: %s", why);
     /* read whole, so that the text can be scanned for duplicate keys */
     size_t n = 0, cap = 4096;
     char *text = fb_malloc(cap);

@@ -90,8 +90,9 @@ typedef struct first_dup {
     size_t cap;
 } first_dup_t;
 
-static void note_dup(void *ctx, const char *path, int line)
+static void note_dup(void *ctx, const char *path, int first_line, int line)
 {
+    (void)first_line;
     (void)line;
     first_dup_t *d = ctx;
     if (!d->buf[0])

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/regular_file.h"
 #include "util/error.h"
 
 char *report_path_join(const char *dir, const char *name)
@@ -34,6 +35,9 @@ static void push_step(report_run_t *r, json_t *j, size_t *cap)
     r->steps[r->nsteps++] = j;
 }
 
+/* Steps past 2^53 would not survive the double the charts use. */
+#define REPORT_MAX_STEP ((json_int_t)1 << 53)
+
 void report_run_load(report_run_t *r, const char *dir)
 {
     memset(r, 0, sizeof *r);
@@ -54,14 +58,19 @@ void report_run_load(report_run_t *r, const char *dir)
     free(cpath);
 
     char *mpath = report_path_join(dir, "metrics.jsonl");
-    FILE *f = fopen(mpath, "r");
-    if (!f)
+    FILE *f = NULL;
+    char why[1024];
+    int code = regular_file_fopen(mpath, &f, why, sizeof why);
+    if (code == FB_EXIT_IO)
         fb_fatal(FB_EXIT_IO, "cannot read '%s': %s (is '%s' a run directory of `fabula train`?)", mpath,
                  strerror(errno), dir);
+    if (code)
+        fb_fatal(code, "%s", why);
     char *line = NULL;
     size_t linecap = 0, cap = 0;
     ssize_t len;
-    long lineno = 0;
+    long lineno = 0, skipped = 0;
+    json_int_t last_step = 0;
     while ((len = getline(&line, &linecap, f)) >= 0) {
         lineno++;
         const int complete = len > 0 && line[len - 1] == '\n';
@@ -78,8 +87,31 @@ void report_run_load(report_run_t *r, const char *dir)
             fb_fatal(FB_EXIT_DATA, "%s:%ld: not a metrics record (a JSON object with a \"step\"): %s", mpath,
                      lineno, j ? "no numeric step" : err.text);
         }
+        /* fabula writes steps 1, 2, ... in order (a resume trims the log to
+         * its checkpoint first): a step that is no count, or that does not
+         * follow the one before, is not a record the charts can place */
+        const json_t *sj = json_object_get(j, "step");
+        const json_int_t step = json_is_integer(sj) ? json_integer_value(sj) : 0;
+        if (step < 1 || step > REPORT_MAX_STEP || step <= last_step) {
+            if (skipped++ < 5) {
+                char reason[128];
+                if (!json_is_integer(sj))
+                    snprintf(reason, sizeof reason, "is not a whole number");
+                else if (step < 1 || step > REPORT_MAX_STEP)
+                    snprintf(reason, sizeof reason, "%lld is out of range (1 to 2^53)", (long long)step);
+                else
+                    snprintf(reason, sizeof reason, "%lld does not follow the step before it, %lld", (long long)step,
+                             (long long)last_step);
+                fb_warn("%s:%ld: \"step\" %s: the record is skipped", mpath, lineno, reason);
+            }
+            json_decref(j);
+            continue;
+        }
+        last_step = step;
         push_step(r, j, &cap);
     }
+    if (skipped > 5)
+        fb_warn("%s: %ld records skipped in all", mpath, skipped);
     if (ferror(f))
         fb_fatal(FB_EXIT_IO, "reading '%s': %s", mpath, strerror(errno));
     fclose(f);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/append_file.h"
@@ -56,6 +57,10 @@ static char *file_path(const tb_csv_t *c, const char *tag)
 /* Truncates `path` before its first row of a step >= first_step. */
 static void trim_file(const char *path, long first_step)
 {
+    /* a FIFO in a CSV file's place would block the open */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        fb_fatal(FB_EXIT_DATA, "%s: not a regular file", path);
     FILE *f = fopen(path, "r+e");
     if (!f)
         fb_fatal(FB_EXIT_IO, "%s: %s", path, strerror(errno));

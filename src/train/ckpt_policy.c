@@ -14,12 +14,26 @@
 
 #include "ckpt/ckpt.h"
 #include "io/atomic_file.h"
+#include "io/regular_file.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
 #define LATEST "latest"
 
+
+/* Rank 0: a file of the run directory read back (`latest`, metrics.jsonl),
+ * or NULL when there is none; a FIFO or a device in its place is refused
+ * (exit 3) rather than blocking the resume. */
+static FILE *open_run_file(const char *path)
+{
+    FILE *f = NULL;
+    char why[1024];
+    int code = regular_file_fopen(path, &f, why, sizeof why);
+    if (code == FB_EXIT_DATA)
+        fb_fatal(FB_EXIT_DATA, "%s", why);
+    return code ? NULL : f;
+}
 static char *join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
@@ -230,7 +244,7 @@ static char *auto_candidates(const ckpt_policy_t *r)
     entry_t *e = list_checkpoints(r->dir, &n, 1);
     char *latest_path = join(r->dir, LATEST);
     char first[256] = "";
-    FILE *f = fopen(latest_path, "re");
+    FILE *f = open_run_file(latest_path);
     if (f) {
         if (!fgets(first, sizeof first, f))
             first[0] = '\0';
@@ -267,7 +281,7 @@ static char *auto_candidates(const ckpt_policy_t *r)
 static void trim_metrics(const char *run_dir, long step)
 {
     char *path = join(run_dir, "metrics.jsonl");
-    FILE *f = fopen(path, "re");
+    FILE *f = open_run_file(path);
     if (!f) {
         free(path);
         return;
@@ -304,7 +318,7 @@ static void trim_metrics(const char *run_dir, long step)
 static long last_logged_step(const char *run_dir)
 {
     char *path = join(run_dir, "metrics.jsonl");
-    FILE *f = fopen(path, "re");
+    FILE *f = open_run_file(path);
     free(path);
     if (!f)
         return 0;

@@ -19,12 +19,21 @@ struct fb_append {
     int cut_err; /* errno of a failed cut-off: a torn record is left */
 };
 
+static _Noreturn void not_regular(const char *path)
+{
+    fb_fatal(FB_EXIT_IO, "%s: not a regular file: records are only appended to regular files", path);
+}
+
 static fb_append_t *open_flags(const char *path, int excl)
 {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | (excl ? O_EXCL : 0), 0644);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        not_regular(path);
+    /* O_NONBLOCK: a FIFO put in the file's place meanwhile fails the open
+     * (no reader) or is refused below, instead of blocking it */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | (excl ? O_EXCL : 0), 0644);
     if (fd < 0)
         fb_fatal(FB_EXIT_IO, "%s: cannot %s: %s", path, excl ? "create" : "open for appending", strerror(errno));
-    struct stat st;
     if (fstat(fd, &st) < 0) {
         int err = errno;
         close(fd);
@@ -32,7 +41,7 @@ static fb_append_t *open_flags(const char *path, int excl)
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        fb_fatal(FB_EXIT_IO, "%s: not a regular file: records are only appended to regular files", path);
+        not_regular(path);
     }
     fb_append_t *a = fb_calloc(1, sizeof *a);
     a->fd = fd;

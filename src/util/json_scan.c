@@ -16,7 +16,7 @@ typedef struct scan {
     int line;
     char path[PATH_MAX_LEN + 1];
     size_t path_len;
-    void (*dup)(void *, const char *, int);
+    void (*dup)(void *, const char *, int, int);
     void *ctx;
     size_t ndup;
 } scan_t;
@@ -84,6 +84,7 @@ static void scan_value(scan_t *sc, int depth);
 
 typedef struct span {
     size_t at, len;
+    int line;
 } span_t;
 
 static void scan_object(scan_t *sc, int depth)
@@ -113,7 +114,7 @@ static void scan_object(scan_t *sc, int depth)
             if (keys[k].len == len && memcmp(sc->s + keys[k].at, sc->s + at, len) == 0) {
                 size_t old = path_push(sc, sc->s + at, len, -1);
                 sc->ndup++;
-                sc->dup(sc->ctx, sc->path, line);
+                sc->dup(sc->ctx, sc->path, keys[k].line, line);
                 path_pop(sc, old);
                 break;
             }
@@ -122,7 +123,7 @@ static void scan_object(scan_t *sc, int depth)
             cap = cap ? 2 * cap : 8;
             keys = fb_realloc(keys, cap * sizeof *keys);
         }
-        keys[nkeys++] = (span_t){at, len};
+        keys[nkeys++] = (span_t){at, len, line};
         skip_ws(sc);
         if (sc->i < sc->n && sc->s[sc->i] == ':')
             sc->i++;
@@ -175,7 +176,8 @@ static void scan_value(scan_t *sc, int depth)
             sc->i++;
 }
 
-size_t json_scan_duplicates(const char *text, size_t n, void (*dup)(void *ctx, const char *path, int line),
+size_t json_scan_duplicates(const char *text, size_t n,
+                            void (*dup)(void *ctx, const char *path, int first_line, int line),
                             void *ctx)
 {
     scan_t sc = {.s = text, .n = n, .line = 1, .dup = dup, .ctx = ctx};

@@ -8,12 +8,14 @@
 
 #include <stddef.h>
 
-/* Calls dup(ctx, path, line) for each key met a second (third, ...) time in
- * the same object: `path` is the key's dotted path from the top ("a.b",
- * "a[2].b"; cut at 200 bytes), `line` its 1-based line. Keys compare as
+/* Calls dup(ctx, path, first_line, line) for each key met a second (third,
+ * ...) time in the same object: `path` is the key's dotted path from the top
+ * ("a.b", "a[2].b"; cut at 200 bytes), `first_line` the 1-based line of its
+ * first occurrence, `line` that of this one. Keys compare as
  * written (two spellings with different escapes are not matched). Returns
  * the number of duplicates. */
-size_t json_scan_duplicates(const char *text, size_t n, void (*dup)(void *ctx, const char *path, int line),
+size_t json_scan_duplicates(const char *text, size_t n,
+                            void (*dup)(void *ctx, const char *path, int first_line, int line),
                             void *ctx);
 
 /* A copy of `text` (length in *out_n) in which every number jansson cannot

@@ -85,13 +85,11 @@ printf '{\n  "model": {\n    "hidden_size": 64,,\n  }\n}\n' >"$SCRATCH/broken.js
 bad "malformed JSON" "$SCRATCH/broken.json:3:" "$SCRATCH/broken.json"
 check "malformed JSON: FILE:LINE:COLUMN: message" \
     'grep -Eq "broken\.json:3:[0-9]+: [a-z]" "$SCRATCH/err.txt"'
-printf '{"steps_per_print": 1, "steps_per_print": 2}\n' >"$SCRATCH/dup.json"
-bad "duplicate key with --strict" "dup.json:1: duplicate key 'steps_per_print'" --strict "$SCRATCH/dup.json"
-timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$SCRATCH/dup.json" \
-    >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
-rc=$?
-check "duplicate key: a warning naming it, the last value used" \
-    '[ $rc -eq 0 ] && grep -q "warning: .*dup.json:1: duplicate key .steps_per_print." "$SCRATCH/err.txt" && grep -q "\"steps_per_print\": 2" "$SCRATCH/out.txt"'
+printf '{"steps_per_print": 1,\n "optimizer": {"type": "AdamW"},\n "steps_per_print": 2}\n' >"$SCRATCH/dup.json"
+mkfifo "$SCRATCH/fifo.json"
+bad "a FIFO as the config file: refused at once, not read" "fifo.json: not a regular file (a FIFO)" "$SCRATCH/fifo.json"
+bad "duplicate key (as DeepSpeed: refused)" "dup.json:3: duplicate key 'steps_per_print', given first on line 1" \
+    "$SCRATCH/dup.json"
 if [ "$(id -u)" -ne 0 ]; then
     printf '{}\n' >"$SCRATCH/locked.json"
     chmod 000 "$SCRATCH/locked.json"

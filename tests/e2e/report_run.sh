@@ -134,4 +134,26 @@ check "--compare with --scaling: exit 2" '[ $RC -eq 2 ]'
 check "an unknown option: exit 2" '[ $RC -eq 2 ] && grep -q "frobnicate" "$SCRATCH/e.txt"'
 "$FABULA" report --help >"$SCRATCH/e.txt" 2>&1; RC=$?
 check "--help: exit 0" '[ $RC -eq 0 ] && grep -q "usage: fabula report RUN_DIR" "$SCRATCH/e.txt"'
+# records fabula never writes: a step below 1, one past 2^53, one that goes
+# back; each named by its line, skipped, the summary as without them
+mkdir -p "$SCRATCH/bad"
+cp "$SCRATCH/r1/config.json" "$SCRATCH/bad/"
+"$PY" - "$SCRATCH/r1/metrics.jsonl" "$SCRATCH/bad/metrics.jsonl" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+r = json.loads(lines[2])
+bad = []
+for step in (-5, 1e300, 2):
+    b = dict(r)
+    b["step"] = step
+    bad.append(json.dumps(b))
+open(sys.argv[2], "w").write("\n".join(lines[:4] + bad + lines[4:]) + "\n")
+PYEOF
+(cd "$SCRATCH" && "$FABULA" report bad --output "$SCRATCH/badout") >"$SCRATCH/bad.txt" 2>&1
+RC=$?
+check "bad steps (-5, 1e300, a step that goes back): exit 0, each named by its line and skipped (got $RC)" \
+    '[ $RC -eq 0 ] && grep -q "bad/metrics.jsonl:5: \"step\" -5 is out of range" "$SCRATCH/bad.txt" &&
+     grep -q "bad/metrics.jsonl:6: \"step\" is not a whole number" "$SCRATCH/bad.txt" &&
+     grep -q "bad/metrics.jsonl:7: \"step\" 2 does not follow the step before it, 4" "$SCRATCH/bad.txt" &&
+     grep -q "^| steps | 8 records, steps 1 to 8" "$SCRATCH/badout/summary.md"'
 finish

@@ -50,4 +50,16 @@ run_fabula 1 train --steps 2 --run-dir "$SCRATCH/done" $ARGS --set run.resume=no
 check "resume none starts it over on purpose" '[ $RC -eq 0 ] && [ "$(wc -l <"$SCRATCH/done/metrics.jsonl")" -eq 2 ]'
 check "the quick-start config resumes when requeued" \
     'grep -q "\"resume\": *\"auto\"" "$FB_SRCDIR/inputs/quickstart.json"'
+# a FIFO in a run directory's place of metrics.jsonl or checkpoints/latest:
+# refused (exit 3) naming it, never a resume blocked reading it
+for f in metrics.jsonl checkpoints/latest; do
+    rm -rf "$SCRATCH/fifo"
+    mkdir -p "$SCRATCH/fifo/checkpoints"
+    mkfifo "$SCRATCH/fifo/$f"
+    (cd "$FB_SRCDIR" && timeout -k 5 60 $MPIEXEC -n 1 "$FABULA" train --run-dir "$SCRATCH/fifo" --steps 2) \
+        >"$SCRATCH/fifo.out" 2>&1
+    RC=$?
+    check "a FIFO as $f: exit 3 naming it (got $RC)" \
+        '[ $RC -eq 3 ] && grep -q "error: $SCRATCH/fifo/$f: not a regular file (a FIFO)" "$SCRATCH/fifo.out"'
+done
 finish

@@ -560,22 +560,17 @@ static void test_validation(void)
     const char *bad_json = write_file("bad.json", "{\n  \"model\": {\n    \"hidden_size\": 12,,\n  }\n}\n");
     const char *fbj[1] = {bad_json};
     expect_error("malformed JSON", fbj, 1, NULL, 0, "bad.json:3:", NULL);
-    /* a key given twice: a warning naming it (the last value is used, as
-     * prep's reader does); an error with run.strict_config */
+    /* a key given twice: refused, as DeepSpeed refuses it, naming the key
+     * and both lines; each duplicate is reported */
     const char *dup = write_file("dup.json", "{\"steps_per_print\": 1,\n \"fp16\": {\"loss_scale_window\": 5,"
                                              " \"loss_scale_window\": 6},\n \"steps_per_print\": 2}");
     const char *fd[1] = {dup};
     result_t dr;
     run_child(&dr, fd, 1, NULL, 0, 1);
-    EXPECT(dr.status == 0 && strstr(dr.err, "warning: " DIR "/dup.json:2: duplicate key 'fp16.loss_scale_window'") &&
-               strstr(dr.err, "dup.json:3: duplicate key 'steps_per_print'"),
-           "duplicate keys: one warning each, named with the line: %d %s", dr.status, dr.err);
-    config_t dc;
-    load(&dc, fd, 1, NULL, 0, 1);
-    EXPECT(dc.run.steps_per_print == 2 && dc.fp16.loss_scale_window == 6, "duplicate keys: the last value is used");
-    config_free(&dc);
-    const char *dstrict[1] = {"run.strict_config=true"};
-    expect_error("duplicate key with strict_config", fd, 1, dstrict, 1, "dup.json:2: duplicate key", "steps_per_print");
+    EXPECT(dr.status == 2 &&
+               strstr(dr.err, DIR "/dup.json:2: duplicate key 'fp16.loss_scale_window', given first on line 2") &&
+               strstr(dr.err, DIR "/dup.json:3: duplicate key 'steps_per_print', given first on line 1"),
+           "duplicate keys: exit 2, each named with both lines: %d %s", dr.status, dr.err);
     const char *arr = write_file("array.json", "[1, 2]");
     const char *fa[1] = {arr};
     expect_error("top-level array", fa, 1, NULL, 0, "array.json", "object");
