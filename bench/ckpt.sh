@@ -11,7 +11,9 @@
 # Environment: MPIEXEC (default mpiexec.mpich), RANKS (default "1 2 4"),
 # COLLECTIVE (checkpoint.collective values, default "shared"; "shared all"
 # compares the two), REPEAT (pairs per row, default 3; the table shows
-# medians, as the machine may be shared).
+# medians, as the machine may be shared), MODEL (the --set options of the
+# model; "" is the built-in default model, a 14 MB checkpoint of many small
+# tensors).
 #
 # fabula's figures are its own "saved ... MB/s" and "resumed ... MB/s"
 # lines: the whole save (create, write, checksums, close, fsync, rename,
@@ -33,9 +35,9 @@ OUT=${1:-$PWD/bench-ckpt}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
-MODEL="--set model.hidden_size=512 --set model.intermediate_size=2048 --set model.num_hidden_layers=2 \
+MODEL=${MODEL-"--set model.hidden_size=512 --set model.intermediate_size=2048 --set model.num_hidden_layers=2 \
  --set model.num_local_experts=4 --set model.num_experts_per_tok=2 --set model.num_attention_heads=8 \
- --set model.num_key_value_heads=4"
+ --set model.num_key_value_heads=4"}
 RUN="--steps 1 --set train_batch_size=4 --set data.seq_len=64 --set zero_optimization.stage=3 \
  --set checkpoint.keep_last=1"
 
