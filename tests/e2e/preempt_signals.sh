@@ -85,10 +85,11 @@ for np in 1 2 4; do
     check "Ctrl-C to mpiexec and every rank of $np: one Ctrl-C, checkpoint, exit 75 (mpiexec: $RC)" \
         'preempted int$np INT any'
 done
-# the repeats of one key press within the second: still one Ctrl-C
+# more copies of one key press within the second (a rank sees the
+# terminal's and the launcher's): still one Ctrl-C
 at int_repeat 2 --signal INT --after 0.5 --after-file "$SCRATCH/int_repeat/jobs.jsonl" --launcher-too --again 0.3 \
     -- $SLOW --steps 1000
-check "Ctrl-C twice 0.3 s apart: still one Ctrl-C, checkpoint, exit 75" 'preempted int_repeat INT any'
+check "Ctrl-C to mpiexec and the ranks, the ranks again 0.3 s later: still one Ctrl-C, checkpoint, exit 75" 'preempted int_repeat INT any'
 # a second Ctrl-C: its first step lasts seconds, the second comes 1.5 s later
 LONG="--set model.hidden_size=512 --set model.intermediate_size=1024 --set data.seq_len=1024"
 t0=$(date +%s)

@@ -6,7 +6,7 @@ usage: signal_at.py --binary FABULA --ranks N --signal SIG
                     [--after SECONDS [--after-file PATH] | --while-open SUBSTRING]
                     [--launcher-too] [--again SECONDS] [--timeout S] -- CMD...
 
-A rank is a process whose argv[0] is FABULA. Each rank is signalled on its
+A rank is a process whose argv[0] is FABULA among CMD's descendants. Each rank is signalled on its
 own clock: SECONDS after the moment its handler for SIG is in place (the
 signal's bit in /proc/PID/status SigCgt: the dynamic loader is done and the
 process can act on it; before that the signal has the action the launcher
@@ -16,7 +16,8 @@ as soon as one of its open files' paths contains SUBSTRING
 (--while-open: during the read of a checkpoint, say). --launcher-too also
 signals CMD's own process (mpiexec) at the same moment, as a terminal's
 Ctrl-C reaches its whole foreground process group; --again repeats the
-signal (to the ranks, and the launcher with --launcher-too) SECONDS later.
+signal to the ranks only SECONDS later (a second SIGINT to MPICH's mpiexec
+is its own "Ctrl-C again": it aborts the job at once).
 
 Prints one line per rank (when it appeared, when it caught SIG, when it was
 signalled, and whether its file was open then), then "exit N" with CMD's
@@ -42,7 +43,28 @@ def status_bits(pid, field):
     return 0
 
 
-def ranks_of(binary):
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # the fields after the command name, which may hold blanks
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def descends_from(pid, root):
+    for _ in range(16):
+        if pid == root:
+            return True
+        if pid <= 1:
+            return False
+        pid = parent_of(pid)
+    return False
+
+
+def ranks_of(binary, root):
+    """The processes running `binary` that CMD started (its descendants):
+    other tests may run fabula beside this one."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -52,7 +74,7 @@ def ranks_of(binary):
                 argv0 = f.read().split(b"\0")[0].decode(errors="replace")
         except OSError:
             continue
-        if argv0 == binary:
+        if argv0 == binary and descends_from(int(pid), root):
             found.append(int(pid))
     return found
 
@@ -96,7 +118,7 @@ def main():
     while p.poll() is None and time.monotonic() - t0 < a.timeout:
         now = time.monotonic()
         if len(ranks) < a.ranks:
-            for pid in ranks_of(a.binary):
+            for pid in ranks_of(a.binary, p.pid):
                 ranks.setdefault(pid, {"seen": now, "caught": None, "sent": None, "open": None})
         if a.after_file and file_seen is None and os.path.exists(a.after_file) and os.path.getsize(a.after_file) > 0:
             file_seen = now
@@ -126,11 +148,6 @@ def main():
             for pid in ranks:
                 try:
                     os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            if a.launcher_too:
-                try:
-                    os.kill(p.pid, sig)
                 except ProcessLookupError:
                     pass
             again_done = True
