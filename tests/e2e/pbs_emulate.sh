@@ -16,7 +16,7 @@
 #    write a checkpoint and exit 75, jobs.jsonl says preempted by SIGTERM,
 #    and the job ends, not rerun (it used to be rerun like a preemption);
 #  - the script's own warning: with -l walltime=00:00:30 and
-#    FABULA_WARN_LEAD=25 it sends itself SIGUSR1 5 s into each run; each run
+#    FABULA_WARN_LEAD=24 it sends itself SIGUSR1 6 s into each run; each run
 #    checkpoints and is rerun until the last finishes the job;
 #  - FABULA_MIN_PROGRESS above what an attempt trained: preempted, not rerun;
 #  - a bad config (exit 2) ends the job with 2, not rerun;
@@ -97,13 +97,15 @@ check "qdel: checkpoint, exit 75, jobs.jsonl says SIGTERM, the job ends, not rer
      grep -q "train.pbs: preempted by SIGTERM after a checkpoint: not rerun" del.o1'
 
 SLOW="--set model.hidden_size=256 --set model.intermediate_size=512 --set data.seq_len=256"
-job s_wall -N wall -l walltime=00:00:30 -v "$VARS,FABULA_WARN_LEAD=25,FABULA_ARGS=$ARGS $SLOW --steps 40" "$SCRIPT"
-check "walltime 30 s, FABULA_WARN_LEAD=25: SIGUSR1 5 s into each run, checkpoint, rerun, the last run finishes ($(runs s_wall))" \
+# 80 steps take about 9 s here, more on a loaded machine: a few runs
+job s_wall -N wall -l walltime=00:00:30 \
+    -v "$VARS,FABULA_WARN_LEAD=24,FABULA_MAX_RESTARTS=20,FABULA_ARGS=$ARGS $SLOW --steps 80" "$SCRIPT"
+check "walltime 30 s, FABULA_WARN_LEAD=24: SIGUSR1 6 s into each run, checkpoint, rerun, the last run finishes ($(runs s_wall))" \
     '[ $RC -eq 0 ] && runs s_wall | grep -q "^1.emulated wall 1 75;1.emulated wall 2 " &&
-     grep -q "train.pbs: walltime 00:00:30: the warning (SIGUSR1) in [45] s" wall.o1 &&
+     grep -q "train.pbs: walltime 00:00:30: the warning (SIGUSR1) in [56] s" wall.o1 &&
      grep -q "train.pbs: SIGUSR1 received: forwarded to mpiexec" wall.o1 &&
      grep -q "preempted (SIGUSR1): checkpoint of step [0-9]* written, exit 75" wall.o1 &&
-     steps_logged wall 40 && tail -n 1 "$SCRATCH/runs/wall/jobs.jsonl" | grep -q "\"state\":\"finished\",\"step\":40,"'
+     steps_logged wall 80 && tail -n 1 "$SCRATCH/runs/wall/jobs.jsonl" | grep -q "\"state\":\"finished\",\"step\":80,"'
 
 preempt_later s_prog prog
 job s_prog -N prog -v "$VARS,FABULA_MIN_PROGRESS=100000,FABULA_ARGS=$ARGS" "$SCRIPT"
