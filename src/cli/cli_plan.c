@@ -17,12 +17,14 @@
 #include "cli/cli_plan_memory.h"
 #include "config/config.h"
 #include "corpus/chapter_lengths.h"
+#include "corpus/corpus.h"
 #include "corpus/novels.h"
 #include "corpus/windows.h"
 #include "loader/pack.h"
 #include "loader/step_plan_stats.h"
 #include "train/train_config.h"
 #include "io/regular_file.h"
+#include "parallel/world.h"
 #include "util/error.h"
 
 #define MAX_RANK_COUNTS 32
@@ -42,7 +44,8 @@ static void plan_usage(FILE *f)
 static void sampler_usage(FILE *f)
 {
     fprintf(f,
-            "usage: fabula plan sampler (--jsonl FILE | --corpus-lengths FILE) --simulate-ranks N[,N...]\n"
+            "usage: fabula plan sampler (--corpus C.h5 | --jsonl FILE | --corpus-lengths FILE)\n"
+            "                           --simulate-ranks N[,N...]\n"
             "                           [options] [CONFIG.json ...]\n"
             "\n"
             "Runs the training step plan: for each rank count, S steps offering\n"
@@ -53,6 +56,8 @@ static void sampler_usage(FILE *f)
             "and of tokens), the micro-batches per rank and the packing efficiency\n"
             "against padding every sample to the max length.\n"
             "\n"
+            "  --corpus C.h5          the training samples of a corpus made by fabula prep\n"
+            "                         (its --split unit and tokenizer, as train reads them)\n"
             "  --jsonl FILE           novels (.jsonl/.json), byte tokenizer\n"
             "  --split windows|chapters  with --jsonl: windows of --max-seq-len (the\n"
             "                         training samples) or one sample per chapter cut to\n"
@@ -62,7 +67,8 @@ static void sampler_usage(FILE *f)
             "  --simulate-ranks LIST  rank counts, comma-separated (e.g. 8,64,1024)\n"
             "  --steps S              steps per simulation (default 50)\n"
             "  --batch B              samples per rank per step (default 16)\n"
-            "  --max-seq-len L        longest sample (default data.seq_len)\n"
+            "  --max-seq-len L        longest sample (default data.seq_len; with --corpus,\n"
+            "                         the corpus's --max-seq-len)\n"
             "  --max-tokens C         tokens per micro-batch (default L)\n"
             "  --accum G              micro-batches per rank per step (default ceil(B L / C):\n"
             "                         the memory of B padded samples)\n"
@@ -75,7 +81,8 @@ static void sampler_usage(FILE *f)
 }
 
 typedef struct sampler_args {
-    const char *jsonl, *lengths_file, *split;
+    const char *jsonl, *lengths_file, *split, *corpus;
+    const char *unit;       /* --corpus: its sample unit */
     int ranks[MAX_RANK_COUNTS], nranks_list;
     long steps;
     int batch, max_seq_len, accum;
@@ -146,6 +153,26 @@ static int64_t read_lengths_file(const char *path, int max_seq_len, int64_t **ou
 
 static int64_t load_lengths(const sampler_args_t *a, int64_t **lens, int64_t *cut);
 
+/* The training split's sample lengths, as training reads them (a sample
+ * longer than max_seq_len cut to it). */
+static int64_t corpus_lengths(const corpus_t *c, int max_seq_len, int64_t **lens, int64_t *cut)
+{
+    int64_t n = corpus_num_samples(c);
+    if (n == 0)
+        fb_fatal(FB_EXIT_DATA, "%s: no training sample", corpus_path(c));
+    *lens = fb_malloc((size_t)n * sizeof **lens);
+    *cut = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = corpus_sample_len(c, i);
+        if (len > max_seq_len) {
+            len = max_seq_len;
+            (*cut)++;
+        }
+        (*lens)[i] = len;
+    }
+    return n;
+}
+
 int cli_plan_spec_world(const char *spec)
 {
     const char *at = strstr(spec, "world=");
@@ -179,6 +206,7 @@ static int64_t load_lengths(const sampler_args_t *a, int64_t **lens, int64_t *cu
 {
     if (a->lengths_file)
         return read_lengths_file(a->lengths_file, a->max_seq_len, lens, cut);
+
     novel_set_t novels;
     novels_load(&novels, a->jsonl);
     int64_t n;
@@ -233,9 +261,13 @@ static void print_report(const sampler_args_t *a, const config_t *cfg, const int
     int G = a->accum > 0 ? a->accum : (int)(((long long)a->batch * a->max_seq_len + C - 1) / C);
     const loader_sampler_t sampler = cfg->loader.sampler;
     const loader_packing_t packing = cfg->loader.packing;
+    char source[4200];
+    if (a->corpus)
+        snprintf(source, sizeof source, "%.4000s, training split, sample unit %s", a->corpus, a->unit);
+    else
+        snprintf(source, sizeof source, "%.4000s", a->lengths_file ? a->lengths_file : a->split);
     printf("corpus: %lld samples (%s), lengths %lld..%lld, mean %.1f, %lld cut to max_seq_len %d\n", (long long)n,
-           a->lengths_file ? a->lengths_file : a->split, (long long)lmin, (long long)lmax, (double)tok / (double)n,
-           (long long)cut, a->max_seq_len);
+           source, (long long)lmin, (long long)lmax, (double)tok / (double)n, (long long)cut, a->max_seq_len);
     printf("plan: %ld steps, %d samples per rank per step, micro-batch capacity %lld tokens, at most %d "
            "micro-batches per rank (ranks x %d in all), attention cost c = %.6g, seed %llu\n",
            a->steps, a->batch, C, G, G, a->c, a->seed);
@@ -279,7 +311,7 @@ static void print_report(const sampler_args_t *a, const config_t *cfg, const int
 
 static int plan_sampler(int argc, char **argv)
 {
-    enum { OPT_JSONL = 1, OPT_LENGTHS, OPT_SPLIT, OPT_RANKS, OPT_STEPS, OPT_BATCH, OPT_MAX_SEQ, OPT_MAX_TOKENS,
+    enum { OPT_JSONL = 1, OPT_LENGTHS, OPT_CORPUS, OPT_SPLIT, OPT_RANKS, OPT_STEPS, OPT_BATCH, OPT_MAX_SEQ, OPT_MAX_TOKENS,
            OPT_ACCUM, OPT_COST, OPT_SEED, OPT_SET };
     static const cli_option_t options[] = {
         {"jsonl", 0, 1, OPT_JSONL},           {"corpus-lengths", 0, 1, OPT_LENGTHS},
@@ -288,18 +320,20 @@ static int plan_sampler(int argc, char **argv)
         {"max-seq-len", 0, 1, OPT_MAX_SEQ},   {"max-tokens", 0, 1, OPT_MAX_TOKENS},
         {"accum", 0, 1, OPT_ACCUM},           {"attention-cost", 0, 1, OPT_COST},
         {"seed", 0, 1, OPT_SEED},             {"set", 0, 1, OPT_SET},
+        {"corpus", 0, 1, OPT_CORPUS},
         {0, 0, 0, 0},
     };
     sampler_args_t a = {.split = "windows", .steps = 50, .batch = 16};
     const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
-    int nsets = 0, opt;
+    int nsets = 0, opt, split_given = 0;
     cli_args_t args;
     cli_args_init(&args, "plan sampler", sampler_usage, options, 0, &argc, &argv);
     while ((opt = cli_args_next(&args)) != 0) {
         switch (opt) {
         case OPT_JSONL: a.jsonl = args.value; break;
         case OPT_LENGTHS: a.lengths_file = args.value; break;
-        case OPT_SPLIT: a.split = args.value; break;
+        case OPT_CORPUS: a.corpus = args.value; break;
+        case OPT_SPLIT: a.split = args.value; split_given = 1; break;
         case OPT_RANKS: parse_ranks(&a, &args); break;
         case OPT_STEPS: a.steps = (long)cli_args_int(&args, 1, 1000000); break;
         case OPT_BATCH: a.batch = (int)cli_args_int(&args, 1, 1 << 20); break;
@@ -311,8 +345,12 @@ static int plan_sampler(int argc, char **argv)
         case OPT_COST: a.c = cli_args_real(&args, 0.0, INFINITY, 0); a.have_c = 1; break;
         }
     }
-    if (!a.jsonl == !a.lengths_file)
-        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: give exactly one of --jsonl FILE and --corpus-lengths FILE");
+    if ((a.jsonl != NULL) + (a.lengths_file != NULL) + (a.corpus != NULL) != 1)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: give exactly one of --corpus C.h5, --jsonl FILE and "
+                 "--corpus-lengths FILE");
+    if (a.corpus && split_given)
+        fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --split goes with --jsonl; a corpus's samples are those of "
+                 "its own `fabula prep --split`");
     if (a.nranks_list == 0)
         fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --simulate-ranks N[,N...] is required");
     if (strcmp(a.split, "windows") != 0 && strcmp(a.split, "chapters") != 0)
@@ -321,6 +359,15 @@ static int plan_sampler(int argc, char **argv)
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 1);
     train_config_resolve(&cfg, 1);
+    /* the corpus file is read through MPI-IO */
+    corpus_t *corpus = NULL;
+    if (a.corpus) {
+        parallel_init(&argc, &argv);
+        corpus = corpus_open(a.corpus, CORPUS_TRAIN);
+        a.unit = corpus_sample_unit(corpus);
+        if (!a.max_seq_len)
+            a.max_seq_len = corpus_max_seq_len(corpus);
+    }
     if (!a.max_seq_len)
         a.max_seq_len = cfg.data.seq_len;
     if (!a.have_c)
@@ -340,10 +387,14 @@ static int plan_sampler(int argc, char **argv)
             fb_fatal(FB_EXIT_USAGE, "fabula plan sampler: --batch x %d ranks is too large", a.ranks[i]);
 
     int64_t *lens, cut;
-    int64_t n = load_lengths(&a, &lens, &cut);
+    int64_t n = corpus ? corpus_lengths(corpus, a.max_seq_len, &lens, &cut) : load_lengths(&a, &lens, &cut);
     print_report(&a, &cfg, lens, n, cut);
     free(lens);
     config_free(&cfg);
+    if (corpus) {
+        corpus_close(corpus);
+        parallel_finalize();
+    }
     return FB_EXIT_OK;
 }
 

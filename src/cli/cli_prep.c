@@ -25,9 +25,14 @@ static void prep_usage(FILE *f)
             "  -o, --output PATH        the corpus file to write (required)\n"
             "  -t, --tokenizer SPEC     bytes (default), a fabula tokenizer file, or a\n"
             "                           Hugging Face tokenizer.json\n"
+            "  --split UNIT             what a sample holds: chapters (default: one chapter,\n"
+            "                           windowed only when longer than --max-seq-len),\n"
+            "                           scenes (chapters cut at scene breaks too) or windows\n"
+            "                           (the whole novel cut into windows)\n"
             "  --max-seq-len N          tokens a sample holds at most (default 2048)\n"
-            "  --overlap N              tokens consecutive windows share (default 128)\n"
-            "  --min-seq-len N          drop a novel's last window under N tokens (default 64)\n"
+            "  --overlap N              tokens consecutive windows of a novel, chapter or\n"
+            "                           scene share (default --max-seq-len / 16: 128)\n"
+            "  --min-seq-len N          drop a last window under N tokens (default 64)\n"
             "  --valid-fraction F       share of novels held out for validation, whole novels\n"
             "                           (default 0)\n"
             "  --seed S                 seed of the validation choice (default 1234)\n"
@@ -46,7 +51,7 @@ static void prep_usage(FILE *f)
 int cli_prep(int argc, char **argv)
 {
     enum { OPT_OUTPUT = 1, OPT_TOKENIZER, OPT_MAX, OPT_OVERLAP, OPT_MIN, OPT_VALID, OPT_SEED, OPT_STRICT, OPT_FORCE,
-           OPT_QUIET, OPT_MPI_INFO };
+           OPT_QUIET, OPT_MPI_INFO, OPT_SPLIT };
     static const cli_option_t options[] = {
         {"output", 'o', 1, OPT_OUTPUT},
         {"tokenizer", 't', 1, OPT_TOKENIZER},
@@ -59,12 +64,14 @@ int cli_prep(int argc, char **argv)
         {"force", 0, 0, OPT_FORCE},
         {"quiet", 'q', 0, OPT_QUIET},
         {"mpi-info", 0, 1, OPT_MPI_INFO},
+        {"split", 0, 1, OPT_SPLIT},
         {0, 0, 0, 0},
     };
     prep_options_t opt = {
         .tokenizer = "bytes",
         .max_seq_len = 2048,
-        .overlap = 128,
+        .overlap = -1, /* --max-seq-len / 16, below */
+        .unit = PREP_DEFAULT_UNIT,
         .min_seq_len = 64,
         .valid_fraction = 0.0,
         .seed = 1234,
@@ -105,6 +112,13 @@ int cli_prep(int argc, char **argv)
         case OPT_QUIET:
             opt.quiet = 1;
             break;
+        case OPT_SPLIT: {
+            int u = prep_unit_parse(a.value);
+            if (u < 0)
+                cli_args_fail(&a, 0, "--split '%s': expected chapters, scenes or windows", a.value);
+            opt.unit = (prep_unit_t)u;
+            break;
+        }
         case OPT_MPI_INFO: {
             char *err = NULL;
             mpi_hints_free(&hints);
@@ -115,6 +129,10 @@ int cli_prep(int argc, char **argv)
         }
         }
     }
+    /* A fixed default would be out of range for short samples (128 of
+     * --max-seq-len 128); a sixteenth keeps 2048's 128. */
+    if (opt.overlap < 0)
+        opt.overlap = opt.max_seq_len / 16;
     if (!opt.output)
         cli_args_fail(&a, 1, "--output is required");
     if (a.npositional == 0)

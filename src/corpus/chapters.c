@@ -58,9 +58,7 @@ void chapter_finder_free(chapter_finder_t *cf)
     free(cf);
 }
 
-/* Length of the blank character at s[0..n): an ASCII blank (1) or U+3000
- * IDEOGRAPHIC SPACE (3), else 0. */
-static size_t blank_len(const uint8_t *s, size_t n)
+size_t chapter_blank_len(const uint8_t *s, size_t n)
 {
     if (n >= 1 && (s[0] == ' ' || s[0] == '\t' || s[0] == '\r' || s[0] == '\f' || s[0] == '\v'))
         return 1;
@@ -69,16 +67,15 @@ static size_t blank_len(const uint8_t *s, size_t n)
     return 0;
 }
 
-/* The line without leading and trailing blanks: *begin and the length. */
-static size_t line_trim(const uint8_t *line, size_t n, size_t *begin)
+size_t chapter_line_trim(const uint8_t *line, size_t n, size_t *begin)
 {
     size_t b = 0, e = n, k;
-    while (b < e && (k = blank_len(line + b, e - b)) > 0)
+    while (b < e && (k = chapter_blank_len(line + b, e - b)) > 0)
         b += k;
     for (;;) {
-        if (e > b && blank_len(line + e - 1, 1))
+        if (e > b && chapter_blank_len(line + e - 1, 1))
             e--;
-        else if (e >= b + 3 && blank_len(line + e - 3, 3) == 3)
+        else if (e >= b + 3 && chapter_blank_len(line + e - 3, 3) == 3)
             e -= 3;
         else
             break;
@@ -89,7 +86,7 @@ static size_t line_trim(const uint8_t *line, size_t n, size_t *begin)
 
 int chapter_finder_is_heading(chapter_finder_t *cf, const uint8_t *line, size_t n)
 {
-    size_t b, len = line_trim(line, n, &b);
+    size_t b, len = chapter_line_trim(line, n, &b);
     if (len == 0 || len > CHAPTER_HEADING_MAX_BYTES)
         return 0;
     int rc = pcre2_match(cf->code, (PCRE2_SPTR)(line + b), len, 0, 0, cf->match, NULL);
@@ -110,7 +107,7 @@ size_t chapter_finder_find(chapter_finder_t *cf, const uint8_t *text, size_t n, 
     for (size_t pos = 0; pos <= n;) {
         const uint8_t *nl = pos < n ? memchr(text + pos, '\n', n - pos) : NULL;
         size_t end = nl ? (size_t)(nl - text) : n;
-        size_t b, len = line_trim(text + pos, end - pos, &b);
+        size_t b, len = chapter_line_trim(text + pos, end - pos, &b);
         if (len == 0) {
             blank_run++;
         } else {

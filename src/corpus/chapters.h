@@ -32,6 +32,15 @@ void chapter_finder_free(chapter_finder_t *cf);
  * rule 3 after trimming, within the length limit of rule 2. */
 int chapter_finder_is_heading(chapter_finder_t *cf, const uint8_t *line, size_t n);
 
+/* Length of the blank character at s[0..n): an ASCII blank other than the
+ * line end (1) or U+3000 IDEOGRAPHIC SPACE (3), else 0. */
+size_t chapter_blank_len(const uint8_t *s, size_t n);
+
+/* The line[0..n) without its leading and trailing blanks (the blanks of
+ * rule 1, U+3000 included): its start in *begin, its length returned.
+ * Scene breaks (scenes.h) use the same rule. */
+size_t chapter_line_trim(const uint8_t *line, size_t n, size_t *begin);
+
 /* Byte offsets of the heading lines of text[0..n), ascending, in
  * (*starts)[0..count); *starts and *cap are a buffer grown as needed (start with
  * NULL/0, free() it). Returns count. */

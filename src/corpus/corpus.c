@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "corpus/prep.h"
 #include "io/h5tensor.h"
 #include "io/regular_file.h"
 #include "parallel/comm.h"
@@ -30,6 +31,12 @@ struct corpus {
     int32_t max_len;
     int vocab_size, max_seq_len;
     char *digest, *kind;
+    char *unit;         /* the sample_unit attribute; "windows" when absent (older files) */
+    /* /novels/title, read on first use (messages only): ntitles strings of
+     * title_width bytes, null-padded; none when the file has no titles */
+    int titles_loaded;
+    char *titles;
+    size_t ntitles, title_width;
 };
 
 /* ------------------------------------------------------------ open */
@@ -205,6 +212,10 @@ corpus_t *corpus_open_hints(const char *path, int split, const mpi_hints_t *hint
     c->max_seq_len = attr_int_required(c, "max_seq_len");
     c->digest = attr_string_required(c, "tokenizer_digest");
     c->kind = attr_string_required(c, "tokenizer_kind");
+    c->unit = attr_exists(c, "sample_unit") ? h5_read_attr_string(c->file, "sample_unit") : fb_strdup("windows");
+    if (prep_unit_parse(c->unit) < 0)
+        fb_fatal(FB_EXIT_DATA, "%s: corpus attribute \"sample_unit\" is \"%.40s\", not windows, chapters or scenes",
+                 c->path, c->unit);
     samples_load(c);
     c->tokens = H5Dopen2(c->file, "/tokens", H5P_DEFAULT);
     if (c->tokens < 0)
@@ -232,6 +243,8 @@ void corpus_close(corpus_t *c)
     free(c->novel);
     free(c->digest);
     free(c->kind);
+    free(c->unit);
+    free(c->titles);
     free(c);
 }
 
@@ -372,6 +385,74 @@ const char *corpus_tokenizer_digest(const corpus_t *c) { return c->digest; }
 const char *corpus_tokenizer_kind(const corpus_t *c) { return c->kind; }
 int corpus_vocab_size(const corpus_t *c) { return c->vocab_size; }
 int corpus_max_seq_len(const corpus_t *c) { return c->max_seq_len; }
+const char *corpus_sample_unit(const corpus_t *c) { return c->unit; }
+
+/* Widest title this reader takes (prep cuts nothing; a wider dataset is
+ * a damaged or foreign file). */
+#define CORPUS_TITLE_MAX_WIDTH 65536
+
+static void titles_load(corpus_t *c)
+{
+    c->titles_loaded = 1;
+    H5E_auto2_t func;
+    void *client;
+    CHECK_H5(H5Eget_auto2(H5E_DEFAULT, &func, &client));
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, NULL, NULL));
+    int found = h5_lookup(c->file, "/novels/title");
+    if (found < 0)
+        fb_fatal(FB_EXIT_DATA, "%s: HDF5 cannot read its metadata: the file is damaged", c->path);
+    if (found == 0) {
+        CHECK_H5(H5Eset_auto2(H5E_DEFAULT, func, client));
+        return;
+    }
+    size_t n = h5_dataset_numel_stored(c->file, "/novels/title");
+    hid_t ds = H5Dopen2(c->file, "/novels/title", H5P_DEFAULT);
+    hid_t ft = ds >= 0 ? H5Dget_type(ds) : -1;
+    size_t width = ft >= 0 ? H5Tget_size(ft) : 0;
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft) != 0 || width == 0 ||
+        width > CORPUS_TITLE_MAX_WIDTH)
+        fb_fatal(FB_EXIT_DATA, "%s: /novels/title is not a dataset of fixed-length strings of at most %d bytes",
+                 c->path, CORPUS_TITLE_MAX_WIDTH);
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    CHECK_H5(mt);
+    CHECK_H5(H5Tset_size(mt, width));
+    CHECK_H5(H5Tset_strpad(mt, H5T_STR_NULLPAD));
+    /* HDF5 converts no string between ASCII and UTF-8: read it as stored */
+    H5T_cset_t cset = H5Tget_cset(ft);
+    CHECK_H5(cset);
+    CHECK_H5(H5Tset_cset(mt, cset));
+    char *buf = fb_malloc((n ? n : 1) * width);
+    herr_t rc = n ? H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) : 0;
+    CHECK_H5(H5Eset_auto2(H5E_DEFAULT, func, client));
+    if (rc < 0)
+        fb_fatal(FB_EXIT_DATA, "%s: /novels/title cannot be read (damaged file)", c->path);
+    CHECK_H5(H5Tclose(mt));
+    CHECK_H5(H5Tclose(ft));
+    CHECK_H5(H5Dclose(ds));
+    c->titles = buf;
+    c->ntitles = n;
+    c->title_width = width;
+}
+
+const char *corpus_novel_title(corpus_t *c, int32_t novel, char *out, size_t len)
+{
+    FB_ASSERT(len > 0);
+    if (!c->titles_loaded)
+        titles_load(c);
+    out[0] = 0;
+    if (novel < 0 || (size_t)novel >= c->ntitles)
+        return out;
+    const char *t = c->titles + (size_t)novel * c->title_width;
+    size_t k = strnlen(t, c->title_width);
+    if (k >= len) {
+        k = len - 1;
+        while (k > 0 && ((unsigned char)t[k] & 0xC0) == 0x80) /* not inside a UTF-8 character */
+            k--;
+    }
+    memcpy(out, t, k);
+    out[k] = 0;
+    return out;
+}
 
 int32_t corpus_special(const corpus_t *c, const char *name)
 {

@@ -55,6 +55,14 @@ const char *corpus_tokenizer_kind(const corpus_t *c);
 int corpus_vocab_size(const corpus_t *c);
 /* The windowing prep used: max_seq_len, overlap, min_seq_len. */
 int corpus_max_seq_len(const corpus_t *c);
+/* What a sample holds (`fabula prep --split`): "windows", "chapters" or
+ * "scenes"; "windows" for a file written before prep had the option. */
+const char *corpus_sample_unit(const corpus_t *c);
+
+/* The title of novel row `novel` (corpus_sample_novel) in out[0..len), cut
+ * to fit; "" when the record had none or the file stores no titles. Reads
+ * /novels/title on first use (not collective); a damaged one: exit 3. */
+const char *corpus_novel_title(corpus_t *c, int32_t novel, char *out, size_t len);
 
 /* Id of a special token, by its text ("<|chapter_sep|>") or bare name
  * ("chapter_sep", "genre_wuxia", "pad"); -1 if the corpus has none. */

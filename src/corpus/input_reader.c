@@ -111,7 +111,11 @@ static int record_take(input_reader_t *r, const json_t *obj, int guarded, input_
     }
     if (nr.status == NOVEL_RECORD_NO_CONTENT) {
         r->counts.no_content++;
-        reader_issue(r, rec->line, 0, "%s%s, skipped", pre, nr.why);
+        /* --strict: a record with nothing to train on is as wrong as one
+         * that is not a novel at all */
+        reader_issue(r, rec->line, r->strict, "%s%s%s", pre, nr.why, r->strict ? "" : ", skipped");
+        if (r->strict)
+            r->failed = 1;
         return 0;
     }
     free(r->content);

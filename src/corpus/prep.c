@@ -17,6 +17,7 @@
 #include "corpus/chapters.h"
 #include "corpus/input_reader.h"
 #include "corpus/prep_shard.h"
+#include "corpus/scenes.h"
 #include "corpus/segment.h"
 #include "tokenizer/tokenizer.h"
 #include "corpus/window_stream.h"
@@ -47,8 +48,12 @@ typedef struct prep_ctx {
     int32_t cur_novel;        /* its local index */
     token_vec_t piece;        /* ids of one piece of text */
     int32_t *text_ids;        /* a window's ids without specials, for its segment */
-    size_t *heads;
+    size_t *heads;            /* chapter headings of the novel (byte offsets) */
     size_t heads_cap;
+    size_t *breaks;           /* its scene breaks (--split scenes) */
+    size_t breaks_cap;
+    size_t *cuts;             /* where its samples end (--split chapters, scenes) */
+    size_t cuts_cap;
 } prep_ctx_t;
 
 int64_t prep_length_bin_upper(int b, int m)
@@ -56,6 +61,22 @@ int64_t prep_length_bin_upper(int b, int m)
     /* The largest len in [1, m] with ((len - 1) * BINS) / m == b. */
     int64_t hi = ((int64_t)(b + 1) * m - 1) / PREP_LENGTH_BINS + 1;
     return hi < m ? hi : m;
+}
+
+static const char *const UNIT_NAMES[PREP_NUNITS] = {"windows", "chapters", "scenes"};
+
+const char *prep_unit_name(prep_unit_t u)
+{
+    FB_ASSERT((int)u >= 0 && (int)u < PREP_NUNITS);
+    return UNIT_NAMES[u];
+}
+
+int prep_unit_parse(const char *s)
+{
+    for (int u = 0; u < PREP_NUNITS; u++)
+        if (!strcmp(s, UNIT_NAMES[u]))
+            return u;
+    return -1;
 }
 
 /* ------------------------------------------------------------ windows */
@@ -162,6 +183,61 @@ static void encode_push(prep_ctx_t *c, const uint8_t *text, size_t n, prep_novel
     nv->content_tokens += (int64_t)c->piece.n;
 }
 
+/* Whether the line starting at `at` is one of the sorted offsets[0..n). */
+static int listed(const size_t *offsets, size_t n, size_t at)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (offsets[mid] < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && offsets[lo] == at;
+}
+
+/* Whether text[from..to) (whole lines) holds nothing but blank lines,
+ * chapter headings and scene breaks: a piece with no text of its own. */
+static int piece_empty(const prep_ctx_t *c, const uint8_t *text, size_t from, size_t to, size_t nh, size_t ns)
+{
+    for (size_t pos = from; pos < to;) {
+        const uint8_t *nl = memchr(text + pos, '\n', to - pos);
+        size_t end = nl ? (size_t)(nl - text) : to, b;
+        if (chapter_line_trim(text + pos, end - pos, &b) > 0 && !listed(c->heads, nh, pos) &&
+            !listed(c->breaks, ns, pos))
+            return 0;
+        pos = end + 1;
+    }
+    return 1;
+}
+
+/* Where the samples of --split chapters or scenes end: the chapter headings
+ * (and with scenes the scene breaks), merged in order, into c->cuts. A cut
+ * that would end a piece with no text of its own (leading blank lines, a
+ * "BOOK I" heading right before "CHAPTER I", a break right after a
+ * heading) is left out: those lines go with the next piece. Returns the
+ * number of cuts; none for windows. */
+static size_t unit_cuts(prep_ctx_t *c, const uint8_t *text, size_t n, size_t nh)
+{
+    if (c->opt->unit == PREP_UNIT_WINDOWS)
+        return 0;
+    size_t ns = c->opt->unit == PREP_UNIT_SCENES ? scene_breaks_find(text, n, &c->breaks, &c->breaks_cap) : 0;
+    if (nh + ns > c->cuts_cap) {
+        c->cuts_cap = nh + ns;
+        c->cuts = fb_realloc(c->cuts, c->cuts_cap * sizeof *c->cuts);
+    }
+    size_t m = 0, from = 0;
+    for (size_t h = 0, b = 0; h < nh || b < ns;) {
+        size_t at = b >= ns || (h < nh && c->heads[h] <= c->breaks[b]) ? c->heads[h++] : c->breaks[b++];
+        if (at == from || piece_empty(c, text, from, at, nh, ns))
+            continue;
+        c->cuts[m++] = at;
+        from = at;
+    }
+    return m;
+}
+
 static void novel_process(prep_ctx_t *c, const input_record_t *rec)
 {
     prep_shard_t *s = &c->shard;
@@ -185,21 +261,32 @@ static void novel_process(prep_ctx_t *c, const input_record_t *rec)
     const uint8_t *text = rec->content;
     size_t n = rec->len;
     size_t nh = chapter_finder_find(c->cf, text, n, &c->heads, &c->heads_cap);
-    int64_t emitted = c->ws.n_emitted;
-    window_stream_begin(&c->ws, c->genre_token[rec->genre]);
-    size_t h = 0;
+    size_t ncuts = unit_cuts(c, text, n, nh);
+    int64_t emitted = c->ws.n_emitted, dropped = c->ws.n_dropped;
+    int64_t pieces = c->ws.n_pieces, windowed = c->ws.n_pieces_windowed;
+    const int32_t genre_token = c->genre_token[rec->genre];
+    window_stream_begin(&c->ws, genre_token);
+    size_t h = 0, k = 0;
     for (size_t pos = 0; pos < n;) {
+        if (k < ncuts && c->cuts[k] == pos) {
+            /* a chapter or scene ends: its last window is written, and the
+             * next piece's windows start afresh */
+            window_stream_end(&c->ws);
+            window_stream_begin(&c->ws, genre_token);
+            k++;
+        }
         if (h < nh && c->heads[h] == pos) {
             window_stream_push(&c->ws, &c->chapter_sep, 1);
             nv->content_tokens++;
             h++;
         }
         size_t stop = h < nh ? c->heads[h] : n;
+        if (k < ncuts && c->cuts[k] < stop)
+            stop = c->cuts[k];
         size_t end = piece_end(text, pos, stop);
         encode_push(c, text + pos, end - pos, nv);
         pos = end;
     }
-    int64_t dropped = c->ws.n_dropped;
     window_stream_end(&c->ws);
     nv->chapters = (int64_t)nh;
     nv->num_samples = c->ws.n_emitted - emitted;
@@ -211,6 +298,8 @@ static void novel_process(prep_ctx_t *c, const input_record_t *rec)
     st->genre_novels[rec->genre]++;
     st->chapter_seps += nv->chapters;
     st->dropped_windows += c->ws.n_dropped - dropped;
+    st->units += c->ws.n_pieces - pieces;
+    st->units_windowed += c->ws.n_pieces_windowed - windowed;
     if (nv->num_samples == 0)
         st->novels_without_samples++;
 }
@@ -363,59 +452,6 @@ static double peak_rss_mb(void)
     return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
 }
 
-static void pct_line(const char *name, long long n, long long total, long long tokens)
-{
-    printf("  %-12s %10lld %6.1f%% %14lld\n", name, n, total ? 100.0 * (double)n / (double)total : 0.0, tokens);
-}
-
-static void summary_print(const prep_stats_t *st, const prep_meta_t *meta, int64_t nvalid, double t_read,
-                          double t_write, int64_t file_bytes, double t_total, double rss_mb, double rss_prep_mb)
-{
-    const prep_options_t *opt = meta->opt;
-    const corpus_inputs_t *in = meta->inputs;
-    printf("fabula prep: %lld novel%s from %d file%s (%.2f MB) -> %s (%.2f MB), %d rank%s\n", st->novels,
-           st->novels == 1 ? "" : "s", in->n, in->n == 1 ? "" : "s", (double)in->total / 1e6, opt->output, (double)file_bytes / 1e6, parallel_size(),
-           parallel_size() == 1 ? "" : "s");
-    printf("  tokenizer %s (%s, vocab %d, sha256 %.16s...), max_seq_len %d, overlap %d, min_seq_len %d\n",
-           opt->tokenizer, tokenizer_kind(meta->tok), tokenizer_vocab_size(meta->tok), tokenizer_digest(meta->tok),
-           opt->max_seq_len, opt->overlap, opt->min_seq_len);
-    printf("  %-12s %8s %10s %14s %14s\n", "genre", "novels", "samples", "tokens", "content bytes");
-    for (int g = 0; g < BYTETOK_NGENRES; g++)
-        if (st->genre_novels[g])
-            printf("  %-12s %8lld %10lld %14lld\n", bytetok_genre_name(g), st->genre_novels[g], st->genre_samples[g],
-                   st->genre_tokens[g]);
-    printf("  %-12s %8lld %10lld %14lld %14lld\n", "total", st->novels, st->samples, st->tokens, st->content_bytes);
-    printf("  split        %8s %10s %14s\n", "novels", "samples", "tokens");
-    printf("  train        %8lld %10lld %14lld\n", st->split_novels[0], st->split_samples[0], st->split_tokens[0]);
-    printf("  valid        %8lld %10lld %14lld   (--valid-fraction %g, seed %llu: %lld novels held out)\n",
-           st->split_novels[1], st->split_samples[1], st->split_tokens[1], opt->valid_fraction,
-           (unsigned long long)opt->seed, (long long)nvalid);
-    printf("  segment      %10s %7s %14s\n", "samples", "share", "tokens");
-    for (int k = 0; k < SEGMENT_NTYPES; k++)
-        pct_line(segment_name(k), st->segment_samples[k], st->samples, st->segment_tokens[k]);
-    printf("  sample length (tokens)   samples\n");
-    for (int b = 0; b < PREP_LENGTH_BINS; b++) {
-        int64_t lo = b == 0 ? 1 : prep_length_bin_upper(b - 1, opt->max_seq_len) + 1;
-        int64_t hi = prep_length_bin_upper(b, opt->max_seq_len);
-        if (lo > hi)
-            continue;
-        printf("  %8lld..%-8lld    %10lld\n", (long long)lo, (long long)hi, st->length_hist[b]);
-    }
-    printf("  chapter separators %lld; windows dropped (under %d tokens) %lld; novels without a sample %lld\n",
-           st->chapter_seps, opt->min_seq_len > 2 ? opt->min_seq_len : 2, st->dropped_windows,
-           st->novels_without_samples);
-    printf("  skipped: %lld malformed, %lld without usable content; %lld unknown genre%s read as other; "
-           "invalid UTF-8 kept: %lld bytes in %lld novel%s\n",
-           st->read.malformed, st->read.no_content, st->read.other_genre, st->read.other_genre == 1 ? "" : "s",
-           st->read.invalid_utf8_bytes, st->read.invalid_utf8_records, st->read.invalid_utf8_records == 1 ? "" : "s");
-    printf("  time: read+tokenize %.2f s (%.1f MB/s, %.2f M tokens/s), write %.2f s (%.1f MB/s), total %.2f s; "
-           "peak memory %.0f MB per rank (%.0f MB of it grown during prep)\n",
-           t_read, (double)in->total / 1e6 / (t_read > 0 ? t_read : 1e-9),
-           (double)st->content_tokens / 1e6 / (t_read > 0 ? t_read : 1e-9), t_write,
-           (double)file_bytes / 1e6 / (t_write > 0 ? t_write : 1e-9), t_total, rss_mb, rss_prep_mb);
-    fflush(stdout);
-}
-
 /* ------------------------------------------------------------ run */
 
 static void progress_maybe(prep_ctx_t *c, const input_reader_t *r, int64_t share, double t0, double *last)
@@ -546,8 +582,11 @@ int prep_run(const prep_options_t *opt)
     comm_allreduce(comm_world(), rss, 2, COMM_F64, COMM_MAX);
     double t_read_max = t_read;
     comm_allreduce(comm_world(), &t_read_max, 1, COMM_F64, COMM_MAX);
+    char *valid_list = prep_valid_list(s, &in);
     if (rank == 0)
-        summary_print(&st, &meta, nvalid, t_read_max, t_write, file_bytes, parallel_wtime() - t0, rss[0], rss[1]);
+        prep_summary_print(&st, &meta, nvalid, valid_list, t_read_max, t_write, file_bytes, parallel_wtime() - t0,
+                           rss[0], rss[1]);
+    free(valid_list);
 
     /* ---- free */
     for (int64_t j = 0; j < s->nnovels; j++) {
@@ -565,6 +604,8 @@ int prep_run(const prep_options_t *opt)
     free(line_base);
     free(c.text_ids);
     free(c.heads);
+    free(c.breaks);
+    free(c.cuts);
     token_vec_free(&c.piece);
     chapter_finder_free(c.cf);
     window_stream_free(&c.ws);

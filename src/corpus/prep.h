@@ -10,12 +10,27 @@
 
 #include "parallel/mpi_io.h"
 
+/* What one sample holds (--split, docs/prep.md "Sample units"): windows of
+ * the whole novel, or of one chapter, or of one scene; a chapter or scene
+ * no longer than max_seq_len is one sample. */
+typedef enum prep_unit { PREP_UNIT_WINDOWS = 0, PREP_UNIT_CHAPTERS, PREP_UNIT_SCENES } prep_unit_t;
+#define PREP_NUNITS 3
+/* The unit without --split (docs/prep.md argues the choice). */
+#define PREP_DEFAULT_UNIT PREP_UNIT_CHAPTERS
+
+/* "windows", "chapters", "scenes": the --split values, and the corpus file's
+ * sample_unit attribute. */
+const char *prep_unit_name(prep_unit_t u);
+/* The unit named `s`; -1 when it names none. */
+int prep_unit_parse(const char *s);
+
 typedef struct prep_options {
     const char *const *inputs;  /* files or directories */
     int ninputs;
     const char *tokenizer;      /* tokenizer_load spec ("bytes", a file) */
     const char *output;         /* the .h5 file */
     int max_seq_len, overlap, min_seq_len;
+    prep_unit_t unit;           /* what a sample holds */
     double valid_fraction;      /* share of novels held out, [0, 1) */
     uint64_t seed;
     int strict;                 /* a malformed record is fatal (exit 3) */

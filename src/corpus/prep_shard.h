@@ -55,6 +55,9 @@ typedef struct prep_stats {
     long long length_hist[PREP_LENGTH_BINS];
     long long split_novels[2], split_samples[2], split_tokens[2];
     long long dropped_windows, chapter_seps, novels_without_samples;
+    /* the pieces of --split with content (novels, chapters or scenes), and
+     * those longer than max_seq_len, cut into overlapping windows */
+    long long units, units_windowed;
     input_read_counts_t read;
 } prep_stats_t;
 
@@ -75,5 +78,16 @@ typedef struct prep_meta {
  * rank removes the temporary file. Returns the seconds the write took on
  * rank 0 (creation to rename) and the file's size in *bytes. */
 double prep_shard_write(const prep_shard_t *s, const prep_stats_t *st, const prep_meta_t *meta, int64_t *bytes);
+
+/* Collective: the held-out novels, one line each ("    TITLE (genre, N
+ * samples)", at most 50, then a count of the rest) in novel order, on rank
+ * 0 (free()); NULL on the other ranks. */
+char *prep_valid_list(const prep_shard_t *s, const corpus_inputs_t *in);
+
+/* Rank 0: the summary (docs/prep.md, "Statistics"); valid_list from
+ * prep_valid_list. */
+void prep_summary_print(const prep_stats_t *st, const prep_meta_t *meta, int64_t nvalid, const char *valid_list,
+                        double t_read, double t_write, int64_t file_bytes, double t_total, double rss_mb,
+                        double rss_prep_mb);
 
 #endif

@@ -170,6 +170,7 @@ static void attrs_write(hid_t file, const prep_shard_t *s, const prep_stats_t *s
     h5_write_attr_i64(file, "max_seq_len", opt->max_seq_len);
     h5_write_attr_i64(file, "overlap", opt->overlap);
     h5_write_attr_i64(file, "min_seq_len", opt->min_seq_len);
+    h5_write_attr_string(file, "sample_unit", prep_unit_name(opt->unit));
     h5_write_attr_f64(file, "valid_fraction", opt->valid_fraction);
     h5_write_attr_u64(file, "seed", opt->seed);
     h5_write_attr_i64(file, "num_tokens", s->total_tokens);
@@ -195,6 +196,8 @@ static void attrs_write(hid_t file, const prep_shard_t *s, const prep_stats_t *s
     h5_write_attr_i64(file, "stats_chapter_seps", st->chapter_seps);
     h5_write_attr_i64(file, "stats_dropped_windows", st->dropped_windows);
     h5_write_attr_i64(file, "stats_novels_without_samples", st->novels_without_samples);
+    h5_write_attr_i64(file, "stats_units", st->units);
+    h5_write_attr_i64(file, "stats_units_windowed", st->units_windowed);
     h5_write_attr_i64(file, "stats_malformed", st->read.malformed);
     h5_write_attr_i64(file, "stats_no_content", st->read.no_content);
     h5_write_attr_i64(file, "stats_other_genre", st->read.other_genre);

@@ -63,6 +63,8 @@ void window_stream_end(window_stream_t *ws)
 {
     if (ws->content == 0)
         return;
+    ws->n_pieces++;
+    ws->n_pieces_windowed += ws->content > ws->width;
     if (ws->n >= ws->keep_min) {
         ws->emit(ws->ctx, ws->buf, ws->n);
         ws->n_emitted++;

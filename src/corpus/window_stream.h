@@ -26,6 +26,9 @@ typedef struct window_stream {
     window_emit_fn emit;
     void *ctx;
     int64_t n_emitted, n_dropped; /* since init */
+    /* Since init: the pieces (begin .. end) with content, and those longer
+     * than W content tokens, which were cut into several windows. */
+    int64_t n_pieces, n_pieces_windowed;
 } window_stream_t;
 
 /* Checks the parameters (FB_EXIT_USAGE naming `--max-seq-len`, `--overlap`,
@@ -33,14 +36,15 @@ typedef struct window_stream {
 void window_stream_init(window_stream_t *ws, int seq_len, int overlap, int min_seq_len, window_emit_fn emit,
                         void *ctx, const char *const names[3]);
 
-/* Starts a novel whose windows begin with `genre_token`. */
+/* Starts a piece (a novel, or a chapter or scene of one: the windows never
+ * cross from one piece to the next) whose windows begin with `genre_token`. */
 void window_stream_begin(window_stream_t *ws, int32_t genre_token);
 
 /* Appends content tokens, emitting every window that is now known not to be
  * the last one. */
 void window_stream_push(window_stream_t *ws, const int32_t *ids, size_t n);
 
-/* Ends the novel: emits (or drops) its last window. A novel without any
+/* Ends the piece: emits (or drops) its last window. A piece without any
  * content token has no window. */
 void window_stream_end(window_stream_t *ws);
 

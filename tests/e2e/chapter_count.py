@@ -17,26 +17,33 @@ HEADING = re.compile(
     "|[IVXLC]+\\.(?:[ \t]|$)")
 
 
-def headings(text):
-    count, seen_text, blank_run = 0, False, 0
+def heading_starts(text):
+    """Character offsets of the heading lines of text."""
+    starts, seen_text, blank_run, pos = [], False, 0, 0
     for line in text.split("\n"):
         trimmed = line.strip(BLANK)
         if not trimmed:
             blank_run += 1
-            continue
-        if (not seen_text or blank_run >= 2) and len(trimmed.encode()) <= 200 \
-                and HEADING.match(trimmed):
-            count += 1
-        seen_text, blank_run = True, 0
-    return count
+        else:
+            if (not seen_text or blank_run >= 2) and len(trimmed.encode()) <= 200 \
+                    and HEADING.match(trimmed):
+                starts.append(pos)
+            seen_text, blank_run = True, 0
+        pos += len(line) + 1
+    return starts
 
 
-for path in sys.argv[1:]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            novel = json.loads(line)
-            content = novel.get("content")
-            if isinstance(content, str) and content:
-                print(headings(content))
+def headings(text):
+    return len(heading_starts(text))
+
+
+if __name__ == "__main__":
+    for path in sys.argv[1:]:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                novel = json.loads(line)
+                content = novel.get("content")
+                if isinstance(content, str) and content:
+                    print(headings(content))

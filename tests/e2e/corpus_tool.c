@@ -8,6 +8,8 @@
  *                                    stdout, genre tokens and chapter
  *                                    separators left out, samples in order
  *                                    (with --overlap 0 that is its content)
+ *   corpus_tool lengths FILE         "NOVEL LENGTH" of every sample, one a line,
+ *                                    in file order (both splits)
  *   corpus_tool novels FILE SPLIT    the novels of SPLIT's samples, one a line,
  *                                    through the reader API
  *   corpus_tool open FILE SPLIT      corpus_open: samples, tokens, digest
@@ -20,7 +22,7 @@
  *                                    (chunked, nothing written: it reads as
  *                                    fill values)
  *
- * digest, count, text, set-*, unlink and extent use plain serial HDF5, independent
+ * digest, count, text, lengths, set-*, unlink and extent use plain serial HDF5, independent
  * of the reader under test. */
 #include <hdf5.h>
 #include <stdio.h>
@@ -149,6 +151,22 @@ static int cmd_text(const char *path, long long novel)
     return 0;
 }
 
+static int cmd_lengths(const char *path)
+{
+    hid_t f = h5_open_read(path);
+    size_t ns = h5_dataset_numel(f, "/samples/novel", NULL, NULL);
+    long long *off = fb_malloc((ns + 1) * sizeof *off);
+    int *nov = fb_malloc(ns * sizeof *nov + 1);
+    h5_read_i64(f, "/samples/offset", off, ns + 1);
+    h5_read_i32(f, "/samples/novel", nov, ns);
+    for (size_t i = 0; i < ns; i++)
+        printf("%d %lld\n", nov[i], off[i + 1] - off[i]);
+    free(off);
+    free(nov);
+    h5_close(f);
+    return 0;
+}
+
 static int cmd_set(const char *path, const char *name, const char *value, int is_int)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -232,7 +250,7 @@ static int cmd_reader(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: corpus_tool digest|count|text|novels|open|check|set-int|set-str|unlink|extent FILE ...\n");
+        fprintf(stderr, "usage: corpus_tool digest|count|text|lengths|novels|open|check|set-int|set-str|unlink|extent FILE ...\n");
         return 2;
     }
     const char *cmd = argv[1];
@@ -240,6 +258,8 @@ int main(int argc, char **argv)
         return cmd_digest(argv[2]);
     if (!strcmp(cmd, "count") && argc == 4)
         return cmd_count(argv[2], atoll(argv[3]));
+    if (!strcmp(cmd, "lengths") && argc == 3)
+        return cmd_lengths(argv[2]);
     if (!strcmp(cmd, "text") && argc == 4)
         return cmd_text(argv[2], atoll(argv[3]));
     if ((!strcmp(cmd, "set-int") || !strcmp(cmd, "set-str")) && argc == 5)

@@ -1,11 +1,12 @@
 #!/bin/sh
 # fabula prep on bad input (docs/prep.md, "Bad input"): a malformed line
-# (reported as FILE:LINE across ranks, skipped; fatal with --strict),
-# invalid UTF-8 (reported, bytes kept exactly), empty content, missing and
+# (reported as FILE:LINE across ranks, skipped; fatal with --strict, as a
+# record without content is), invalid UTF-8 (reported, bytes kept exactly), empty content, missing and
 # unknown genres, a 50 MB single novel (time and peak memory printed), an
 # empty input directory, an existing output, failures that must leave no
 # file behind (missing output directory; a write that fails half-way; a
-# full file system is prep_disk_full.sh), clean errors printed once without MPI_Abort's
+# full file system is prep_disk_full.sh), the default overlap at short
+# --max-seq-len, clean errors printed once without MPI_Abort's
 # notice at 2 ranks, and corpus files the reader must refuse (another
 # tokenizer, not a corpus, a newer version, a missing dataset, not HDF5).
 . "$FB_SRCDIR/tests/e2e/lib.sh"
@@ -45,6 +46,21 @@ cat "$S/out.txt"
 check "--strict: a record that is not an object says stopped, not skipped" \
     '[ $RC -eq 3 ] && grep -q "array_line.jsonl:1: expected a JSON object (a novel) (--strict: stopped)" "$S/out.txt" && ! grep -q skipped "$S/out.txt"'
 check "--strict: no output file" '[ ! -e "$S/strict.h5" ] && no_leftovers'
+# a record without usable content is skipped, and stops --strict like a
+# malformed one (it went through, counted as skipped)
+{
+    sed -n 1p "$IN"
+    echo '{"title": "empty", "content": ""}'
+    sed -n 2p "$IN"
+} >"$S/nocontent.jsonl"
+run_prep 2 -q --strict -o strict.h5 nocontent.jsonl
+cat "$S/out.txt"
+check "--strict: a record with empty content: exit 3 naming its line, nothing written" \
+    '[ $RC -eq 3 ] && grep -q "error: nocontent.jsonl:2: .*content.* (--strict: stopped)" "$S/out.txt" && ! grep -q skipped "$S/out.txt" &&
+     [ ! -e "$S/strict.h5" ] && no_leftovers'
+run_prep 2 -q -o nostrict.h5 nocontent.jsonl
+check "without --strict it is skipped and counted" \
+    '[ $RC -eq 0 ] && grep -q "nocontent.jsonl:2: .*skipped" "$S/out.txt" && grep -q "1 without usable content" "$S/out.txt"'
 
 # ---- invalid UTF-8: reported, and the bytes come back exactly
 printf 'Caf\351 au lait, \377\376 and a cut sequence \342\202 end. Plain text goes on for a while here.' >"$S/raw.bin"
@@ -136,10 +152,17 @@ run_prep 2 -q --force --max-seq-len 100 --overlap 8 -o bad.h5 bad.jsonl
 check "existing output: replaced with --force" '[ $RC -eq 0 ] && ! cmp -s "$S/before.txt" "$S/after.txt"'
 
 # ---- a bad option value: reported once, by rank 0
-run_prep 2 -q --max-seq-len 100 -o u.h5 bad.jsonl
+run_prep 2 -q --max-seq-len 100 --overlap 99 -o u.h5 bad.jsonl
 cat "$S/out.txt"
 check "overlap too large for --max-seq-len: exit 2, one message" \
     '[ $RC -eq 2 ] && [ "$(grep -c "error: --overlap must be in" "$S/out.txt")" -eq 1 ]'
+# the default overlap follows --max-seq-len (a fixed 128 refused 128 and less)
+run_prep 2 --max-seq-len 128 -o u128.h5 bad.jsonl
+check "--max-seq-len 128 without --overlap: exit 0, overlap 8" \
+    '[ $RC -eq 0 ] && grep -q "max_seq_len 128, overlap 8, min_seq_len 64" "$S/out.txt"'
+run_prep 1 --max-seq-len 2 --min-seq-len 2 -o u2.h5 bad.jsonl
+check "--max-seq-len 2 without --overlap: exit 0, overlap 0" \
+    '[ $RC -eq 0 ] && grep -q "max_seq_len 2, overlap 0," "$S/out.txt"'
 
 # ---- failures leave no file
 run_prep 2 -q -o no/such/dir/x.h5 bad.jsonl
