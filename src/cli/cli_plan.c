@@ -20,6 +20,7 @@
 #include "corpus/corpus.h"
 #include "corpus/novels.h"
 #include "corpus/windows.h"
+#include "loader/data_check.h"
 #include "loader/pack.h"
 #include "loader/step_plan_stats.h"
 #include "train/train_config.h"
@@ -268,6 +269,15 @@ static void print_report(const sampler_args_t *a, const config_t *cfg, const int
         snprintf(source, sizeof source, "%.4000s", a->lengths_file ? a->lengths_file : a->split);
     printf("corpus: %lld samples (%s), lengths %lld..%lld, mean %.1f, %lld cut to max_seq_len %d\n", (long long)n,
            source, (long long)lmin, (long long)lmax, (double)tok / (double)n, (long long)cut, a->max_seq_len);
+    int64_t classes[LOADER_NCLASSES], full = 0;
+    data_check_classes(&cfg->loader, lens, n, classes);
+    for (int64_t i = 0; i < n; i++)
+        full += lens[i] == a->max_seq_len;
+    printf("lengths: %.1f%% at max_seq_len; %.1f%% short (< %d), %.1f%% medium, %.1f%% long (>= %d) at "
+           "data.curriculum's thresholds\n",
+           100.0 * (double)full / (double)n, 100.0 * (double)classes[LOADER_SHORT] / (double)n,
+           cfg->loader.short_threshold, 100.0 * (double)classes[LOADER_MEDIUM] / (double)n,
+           100.0 * (double)classes[LOADER_LONG] / (double)n, cfg->loader.long_threshold);
     printf("plan: %ld steps, %d samples per rank per step, micro-batch capacity %lld tokens, at most %d "
            "micro-batches per rank (ranks x %d in all), attention cost c = %.6g, seed %llu\n",
            a->steps, a->batch, C, G, G, a->c, a->seed);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "io/data_path.h"
+#include "loader/data_check.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -85,9 +86,29 @@ void data_source_open(data_source_t *s, const config_t *cfg, int verbose)
     if (s->n == 0)
         fb_fatal(FB_EXIT_DATA, "%s: no training sample (for text input: none of at least data.min_seq_len = %d "
                  "tokens)", s->what, cfg->data.min_seq_len);
-    if (verbose)
-        printf("fabula: data: %s: %lld samples of <= %d tokens (%lld tokens)%s\n", s->what, (long long)s->n,
-               cfg->data.seq_len, (long long)s->tokens, s->corpus ? "" : ", byte tokenizer");
+    if (!verbose)
+        return;
+    printf("fabula: data: %s: %lld samples of <= %d tokens (%lld tokens), %s%s\n", s->what, (long long)s->n,
+           cfg->data.seq_len, (long long)s->tokens, s->corpus ? "sample unit " : "windows, byte tokenizer",
+           s->corpus ? corpus_sample_unit(s->corpus) : "");
+    fflush(stdout);
+    data_check_corpus_t dc = {
+        .what = s->what,
+        .unit = s->corpus ? corpus_sample_unit(s->corpus) : "windows",
+        .prepared = s->corpus != NULL,
+        .max_seq_len = s->corpus ? corpus_max_seq_len(s->corpus) : cfg->data.seq_len,
+        .lens = s->lens,
+        .n = s->n,
+    };
+    char msg[2048];
+    if (data_check_batch(cfg, &dc, msg, sizeof msg))
+        fb_warn("%s", msg);
+    if (data_check_seq_len(cfg, &dc, msg, sizeof msg))
+        fb_warn("%s", msg);
+    if (data_check_curriculum(cfg, &dc, msg, sizeof msg))
+        fb_warn("%s", msg);
+    if (data_check_packing(cfg, &dc, msg, sizeof msg))
+        fb_warn("%s", msg);
 }
 
 void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose, const char *who)

@@ -32,7 +32,9 @@ typedef struct data_source {
     int vocab_grow;
 } data_source_t;
 
-/* Opens the source of cfg (collective); errors exit 3 (data) or 4 (I/O). */
+/* Opens the source of cfg (collective); errors exit 3 (data) or 4 (I/O).
+ * With `verbose` (rank 0 of a training run) it prints what it opened and the
+ * start-up checks of loader/data_check.h as warnings. */
 void data_source_open(data_source_t *s, const config_t *cfg, int verbose);
 /* The validation split of data.corpus (novels `fabula prep --valid-fraction`
  * held out), for `who` (what asks for it: "run.eval_interval = 5", "fabula

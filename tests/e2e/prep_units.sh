@@ -79,6 +79,8 @@ rc=$?
 "$TOOL" lengths "$SCRATCH/chapters1.h5" >"$SCRATCH/all.txt"
 check "--max-seq-len 200: the longer samples are cut, as training cuts them" \
     '[ $rc -eq 0 ] && grep -q "^corpus: $ntrain samples .*lengths [0-9]*..200, .* [1-9][0-9]* cut to max_seq_len 200" "$SCRATCH/plan.txt"'
+check "the lengths line counts the samples at max_seq_len and the curriculum's classes" \
+    'grep -q "^lengths: [0-9.]*% at max_seq_len; 100.0% short (< 1024), 0.0% medium, 0.0% long (>= 2048)" "$SCRATCH/plan.txt"'
 
 # bad options
 run_fabula 1 prep -q --split paragraphs -o "$SCRATCH/x.h5" "$SAMPLE"
