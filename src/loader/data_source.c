@@ -6,6 +6,8 @@
 
 #include "io/data_path.h"
 #include "loader/data_check.h"
+#include "loader/eval_order.h"
+#include "tokenizer/bytetok.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -111,6 +113,62 @@ void data_source_open(data_source_t *s, const config_t *cfg, int verbose)
         fb_warn("%s", msg);
 }
 
+/* The novel of each sample (the source's own numbering). */
+static int32_t *sample_novels(const data_source_t *s)
+{
+    int32_t *novel = fb_malloc((size_t)(s->n ? s->n : 1) * sizeof *novel);
+    for (int64_t i = 0; i < s->n; i++)
+        novel[i] = s->corpus ? corpus_sample_novel(s->corpus, i) : s->samples.novel[i];
+    return novel;
+}
+
+const int64_t *data_source_eval_order(data_source_t *s)
+{
+    if (!s->eval_order) {
+        int32_t *novel = sample_novels(s);
+        s->eval_order = fb_malloc((size_t)(s->n ? s->n : 1) * sizeof *s->eval_order);
+        eval_order_make(novel, s->genres, s->n, s->eval_order);
+        free(novel);
+    }
+    return s->eval_order;
+}
+
+void data_source_eval_coverage(data_source_t *s, int64_t count, int64_t *novels, int *genres)
+{
+    const int64_t *order = data_source_eval_order(s);
+    int32_t *novel = sample_novels(s);
+    eval_order_coverage(novel, s->genres, order, count < s->n ? count : s->n, novels, genres);
+    free(novel);
+}
+
+/* "TITLE (genre), ..." of the split's novels, the first few by name. */
+static void valid_titles(data_source_t *s, char *out, size_t len)
+{
+    enum { SHOWN = 8 };
+    size_t at = 0;
+    int64_t listed = 0, more = 0;
+    out[0] = 0;
+    for (int64_t i = 0; i < s->n; i++) {
+        int32_t v = corpus_sample_novel(s->corpus, i);
+        if (i > 0 && v == corpus_sample_novel(s->corpus, i - 1))
+            continue;
+        if (listed == SHOWN) {
+            more++;
+            continue;
+        }
+        char title[128];
+        corpus_novel_title(s->corpus, v, title, sizeof title);
+        int k = snprintf(out + at, len - at, "%s%s (%s)", listed ? ", " : "", title[0] ? title : "untitled",
+                         bytetok_genre_name(s->genres[i]));
+        if (k < 0 || (size_t)k >= len - at)
+            break;
+        at += (size_t)k;
+        listed++;
+    }
+    if (more)
+        snprintf(out + at, len - at, " and %lld more", (long long)more);
+}
+
 void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose, const char *who)
 {
     memset(s, 0, sizeof *s);
@@ -122,10 +180,25 @@ void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose, 
         fb_fatal_all(FB_EXIT_USAGE, "%s: %s has no validation sample (make it with `fabula prep "
                      "--valid-fraction F`)", who, cfg->data.corpus_path);
     s->what = "validation split";
-    if (verbose)
-        printf("fabula: data: %s of %s: %lld samples (%lld tokens); the first %lld are evaluated every %ld steps\n",
-               s->what, cfg->data.corpus_path, (long long)s->n, (long long)s->tokens,
-               (long long)(cfg->run.eval_samples < s->n ? cfg->run.eval_samples : s->n), cfg->run.eval_interval);
+    if (!verbose)
+        return;
+    const int64_t take = cfg->run.eval_samples < s->n ? cfg->run.eval_samples : s->n;
+    int64_t novels, all_novels;
+    int genres, all_genres;
+    data_source_eval_coverage(s, take, &novels, &genres);
+    data_source_eval_coverage(s, s->n, &all_novels, &all_genres);
+    char titles[1536];
+    valid_titles(s, titles, sizeof titles);
+    printf("fabula: data: %s of %s: %lld novel%s held out by prep (%s), %lld samples (%lld tokens); every %ld "
+           "steps the same %lld samples are evaluated, spread over %lld of the %lld novels and %d of the %d genres\n",
+           s->what, cfg->data.corpus_path, (long long)all_novels, all_novels == 1 ? "" : "s", titles,
+           (long long)s->n, (long long)s->tokens, cfg->run.eval_interval, (long long)take, (long long)novels,
+           (long long)all_novels, genres, all_genres);
+    fflush(stdout);
+    if (novels < all_novels)
+        fb_warn("run.eval_samples = %ld covers %lld of the %lld validation novels (one sample of each novel in turn): "
+                "give run.eval_samples >= %lld to evaluate on every held-out novel",
+                cfg->run.eval_samples, (long long)novels, (long long)all_novels, (long long)all_novels);
 }
 
 void data_source_close(data_source_t *s)
@@ -140,6 +213,7 @@ void data_source_close(data_source_t *s)
     free(s->lens);
     free(s->buf);
     free(s->genre_buf);
+    free(s->eval_order);
     memset(s, 0, sizeof *s);
 }
 

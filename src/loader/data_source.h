@@ -30,6 +30,9 @@ typedef struct data_source {
      * special tokens appended to a Hugging Face tokenizer
      * (docs/init-from.md) */
     int vocab_grow;
+    /* the order evaluations take the samples in (eval_order.h), made on
+     * first use */
+    int64_t *eval_order;
 } data_source_t;
 
 /* Opens the source of cfg (collective); errors exit 3 (data) or 4 (I/O).
@@ -42,6 +45,11 @@ void data_source_open(data_source_t *s, const config_t *cfg, int verbose);
  * `who`. */
 void data_source_open_valid(data_source_t *s, const config_t *cfg, int verbose, const char *who);
 void data_source_close(data_source_t *s);
+/* The order an evaluation takes the samples in (loader/eval_order.h):
+ * stratified over the source's novels and genres, the same on every rank. */
+const int64_t *data_source_eval_order(data_source_t *s);
+/* How many novels and genres the first `count` samples of that order cover. */
+void data_source_eval_coverage(data_source_t *s, int64_t count, int64_t *novels, int *genres);
 /* The packed micro-batch of samples `ids` with (capped) lengths `lens`. */
 void data_source_batch(data_source_t *s, batch_t *b, const int64_t *ids, const int64_t *lens, int n);
 

@@ -93,9 +93,14 @@ int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, 
     eval_result_t r;
     evaluate_split(model, &src, &batch, samples, groups.dp, &r);
     if (rank == 0) {
-        printf("fabula eval: %s (step %ld), %s split of %s: the first %ld of %lld samples, %d rank(s)\n",
+        int64_t novels;
+        int genres;
+        data_source_eval_coverage(&src, r.samples, &novels, &genres);
+        printf("fabula eval: %s (step %ld), %s split of %s: %ld of %lld samples (spread over %lld novels, %d "
+               "genres), %d rank(s)\n",
                ckpt_path ? ckpt_path : cfg->init_from, ckpt_step, valid ? "validation" : "training",
-               src.corpus ? cfg->data.corpus_path : src.what, r.samples, (long long)src.n, world);
+               src.corpus ? cfg->data.corpus_path : src.what, r.samples, (long long)src.n, (long long)novels, genres,
+               world);
         printf("| genre | samples | tokens | loss | ppl |\n|---|---:|---:|---:|---:|\n");
         for (int g = 0; g < BYTETOK_NGENRES; g++)
             if (r.genre_samples[g] > 0)

@@ -48,9 +48,13 @@ static void evaluate_run(model_t *model, pipeline_t *pipe, comm_t *pp, data_sour
      * were added, so the overall loss keeps its digits. */
     double sums[2 + 3 * NG];
     memset(sums, 0, sizeof sums);
+    /* the split's stratified order, not its file order: the first n
+     * samples in file order are one novel's */
+    const int64_t *order = data_source_eval_order(src);
     for (int64_t r = 0; r < rounds; r++) {
-        const int64_t id = r * world + rank;
-        const int have = id < n;
+        const int64_t at = r * world + rank;
+        const int have = at < n;
+        const int64_t id = have ? order[at] : 0;
         data_source_batch(src, batch, &id, have ? &src->lens[id] : NULL, have);
         const batch_t *b = batch;
         model_input_t in = {b->tokens, b->positions, b->targets, b->cu_seqlens, b->T, b->nseq, NULL, 0};

@@ -1,5 +1,6 @@
-/* The validation loss: the LM loss of a model on the first N samples of a
- * split, overall and per genre, on all ranks together. The same function
+/* The validation loss: the LM loss of a model on N samples of a split
+ * (stratified over its novels and genres), overall and per genre, on all
+ * ranks together. The same function
  * runs inside training (run.eval_interval) and in `fabula eval`, so the
  * two give the same digits on the same checkpoint. */
 #ifndef FABULA_TRAIN_EVALUATE_H
@@ -24,8 +25,10 @@ typedef struct eval_result {
     double genre_lm_loss[BYTETOK_NGENRES]; /* NaN for a genre without targets */
 } eval_result_t;
 
-/* Collective over the world. Samples 0..n-1 of `src` (n at most src->n):
- * one sample per forward, sample i on rank i mod world of the data-parallel
+/* Collective over the world. The first n samples (n at most src->n) of
+ * `src`'s evaluation order (data_source_eval_order: spread over every novel
+ * and genre, the same set every time): one sample per forward, the i-th on
+ * rank i mod world of the data-parallel
  * group `dp` (the world without tensor parallelism; the tp ranks of one dp
  * rank run its forwards together and count once), so every sample's
  * loss is the same on any layout (capacity is per micro-batch) and only the

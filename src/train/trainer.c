@@ -157,8 +157,9 @@ static int global_aux(const model_config_t *mc)
     return mc->router_aux_loss_scope == MODEL_AUX_SCOPE_GLOBAL_BATCH && mc->num_local_experts > 1;
 }
 
-/* The validation loss on the first run.eval_samples samples of the
- * validation split (train/evaluate.h), with the weights after the step. */
+/* The validation loss on run.eval_samples samples of the validation split,
+ * the same stratified set every time (train/evaluate.h), with the weights
+ * after the step. */
 static void evaluate(trainer_t *tr, eval_result_t *out)
 {
     if (tr->pipe)

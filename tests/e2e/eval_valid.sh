@@ -27,7 +27,8 @@ train 1 v1
 valid v1
 check "1 rank: validation losses at steps 3 and 6 only" '[ $RC -eq 0 ] && [ "$(valid v1 | cut -d" " -f1 | tr "\n" " ")" = "3 6 " ]'
 check "1 rank: the validation loss is printed, with its perplexity and genre" 'grep -q "^step 3 | validation lm loss [0-9.]* | ppl [0-9.]* | romance [0-9.]*$" "$SCRATCH/v1.out"'
-check "1 rank: the log names the split" 'grep -q "validation split of .*split.h5: [0-9]* samples" "$SCRATCH/v1.out"'
+check "1 rank: the log names the split and its novel" \
+    'grep -q "validation split of .*split.h5: 1 novel held out by prep (.* (romance)), [0-9]* samples" "$SCRATCH/v1.out"'
 close() { # A B: every validation loss of B within 1e-6 relative of A's
     valid "$1" >"$SCRATCH/a.txt"; valid "$2" >"$SCRATCH/b.txt"
     [ "$(wc -l <"$SCRATCH/b.txt")" -eq 2 ] && paste "$SCRATCH/a.txt" "$SCRATCH/b.txt" | awk '
