@@ -57,6 +57,8 @@ cat "$SCRATCH/out.txt"
 check "fabula eval --samples 4: 2 samples of each held-out novel" \
     '[ $RC -eq 0 ] && grep -q "^| fantasy | 2 |" "$SCRATCH/out.txt" && grep -q "^| romance | 2 |" "$SCRATCH/out.txt" &&
      grep -q "4 of [0-9]* samples (spread over 2 novels, 2 genres)" "$SCRATCH/out.txt"'
+check "... without noting the checkpoint config's default data.train and data.overlap as without effect" \
+    '! grep -q "accepted without effect" "$SCRATCH/out.txt"'
 
 train 1 few --set run.eval_samples=1
 check "run.eval_samples below the held-out novels: said at start, with the value that covers them" \
