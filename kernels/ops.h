@@ -192,6 +192,12 @@ typedef struct ops {
      * 1/(1-p). mask[i] = 1 kept, 0 dropped. */
     void (*dropout_fwd)(fb_act *x, uint8_t *mask, size_t n, float p, uint64_t seed, uint64_t offset);
     void (*dropout_bwd)(fb_act *dx, const uint8_t *mask, size_t n, float p);
+    /* dropout_fwd of each row r of x [rows, width] at its own offset:
+     * keep[r][c] = u(seed, row_offset[r] + c) >= p. row_offset (a backend
+     * array of rows values) keys each row by something other than its place
+     * (an expert row by the token and choice it came from). */
+    void (*dropout_rows_fwd)(fb_act *x, uint8_t *mask, size_t rows, size_t width, float p, uint64_t seed,
+                             const uint64_t *row_offset);
 
     /* ---- optimizer ----
      * One AdamW (adam_w_mode != 0: decoupled weight decay) or Adam with L2

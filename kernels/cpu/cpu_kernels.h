@@ -53,6 +53,8 @@
                                int N, int K);                                                      \
     void cpu_dropout_fwd##S(R *x, uint8_t *mask, size_t n, R p, uint64_t seed, uint64_t offset);  \
     void cpu_dropout_bwd##S(R *dx, const uint8_t *mask, size_t n, R p);                           \
+    void cpu_dropout_rows_fwd##S(R *x, uint8_t *mask, size_t rows, size_t width, R p, uint64_t seed,    \
+                                 const uint64_t *row_offset);                                      \
     void cpu_adamw##S(R *p, const R *g, R *m, R *v, size_t n, R lr, R beta1, R beta2, R eps,       \
                       R weight_decay, int adam_w_mode, long step);
 

@@ -97,6 +97,23 @@ void CPU_FN(cpu_dropout_fwd)(real *x, uint8_t *mask, size_t n, real p, uint64_t 
     }
 }
 
+void CPU_FN(cpu_dropout_rows_fwd)(real *x, uint8_t *mask, size_t rows, size_t width, real p, uint64_t seed,
+                                  const uint64_t *row_offset)
+{
+    real keep_scale = (real)1 / ((real)1 - p);
+    const size_t n = rows * width;
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN_ELEMS)
+    for (size_t r = 0; r < rows; r++) {
+        real *xr = x + r * width;
+        uint8_t *mr = mask + r * width;
+        for (size_t c = 0; c < width; c++) {
+            int keep = (real)fb_uniform_hash(seed, row_offset[r] + c) >= p;
+            mr[c] = (uint8_t)keep;
+            xr[c] = keep_or_zero(xr[c] * keep_scale, keep);
+        }
+    }
+}
+
 void CPU_FN(cpu_dropout_bwd)(real *dx, const uint8_t *mask, size_t n, real p)
 {
     real keep_scale = (real)1 / ((real)1 - p);

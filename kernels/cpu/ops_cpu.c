@@ -191,6 +191,12 @@ static void cpu_dropout_bwd(fb_act *dx, const uint8_t *mask, size_t n, float p)
     cpu_dropout_bwd_f32(F(dx), mask, n, p);
 }
 
+static void cpu_dropout_rows_fwd(fb_act *x, uint8_t *mask, size_t rows, size_t width, float p, uint64_t seed,
+                                 const uint64_t *row_offset)
+{
+    cpu_dropout_rows_fwd_f32(F(x), mask, rows, width, p, seed, row_offset);
+}
+
 static const ops_t cpu_ops = {
     .name = "cpu",
     .act_dtype = FB_DTYPE_F32,
@@ -236,6 +242,7 @@ static const ops_t cpu_ops = {
     .gmm_bwd_weight = cpu_gmm_bwd_weight,
     .dropout_fwd = cpu_dropout_fwd,
     .dropout_bwd = cpu_dropout_bwd,
+    .dropout_rows_fwd = cpu_dropout_rows_fwd,
     .adamw = cpu_adamw_f32,
 };
 

@@ -417,6 +417,15 @@ static void h_dropout_fwd(fb_dtype_t dt, fb_act *x, uint8_t *mask, size_t n, flo
     free(xf);
 }
 
+static void h_dropout_rows_fwd(fb_dtype_t dt, fb_act *x, uint8_t *mask, size_t rows, size_t width, float p,
+                               uint64_t seed, const uint64_t *row_offset)
+{
+    float *xf = widened(dt, x, rows * width);
+    CPU->dropout_rows_fwd(FA(xf), mask, rows, width, p, seed, row_offset);
+    narrow(dt, x, xf, rows * width);
+    free(xf);
+}
+
 static void h_dropout_bwd(fb_dtype_t dt, fb_act *dx, const uint8_t *mask, size_t n, float p)
 {
     float *xf = widened(dt, dx, n);
@@ -567,6 +576,11 @@ static void c_adamw(float *p, const float *g, float *m, float *v, size_t n, floa
         h_dropout_fwd(DT, x, m, n, p, seed, off);                                                                 \
     }                                                                                                             \
     static void dropout_bwd##S(fb_act *dx, const uint8_t *m, size_t n, float p) { h_dropout_bwd(DT, dx, m, n, p); } \
+    static void dropout_rows_fwd##S(fb_act *x, uint8_t *m, size_t rows, size_t width, float p, uint64_t seed,     \
+                                    const uint64_t *row_offset)                                                   \
+    {                                                                                                             \
+        h_dropout_rows_fwd(DT, x, m, rows, width, p, seed, row_offset);                                           \
+    }                                                                                                             \
     static const ops_t ops##S = {                                                                                 \
         .name = NAME,                                                                                             \
         .act_dtype = DT,                                                                                          \
@@ -613,6 +627,7 @@ static void c_adamw(float *p, const float *g, float *m, float *v, size_t n, floa
         .gmm_bwd_weight = gmm_bwd_weight##S,                                                                      \
         .dropout_fwd = dropout_fwd##S,                                                                            \
         .dropout_bwd = dropout_bwd##S,                                                                            \
+        .dropout_rows_fwd = dropout_rows_fwd##S,                                                                  \
         .adamw = c_adamw,                                                                                         \
     };
 

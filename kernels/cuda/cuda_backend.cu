@@ -449,6 +449,11 @@ template <typename S> struct table {
     {
         cu_dropout_bwd<S>(A(dx), mask, n, p);
     }
+    static void dropout_rows_fwd(fb_act *x, uint8_t *mask, size_t rows, size_t width, float p, uint64_t seed,
+                                 const uint64_t *row_offset)
+    {
+        cu_dropout_rows_fwd<S>(A(x), mask, rows, width, p, seed, row_offset);
+    }
 
     static ops_t make(const char *name, fb_dtype_t dt)
     {
@@ -499,6 +504,7 @@ template <typename S> struct table {
         o.gmm_bwd_weight = gmm_bwd_weight;
         o.dropout_fwd = dropout_fwd;
         o.dropout_bwd = dropout_bwd;
+        o.dropout_rows_fwd = dropout_rows_fwd;
         o.adamw = cu_adamw;
         return o;
     }

@@ -23,6 +23,9 @@ template <typename S> void cu_swiglu_fwd(S *h, const S *g, const S *u, size_t n)
 template <typename S> void cu_swiglu_bwd(S *dg, S *du, const S *dh, const S *g, const S *u, size_t n);
 template <typename S> void cu_dropout_fwd(S *x, uint8_t *mask, size_t n, float p, uint64_t seed, uint64_t offset);
 template <typename S> void cu_dropout_bwd(S *dx, const uint8_t *mask, size_t n, float p);
+template <typename S>
+void cu_dropout_rows_fwd(S *x, uint8_t *mask, size_t rows, size_t width, float p, uint64_t seed,
+                         const uint64_t *row_offset);
 
 /* ---- adamw.cu ---- */
 void cu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,

@@ -192,6 +192,34 @@ template <typename S> struct DropoutFwd {
     }
 };
 
+/* Each row at its own offset: keep[r][c] = u(seed, row_offset[r] + c). */
+template <typename S> struct DropoutRowsFwd {
+    static constexpr int W = 8;
+    S *x;
+    uint8_t *mask;
+    float p, keep_scale;
+    uint64_t seed;
+    const uint64_t *row_offset;
+    size_t width;
+    __device__ void f(S &xi, uint8_t &mi, size_t i) const
+    {
+        const bool keep = fb_uniform_hash(seed, row_offset[i / width] + i % width) >= p;
+        mi = (uint8_t)keep;
+        xi = keep ? from_f32<S>(__fmul_rn(to_f32(xi), keep_scale)) : from_f32<S>(0.0f);
+    }
+    __device__ void one(size_t i) const { f(x[i], mask[i], i); }
+    __device__ void chunk(size_t i) const
+    {
+        Pack<S, W> a = pack_load<S, W>(x + i);
+        Pack<uint8_t, W> m;
+#pragma unroll
+        for (int k = 0; k < W; k++)
+            f(a.e[k], m.e[k], i + (size_t)k);
+        pack_store(x + i, a);
+        pack_store(mask + i, m);
+    }
+};
+
 template <typename S> struct DropoutBwd {
     static constexpr int W = 8;
     S *dx;
@@ -323,6 +351,15 @@ template <typename S> void cu_dropout_fwd(S *x, uint8_t *mask, size_t n, float p
     launch_map(DropoutFwd<S>{x, mask, p, keep_scale, seed, offset}, n, aligned(x, 16) && aligned(mask, 8));
 }
 
+template <typename S>
+void cu_dropout_rows_fwd(S *x, uint8_t *mask, size_t rows, size_t width, float p, uint64_t seed,
+                         const uint64_t *row_offset)
+{
+    const float keep_scale = 1.0f / (1.0f - p);
+    launch_map(DropoutRowsFwd<S>{x, mask, p, keep_scale, seed, row_offset, width}, rows * width,
+               aligned(x, 16) && aligned(mask, 8));
+}
+
 template <typename S> void cu_dropout_bwd(S *dx, const uint8_t *mask, size_t n, float p)
 {
     const float keep_scale = 1.0f / (1.0f - p);
@@ -338,6 +375,8 @@ template void cu_swiglu_bwd<__nv_bfloat16>(__nv_bfloat16 *, __nv_bfloat16 *, con
                                            const __nv_bfloat16 *, const __nv_bfloat16 *, size_t);
 template void cu_dropout_fwd<__nv_bfloat16>(__nv_bfloat16 *, uint8_t *, size_t, float, uint64_t, uint64_t);
 template void cu_dropout_bwd<__nv_bfloat16>(__nv_bfloat16 *, const uint8_t *, size_t, float);
+template void cu_dropout_rows_fwd<__nv_bfloat16>(__nv_bfloat16 *, uint8_t *, size_t, size_t, float, uint64_t,
+                                                 const uint64_t *);
 template void cu_to_act<__half>(__half *, const float *, size_t);
 template void cu_act_to_f32<__half>(float *, const __half *, size_t);
 template void cu_act_axpy<__half>(__half *, const __half *, size_t, float);
@@ -345,3 +384,4 @@ template void cu_swiglu_fwd<__half>(__half *, const __half *, const __half *, si
 template void cu_swiglu_bwd<__half>(__half *, __half *, const __half *, const __half *, const __half *, size_t);
 template void cu_dropout_fwd<__half>(__half *, uint8_t *, size_t, float, uint64_t, uint64_t);
 template void cu_dropout_bwd<__half>(__half *, const uint8_t *, size_t, float);
+template void cu_dropout_rows_fwd<__half>(__half *, uint8_t *, size_t, size_t, float, uint64_t, const uint64_t *);

@@ -1,36 +1,77 @@
 /* The experts' SwiGLU FFN and its backward (docs/model.md, "MoE FFN"). */
 #include "model/expert_ffn.h"
 
+#include <stdlib.h>
+
+#include "rng.h"
+#include "util/error.h"
+
+/* The seed of every expert dropout draw: what varies (the step, the
+ * micro-batch, the layer, the token and choice) is in each row's key. */
+#define EXPERT_DROPOUT_SEED 0x65787064726f70ULL
+
 static void progress(const expert_rows_t *r)
 {
     if (r->progress)
         r->progress(r->progress_ctx);
 }
 
-static int dropout_on(const model_t *m) { return m->sc.training && m->mc.expert_dropout > 0.0; }
+int model_expert_dropout_on(const model_t *m) { return m->sc.training && m->mc.expert_dropout > 0.0; }
 
-void model_expert_ffn_act(model_t *m, int l, const expert_rows_t *r)
+uint64_t model_expert_dropout_key(uint64_t seed, int l, int64_t a)
+{
+    return fb_hash2(seed, ((uint64_t)l << 40) + (uint64_t)a);
+}
+
+/* Room for `rows` rows in the dropout buffers (allocated at first use). */
+static void drop_reserve(model_t *m, size_t rows)
+{
+    if (rows <= m->drop_cap && m->drop_off_h)
+        return;
+    const size_t cap = rows + rows / 4 + 1;
+    if (m->drop_off) {
+        m->ops->release(m->drop_off);
+        m->alloc_bytes -= m->drop_cap * sizeof(uint64_t);
+    }
+    m->drop_key_h = fb_realloc(m->drop_key_h, cap * sizeof *m->drop_key_h);
+    m->drop_off_h = fb_realloc(m->drop_off_h, cap * sizeof *m->drop_off_h);
+    m->drop_off = m->ops->alloc(cap * sizeof(uint64_t));
+    m->alloc_bytes += cap * sizeof(uint64_t);
+    m->drop_cap = cap;
+}
+
+const uint64_t *model_expert_row_keys(model_t *m, int l, const moe_plan_t *p)
+{
+    if (!model_expert_dropout_on(m) || p->R == 0)
+        return NULL;
+    drop_reserve(m, (size_t)p->R);
+    const int64_t TK = (int64_t)p->T * p->K;
+    for (int64_t a = 0; a < TK; a++)
+        if (p->token_rows[a] >= 0)
+            m->drop_key_h[p->token_rows[a]] = model_expert_dropout_key(m->sc.dropout_seed, l, a);
+    return m->drop_key_h;
+}
+
+void model_expert_ffn_act(model_t *m, const expert_rows_t *r)
 {
     const ops_t *o = m->ops;
     const int I = m->mc.intermediate_size;
     o->swiglu_fwd(r->act, r->g, r->u, (size_t)r->rows * I);
-    /* the mask of a row depends on its place in the layer's stream only,
-     * however the rows are split into runs (and whether it is recomputed) */
-    if (!dropout_on(m))
+    if (!model_expert_dropout_on(m) || r->rows == 0)
         return;
-    const float p = (float)m->mc.expert_dropout;
-    const uint64_t base = ((uint64_t)l << 40) + r->row0 * (uint64_t)m->full.intermediate_size;
-    if (m->tp_size == 1) {
-        o->dropout_fwd(r->act, r->mask, (size_t)r->rows * I, p, m->sc.dropout_seed, base);
-        return;
-    }
-    /* Under tp a rank holds columns [tp_rank I, (tp_rank + 1) I) of the
-     * full width: each row's slice is keyed by its full-width positions,
-     * so every element gets the single-rank run's mask bit. */
-    const uint64_t I_full = (uint64_t)m->full.intermediate_size, c0 = (uint64_t)m->tp_rank * (uint64_t)I;
+    FB_ASSERT(r->row_key);
+    /* Each row's mask comes from its key, the token and choice it came
+     * from: the same on one rank or across an ep group in any chunking, and
+     * recomputed alike. Under tp a rank holds columns [tp_rank I,
+     * (tp_rank + 1) I) of the full width, keyed by their full-width
+     * position, so every element gets the single-rank run's bit. */
+    const uint64_t c0 = (uint64_t)m->tp_rank * (uint64_t)I;
+    drop_reserve(m, (size_t)r->rows);
     for (int i = 0; i < r->rows; i++)
-        o->dropout_fwd(fb_act_at(o, r->act, (size_t)i * I), r->mask + (size_t)i * I, (size_t)I, p,
-                       m->sc.dropout_seed, base + (uint64_t)i * I_full + c0);
+        m->drop_off_h[i] = r->row_key[i] + c0;
+    o->to_backend(m->drop_off, m->drop_off_h, (size_t)r->rows * sizeof(uint64_t));
+    o->dropout_rows_fwd(r->act, r->mask, (size_t)r->rows, (size_t)I, (float)m->mc.expert_dropout,
+                        EXPERT_DROPOUT_SEED, m->drop_off);
 }
 
 void model_expert_ffn_forward(model_t *m, int l, const expert_rows_t *r, fb_act *y)
@@ -42,7 +83,7 @@ void model_expert_ffn_forward(model_t *m, int l, const expert_rows_t *r, fb_act 
     progress(r);
     o->gmm_fwd(r->u, r->x, w->w3, r->off, r->ne, I, D);
     progress(r);
-    model_expert_ffn_act(m, l, r);
+    model_expert_ffn_act(m, r);
     o->gmm_fwd(y, r->act, w->w2, r->off, r->ne, D, I);
     progress(r);
 }
@@ -57,7 +98,7 @@ void model_expert_ffn_backward(model_t *m, int l, const expert_rows_t *r, fb_act
     o->gmm_bwd_weight(dw->w2, dy, r->act, r->off, r->ne, D, I);
     o->gmm_bwd_data(dact, dy, w->w2, r->off, r->ne, D, I);
     progress(r);
-    if (dropout_on(m))
+    if (model_expert_dropout_on(m))
         o->dropout_bwd(dact, r->mask, (size_t)r->rows * I, (float)m->mc.expert_dropout);
     o->swiglu_bwd(dg, du, dact, r->g, r->u, (size_t)r->rows * I);
     o->gmm_bwd_weight(dw->w1, dg, r->x, r->off, r->ne, I, D);

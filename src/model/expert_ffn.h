@@ -15,7 +15,9 @@ typedef struct expert_rows {
     fb_act *x;                  /* [rows, D] input */
     fb_act *g, *u, *act;        /* [rows, I]: written by the forward, read by the backward */
     uint8_t *mask;              /* [rows*I] expert dropout */
-    size_t row0;                /* the first row's index in layer l's dropout stream */
+    /* host [rows]: each row's dropout key, model_expert_dropout_key() of the
+     * token and choice it came from (NULL when expert dropout is off) */
+    const uint64_t *row_key;
     /* Called between the grouped matmuls (NULL: none): the ep path drives
      * its exchanges in flight from here. */
     void (*progress)(void *ctx);
@@ -24,7 +26,19 @@ typedef struct expert_rows {
 
 /* r->act (and r->mask) from r->g and r->u: the SwiGLU product and its
  * expert dropout, which selective recomputation rebuilds in the backward. */
-void model_expert_ffn_act(model_t *m, int l, const expert_rows_t *r);
+void model_expert_ffn_act(model_t *m, const expert_rows_t *r);
+
+/* Whether expert dropout runs in this pass (training, a rate above 0). */
+int model_expert_dropout_on(const model_t *m);
+/* The dropout key of the expert row of choice k of token t of a
+ * micro-batch whose dropout seed is `seed`, at layer l: a = t K + k. The
+ * element in full-width column c draws u(EXPERT_DROPOUT_SEED, key + c), so
+ * a row's mask depends on where the row came from, not on the rank or the
+ * place it is computed at (ep, chunks, tp). */
+uint64_t model_expert_dropout_key(uint64_t seed, int l, int64_t a);
+/* host [p->R] the keys of the rows of a single-rank plan (m->drop_key_h),
+ * or NULL when expert dropout is off. */
+const uint64_t *model_expert_row_keys(model_t *m, int l, const moe_plan_t *p);
 
 /* y [rows, D] (overwritten) = the experts' outputs of r->x. */
 void model_expert_ffn_forward(model_t *m, int l, const expert_rows_t *r, fb_act *y);

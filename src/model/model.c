@@ -710,6 +710,10 @@ void model_free(model_t *m)
         comm_free(&m->kv_host);
     }
     moe_ep_free(m);
+    free(m->drop_key_h);
+    free(m->drop_off_h);
+    if (m->drop_off)
+        o->release(m->drop_off);
     param_table_free(&m->table);
     free(m);
 }

@@ -110,6 +110,13 @@ struct model {
     int ntags, tag_cap;
     long *tag_expert_tokens;
 
+    /* expert dropout keyed by each row's origin (expert_ffn.c): a
+     * single-rank layer's row keys (host), and the per-row offsets handed
+     * to the op (host staging, backend copy); grown when a layer first has
+     * more rows, allocated only once expert dropout runs */
+    uint64_t *drop_key_h, *drop_off_h, *drop_off;
+    size_t drop_cap;
+
     /* expert parallelism (moe_ep.c); ep_size 1: every expert is local */
     comm_t *ep;                     /* the rows (backend buffers) */
     comm_t *ep_host;                /* the counts (host buffers) */

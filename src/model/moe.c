@@ -13,7 +13,8 @@ static expert_rows_t all_rows(model_t *m, int l)
 {
     layer_acts_t *a = &m->acts[l];
     return (expert_rows_t){.rows = a->plan.R, .ne = m->mc.num_local_experts, .off = a->plan.offsets,
-                           .x = a->xp, .g = a->g, .u = a->u, .act = a->act, .mask = a->mask};
+                           .x = a->xp, .g = a->g, .u = a->u, .act = a->act, .mask = a->mask,
+                           .row_key = model_expert_row_keys(m, l, &a->plan)};
 }
 
 /* Layer l's statistics of this forward, from its plan. */
@@ -101,7 +102,7 @@ void model_recompute_moe_act(model_t *m, int l)
 {
     const expert_rows_t rows = all_rows(m, l);
     if (m->ep_size == 1 && rows.rows > 0)
-        model_expert_ffn_act(m, l, &rows);
+        model_expert_ffn_act(m, &rows);
 }
 
 /* dy: d(layer output), all T rows; dh2_out: scratch [T, D] (overwritten).

@@ -23,7 +23,12 @@
  * A chunk occupies the same row range in both, so its reorders stay inside
  * it and chunks in flight never share rows. Chunk c of the n rows rank i
  * sends rank j is the slice [n*c/nc, n*(c+1)/nc), which both ends compute
- * from the exchanged counts. */
+ * from the exchanged counts.
+ *
+ * With expert dropout, each row's dropout key (the source's micro-batch
+ * seed, the layer, the token and choice: model_expert_dropout_key) travels
+ * with it in one more exchange, so that its mask is the one it gets on a
+ * single rank whatever the layout. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +46,8 @@ typedef struct ep_layer {
     int32_t *off;               /* host [nc*(El+1)]: chunk-relative row offsets of the local experts */
     int32_t *h_c2r, *h_r2c;     /* host [cap]: compute row -> receive row, and back */
     int32_t *c2r, *r2c;         /* backend copies */
+    int32_t *h_c2k;             /* host [cap]: compute row -> its place among the received rows, source by source */
+    uint64_t *h_key;            /* host [cap]: each compute row's expert dropout key */
     fb_act *xr, *g, *u, *act;   /* compute layout, kept for the backward */
     uint8_t *mask;              /* expert dropout */
     size_t cap;                 /* rows the per-layer buffers hold */
@@ -126,6 +133,8 @@ static void layer_alloc(model_t *m, ep_layer_t *ly, size_t cap)
     m->alloc_bytes += 2 * cap * sizeof(int32_t);
     ly->h_c2r = fb_malloc((cap ? cap : 1) * sizeof(int32_t));
     ly->h_r2c = fb_malloc((cap ? cap : 1) * sizeof(int32_t));
+    ly->h_c2k = fb_malloc((cap ? cap : 1) * sizeof(int32_t));
+    ly->h_key = fb_malloc((cap ? cap : 1) * sizeof(uint64_t));
 }
 
 static void layer_release(model_t *m, ep_layer_t *ly)
@@ -140,9 +149,12 @@ static void layer_release(model_t *m, ep_layer_t *ly)
     frelease(m, ly->r2c, cap * sizeof(int32_t));
     free(ly->h_c2r);
     free(ly->h_r2c);
+    free(ly->h_c2k);
+    free(ly->h_key);
     ly->xr = ly->g = ly->u = ly->act = NULL;
     ly->mask = NULL;
-    ly->c2r = ly->r2c = ly->h_c2r = ly->h_r2c = NULL;
+    ly->c2r = ly->r2c = ly->h_c2r = ly->h_r2c = ly->h_c2k = NULL;
+    ly->h_key = NULL;
     ly->cap = 0;
 }
 
@@ -365,6 +377,9 @@ static void layout_build(model_t *m, struct moe_ep *x, ep_layer_t *ly, int nc)
         start += tot_send[j];
     }
     /* compute layout: chunk, then local expert, then source */
+    int64_t *src_pre = fb_calloc((size_t)P, sizeof *src_pre);
+    for (int i = 1; i < P; i++)
+        src_pre[i] = src_pre[i - 1] + tot_recv[i - 1];
     for (int c = 0; c < nc; c++) {
         int32_t row = ly->base[c];
         int32_t *off = ly->off + (size_t)c * (El + 1);
@@ -382,6 +397,7 @@ static void layout_build(model_t *m, struct moe_ep *x, ep_layer_t *ly, int nc)
                     int32_t r = (int32_t)(piece + (q - lo));
                     ly->h_c2r[row] = r;
                     ly->h_r2c[r] = row;
+                    ly->h_c2k[row] = (int32_t)(src_pre[i] + q);
                     row++;
                 }
             }
@@ -393,8 +409,40 @@ static void layout_build(model_t *m, struct moe_ep *x, ep_layer_t *ly, int nc)
         m->ops->to_backend(ly->c2r, ly->h_c2r, (size_t)rows * sizeof(int32_t));
         m->ops->to_backend(ly->r2c, ly->h_r2c, (size_t)rows * sizeof(int32_t));
     }
+    free(src_pre);
     free(tot_send);
     free(tot_recv);
+}
+
+/* Expert dropout: every row's key from the rank whose token it is, into
+ * ly->h_key in the compute layout. One exchange of the whole layer (8 bytes
+ * a row) before the rows' own. */
+static void exchange_keys(model_t *m, int l, ep_layer_t *ly)
+{
+    struct moe_ep *x = m->epx;
+    const int P = x->P, El = x->El;
+    size_t *sc = fb_calloc((size_t)P * 4, sizeof *sc), *sd = sc + P, *rc = sc + 2 * P, *rd = sc + 3 * P;
+    size_t nsend = 0, nrecv = 0;
+    for (int i = 0; i < P; i++) {
+        for (int e = 0; e < El; e++) {
+            sc[i] += (size_t)ly->send[(size_t)i * El + e];
+            rc[i] += (size_t)ly->recv[(size_t)i * El + e];
+        }
+        sd[i] = nsend;
+        rd[i] = nrecv;
+        nsend += sc[i];
+        nrecv += rc[i];
+    }
+    /* this rank's rows are its plan's, in its expert-sorted order (a rank
+     * without tokens sends none) */
+    const uint64_t *mine = nsend ? model_expert_row_keys(m, l, &m->acts[l].plan) : NULL;
+    FB_ASSERT(!nsend || (mine && (size_t)m->acts[l].plan.R == nsend));
+    uint64_t *got = fb_malloc((nrecv ? nrecv : 1) * sizeof *got);
+    comm_alltoallv(m->ep_host, mine, sc, sd, got, rc, rd, COMM_I64);
+    for (int row = 0; row < ly->rows; row++)
+        ly->h_key[row] = got[ly->h_c2k[row]];
+    free(got);
+    free(sc);
 }
 
 /* ------------------------------------------------------- expert compute */
@@ -428,7 +476,7 @@ static expert_rows_t chunk_rows(model_t *m, int l, int c)
                            .u = ACT(m, ly->u, b * I),
                            .act = ACT(m, x->act ? x->act : ly->act, b * I),
                            .mask = (x->act ? x->mask : ly->mask) + b * I,
-                           .row0 = b,
+                           .row_key = model_expert_dropout_on(m) ? ly->h_key + b : NULL,
                            .progress = poll_cb,
                            .progress_ctx = x};
 }
@@ -459,7 +507,7 @@ static void chunk_backward(model_t *m, int l, int c)
         return;
     fb_act *deo = ACT(m, x->cbuf, b * D), *tmp = ACT(m, x->rbuf, b * D);
     if (x->act) /* selective recomputation: the chunk's products again, from its g and u */
-        model_expert_ffn_act(m, l, &r);
+        model_expert_ffn_act(m, &r);
     o->permute_fwd(deo, x->rbuf, ly->c2r + b, r.rows, (int)D);
     model_expert_ffn_backward(m, l, &r, deo, tmp, ACT(m, x->dg, b * I), ACT(m, x->du, b * I),
                               ACT(m, x->dact, b * I));
@@ -517,6 +565,8 @@ void moe_ep_forward(model_t *m, int l, const int32_t *offsets)
         ly->send[j] = offsets ? offsets[j + 1] - offsets[j] : 0;
     comm_alltoall(m->ep_host, ly->send, ly->recv, (size_t)El, COMM_I64);
     layout_build(m, x, ly, m->a2a_chunks);
+    if (model_expert_dropout_on(m))
+        exchange_keys(m, l, ly);
     exchange(m, l, m->acts[l].xp, m->acts[l].eo, 0);
 }
 

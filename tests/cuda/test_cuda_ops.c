@@ -627,6 +627,25 @@ static void test_swiglu(size_t n)
     case_end();
 }
 
+/* Each row at its own offset: the CPU's rows, bit for bit. */
+static void test_dropout_rows(size_t rows, size_t width, float p, uint64_t seed)
+{
+    const size_t n = rows * width;
+    set_shape("rows %zu width %zu p %g", rows, width, p);
+    uint64_t *off = halloc(rows * sizeof *off);
+    for (size_t r = 0; r < rows; r++)
+        off[r] = fb_hash2(7, r);
+    float *x = rnd_act(n, 1);
+    fb_act *dx = up_act(x, n);
+    uint8_t *dmask = poison(n);
+    gpu->dropout_rows_fwd(dx, dmask, rows, width, p, seed, up_raw(off, rows * sizeof *off));
+    uint8_t *mask = halloc(n);
+    cpu->dropout_rows_fwd(ACT(x), mask, rows, width, p, seed, off);
+    check_f("dropout_rows_fwd", "x", down_act(dx, n), x, n, tol_ew);
+    check_exact("dropout_rows_fwd", "mask", down_raw(dmask, n), mask, n, 1);
+    case_end();
+}
+
 static void test_dropout(size_t n, float p, uint64_t seed, uint64_t offset)
 {
     set_shape("n %zu p %g offset %llu", n, p, (unsigned long long)offset);
@@ -929,7 +948,8 @@ static int table_complete(const ops_t *o)
     OPS_ENTRY(attention_fwd) OPS_ENTRY(attention_bwd) OPS_ENTRY(swiglu_fwd) OPS_ENTRY(swiglu_bwd)
     OPS_ENTRY(cross_entropy) OPS_ENTRY(router_fwd) OPS_ENTRY(router_bwd) OPS_ENTRY(permute_fwd)
     OPS_ENTRY(permute_bwd) OPS_ENTRY(combine_fwd) OPS_ENTRY(combine_bwd) OPS_ENTRY(gmm_fwd) OPS_ENTRY(gmm_bwd_data)
-    OPS_ENTRY(gmm_bwd_weight) OPS_ENTRY(dropout_fwd) OPS_ENTRY(dropout_bwd) OPS_ENTRY(adamw)
+    OPS_ENTRY(gmm_bwd_weight) OPS_ENTRY(dropout_fwd) OPS_ENTRY(dropout_bwd)
+    OPS_ENTRY(dropout_rows_fwd) OPS_ENTRY(adamw)
 #undef OPS_ENTRY
     return ok;
 }
@@ -1004,6 +1024,8 @@ static void run_all(void)
 
     test_dropout(100003, 0.1f, 1234567, (1ull << 40) + 77);
     test_dropout(77, 0.5f, 42, 0);
+    test_dropout_rows(301, 333, 0.1f, 1234567);
+    test_dropout_rows(3, 7, 0.5f, 42);
     test_adamw(100003, 1, 3);
     test_adamw(1001, 0, 1);
 

@@ -10,7 +10,10 @@
 # (docs/expert-parallel.md). The step's statistics agree with each other
 # (genre counts sum to tokens x top-k, per-layer figures to the totals), and
 # the spread of the kept share over the step's micro-batches is the same
-# whether one rank or several hold them.
+# whether one rank or several hold them. With expert dropout (0.1) the
+# same: each expert row's mask is keyed by where the row came from (the
+# micro-batch's seed, the token, the choice), not by where it is computed,
+# so ep 2 and ep 4 (3 chunks) route, drop and lose as one rank does.
 # Every launch runs under a timeout, so a hang fails the test.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 . "$FB_SRCDIR/tests/e2e/ep_lib.sh"
@@ -106,4 +109,17 @@ train 4 cap-ep4 --set parallel.expert_parallel_size=4 --set zero_optimization.st
 check "capacity: 4 ranks, ep 4, ZeRO 3: losses, tokens per expert and drops of 1 rank" \
     "[ $RC -eq 0 ] && compare cap-ref cap-ep4 1e-5 $SAME"
 check "capacity: ep 4 statistics consistent, all-to-all recorded" "stats_ok cap-ep4 2"
+
+# expert dropout 0.1 with capacity: the masks, the routing and the losses of
+# ep 2 and ep 4 (in 3 chunks) are the single rank's
+DROP="--set model.expert_dropout=0.1"
+train 1 drop-ref $DROP
+check "expert dropout: reference run (1 rank)" '[ $RC -eq 0 ]'
+train 2 drop-ep2 $DROP --set parallel.expert_parallel_size=2
+check "expert dropout: 2 ranks, ep 2: losses within 1e-5 of 1 rank, same tokens per expert and drops every step" \
+    "[ $RC -eq 0 ] && compare drop-ref drop-ep2 1e-5 $SAME"
+train 4 drop-ep4 $DROP --set parallel.expert_parallel_size=4 --set parallel.moe_a2a_chunks=3 \
+    --set zero_optimization.stage=1
+check "expert dropout: 4 ranks, ep 4, 3 chunks: losses within 1e-5 of 1 rank, same tokens per expert and drops" \
+    "[ $RC -eq 0 ] && compare drop-ref drop-ep4 1e-5 $SAME"
 finish

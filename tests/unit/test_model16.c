@@ -440,6 +440,12 @@ static void r_dropout_bwd(fb_act *dx, const uint8_t *m, size_t n, float p)
     CPU->dropout_bwd(dx, m, n, p);
     rnd(dx, n);
 }
+static void r_dropout_rows_fwd(fb_act *x, uint8_t *m, size_t rows, size_t width, float p, uint64_t seed,
+                               const uint64_t *row_offset)
+{
+    CPU->dropout_rows_fwd(x, m, rows, width, p, seed, row_offset);
+    rnd(x, rows * width);
+}
 #undef CPU
 
 static const ops_t *ops_rounded(fb_dtype_t dt)
@@ -469,6 +475,7 @@ static const ops_t *ops_rounded(fb_dtype_t dt)
     t.gmm_bwd_data = r_gmm_bwd_data;
     t.dropout_fwd = r_dropout_fwd;
     t.dropout_bwd = r_dropout_bwd;
+    t.dropout_rows_fwd = r_dropout_rows_fwd;
     return &t;
 }
 

@@ -456,6 +456,30 @@ static void test_dropout(const ops_t *ops)
     check("dropout_bwd", &dx, TOL_EW);
 }
 
+/* Each row at its own offset (expert dropout keyed by the row's origin):
+ * row r is dropout_fwd of that row alone at offset row_offset[r], the
+ * offsets spread over the whole 64-bit range as the keys' hashes are. */
+static void test_dropout_rows(const ops_t *ops)
+{
+    const size_t rows = 301, width = 333, n = rows * width;
+    const float p = 0.25f;
+    uint64_t *off = testlib_scratch(rows * sizeof *off);
+    for (size_t r = 0; r < rows; r++)
+        off[r] = fb_hash2(99, r) ^ (r % 3 == 0 ? 0 : (uint64_t)r << 60);
+    obuf_t x = obuf("x", K_F32, n, frand(n, 1)), mask = obuf("mask", K_U8, n, NULL);
+    for (int c = 0; c < NCFG; c++) {
+        prep(&x, c);
+        prep(&mask, c);
+        ops->dropout_rows_fwd(x.f[c], mask.f[c], rows, width, p, 1234, off);
+    }
+    prep_ref(&x);
+    prep_ref(&mask);
+    for (size_t r = 0; r < rows; r++)
+        cpu_dropout_fwd_f64((double *)x.ref + r * width, (uint8_t *)mask.ref + r * width, width, p, 1234, off[r]);
+    check("dropout_rows_fwd", &x, TOL_EW);
+    check("dropout_rows_fwd", &mask, 1);
+}
+
 /* ---------------------------------------------------------------- cross-entropy */
 
 static void test_cross_entropy(const ops_t *ops)
@@ -823,6 +847,7 @@ int main(void)
     test_attention(ops);
     test_swiglu(ops);
     test_dropout(ops);
+    test_dropout_rows(ops);
     test_cross_entropy(ops);
     test_router(ops);
     test_router_topk_ties(ops);
