@@ -17,9 +17,11 @@
 #include "config/config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config_alias.h"
 #include "config/config_internal.h"
 #include "config/config_json.h"
 #include "config/config_source.h"
@@ -82,6 +84,31 @@ static int adjust_defaults(const cj_ctx_t *c, json_t *base, int files_optimizer)
     return json_object_get(base, "scheduler") != NULL;
 }
 
+/* Whether the known path k is an object some other known path lies in. */
+static int is_section(const cj_ctx_t *c, const char *k)
+{
+    size_t n = strlen(k);
+    for (size_t i = 0; i < c->known.n; i++)
+        if (!strncmp(c->known.items[i], k, n) && c->known.items[i][n] == '.')
+            return 1;
+    return 0;
+}
+
+/* Whether a config file speaks DeepSpeed: it holds one of the keys a
+ * ds_config.json is made of. Its missing keys then mean what they mean to
+ * DeepSpeed where fabula's default config sets another value
+ * (gradient_clipping: config_precision.c). */
+static int speaks_deepspeed(json_t *file)
+{
+    static const char *const keys[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
+                                       "gradient_accumulation_steps", "optimizer", "scheduler", "fp16", "bf16",
+                                       "zero_optimization"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (json_object_get(file, keys[i]))
+            return 1;
+    return 0;
+}
+
 /* The effective config in a reading order: fabula's sections, the batch
  * triple together, then DeepSpeed's blocks; anything else keeps its place
  * after them. */
@@ -135,6 +162,35 @@ static void note_list(const cj_ctx_t *c, const char *what, const cj_strs_t *s)
     free(text);
 }
 
+/* Every section of the merged tree, in the order the readers need
+ * (config_internal.h). */
+static void read_sections(cj_ctx_t *c, config_t *cfg, int world_size, int linked)
+{
+    config_read_run(c, cfg);
+    config_read_checkpoint(c, cfg);
+    config_read_tboard(c, cfg);
+    config_read_model(c, cfg);
+    config_read_data(c, cfg);
+    /* DeepSpeed's batch identity counts data-parallel ranks: world / (tp pp) */
+    const int tp = config_read_tensor_parallel(c, cfg, world_size);
+    const int pp = config_read_pipeline_parallel(c, cfg, world_size);
+    config_read_batch(c, cfg, world_size / tp / pp);
+    config_read_loader(c, cfg);
+    config_read_optimizer(c, cfg);
+    config_read_scheduler(c, cfg, linked);
+    config_read_precision(c, cfg);
+    config_read_zero(c, cfg);
+    config_read_parallel(c, cfg, world_size);
+    config_read_monitor(c, cfg, world_size);
+    config_read_compat(c, cfg);
+    config_check_tensor_parallel(c, cfg);
+    config_check_pipeline_parallel(c, cfg);
+    if (cj_nerrors(c) == 0) {
+        config_check_memory(c, cfg, world_size);
+        config_advise(c, cfg, world_size);
+    }
+}
+
 void config_load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
                  int world_size, int verbose)
 {
@@ -150,6 +206,8 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     for (int i = 0; i < npaths; i++) {
         files[i] = source_load_file(&c, paths[i]);
         model_from_file(&c, files[i], paths[i]);
+        if (!c.deepspeed_file && speaks_deepspeed(files[i]))
+            c.deepspeed_file = paths[i];
         source_merge(c.user, files[i]);
     }
     json_t *uo = json_object_get(c.user, "optimizer");
@@ -179,27 +237,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     free(ss);
     cfg->init_from = config_init_from(&c);
 
-    config_read_run(&c, cfg);
-    config_read_checkpoint(&c, cfg);
-    config_read_tboard(&c, cfg);
-    config_read_model(&c, cfg);
-    config_read_data(&c, cfg);
-    /* DeepSpeed's batch identity counts data-parallel ranks: world / (tp pp) */
-    const int tp = config_read_tensor_parallel(&c, cfg, world_size);
-    const int pp = config_read_pipeline_parallel(&c, cfg, world_size);
-    config_read_batch(&c, cfg, world_size / tp / pp);
-    config_read_loader(&c, cfg);
-    config_read_optimizer(&c, cfg);
-    config_read_scheduler(&c, cfg, linked);
-    config_read_precision(&c, cfg);
-    config_read_zero(&c, cfg);
-    config_read_parallel(&c, cfg, world_size);
-    config_read_monitor(&c, cfg, world_size);
-    config_read_compat(&c, cfg);
-    config_check_tensor_parallel(&c, cfg);
-    config_check_pipeline_parallel(&c, cfg);
-    if (cj_nerrors(&c) == 0)
-        config_check_memory(&c, cfg, world_size);
+    read_sections(&c, cfg, world_size, linked);
 
     cj_warn_unknown(&c);
     /* every problem of the config at once, not one per run */
@@ -211,6 +249,45 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     cfg->effective_json = effective_text(ordered);
     json_decref(ordered);
     cj_ctx_free(&c);
+}
+
+const char *config_key_for_word(const char *word)
+{
+    static char found[160];
+    char norm[96];
+    size_t n = strlen(word);
+    if (n == 0 || n >= sizeof norm)
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        norm[i] = word[i] == '-' ? '_' : word[i];
+    const config_alias_t *a = config_alias_find(norm);
+    if (a)
+        return a->key;
+    /* the keys the default config is read with: every section's */
+    cj_ctx_t c;
+    cj_ctx_init(&c, 0);
+    c.defaults = parse_default();
+    c.root = json_deep_copy(c.defaults);
+    c.user = json_object();
+    FB_ASSERT(c.root && c.user);
+    config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    read_sections(&c, &cfg, 1, 1);
+    const char *key = NULL;
+    int matches = 0;
+    for (size_t i = 0; i < c.known.n; i++) {
+        const char *k = c.known.items[i], *dot = strrchr(k, '.');
+        if (!strcmp(dot ? dot + 1 : k, norm) && !is_section(&c, k)) {
+            key = k;
+            matches++;
+        }
+    }
+    /* a name several sections share ("enabled") names none of them */
+    if (matches == 1)
+        snprintf(found, sizeof found, "%s", key);
+    config_free(&cfg);
+    cj_ctx_free(&c);
+    return matches == 1 ? found : NULL;
 }
 
 void config_resolve_attention_cost(config_t *cfg, double c, int verbose)

@@ -114,6 +114,10 @@ typedef struct sched_config {
     long warmup_num_steps;
     warmup_type_t warmup_type;
     long total_num_steps;                    /* WarmupDecayLR, WarmupCosineLR */
+    /* total_num_steps was not given: it follows run.steps (the default's
+     * schedule, "auto", or left out), so a resume with another --steps
+     * moves it (cli_train_resume.c says so) */
+    int total_follows_steps;
     double warmup_min_ratio, cos_min_ratio;  /* WarmupCosineLR */
 } sched_config_t;
 
@@ -260,6 +264,14 @@ int config_sampler_parse(const char *name, loader_sampler_t *out);
 const char *config_sampler_name(loader_sampler_t s);
 int config_packing_parse(const char *name, loader_packing_t *out);
 const char *config_packing_name(loader_packing_t s);
+
+/* The config key a command-line word names ("lr", "max-steps",
+ * "expert_parallel_size"), for the "did you mean --set KEY=VALUE" of an
+ * unknown option: the key another trainer's name stands for
+ * (docs/config.md, "Names from other trainers"), else the one key whose
+ * last part the word is. NULL: none (or a name several keys share). Points
+ * to static storage. */
+const char *config_key_for_word(const char *word);
 
 /* The built-in default run (tiny MoE on the bundled sample), as JSON text. */
 const char *config_default_json(void);

@@ -28,7 +28,8 @@
 static const char *const batch_keys[3] = {"train_batch_size", "train_micro_batch_size_per_gpu",
                                           "gradient_accumulation_steps"};
 
-/* Reads one key if given (> 0), else removes it from the tree. */
+/* Reads one key: 1 when given (> 0); 0 when absent (removed from the
+ * tree); -1 when given but bad (reported once, then read on as absent). */
 static int batch_key(cj_ctx_t *c, const char *key, int *out)
 {
     json_t *v = cj_lookup(c, c->root, key);
@@ -38,11 +39,13 @@ static int batch_key(cj_ctx_t *c, const char *key, int *out)
         cj_remove(c->root, key);
         return 0;
     }
+    const size_t before = cj_nerrors(c);
     *out = cj_int(c, key, 0);
+    if (cj_nerrors(c) > before) /* not an integer, or out of range: said */
+        return -1;
     if (*out <= 0) {
         cj_invalid(c, key, "a positive integer");
-        /* read on as absent, so that the rule below still runs */
-        return 0;
+        return -1;
     }
     return 1;
 }
@@ -87,11 +90,14 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
     }
 
     int tb = 0, mb = 0, ga = 0;
-    int has_t = batch_key(c, batch_keys[0], &tb);
-    int has_m = batch_key(c, batch_keys[1], &mb);
-    int has_g = batch_key(c, batch_keys[2], &ga);
+    const int read[3] = {batch_key(c, batch_keys[0], &tb), batch_key(c, batch_keys[1], &mb),
+                         batch_key(c, batch_keys[2], &ga)};
+    const int has_t = read[0] > 0, has_m = read[1] > 0, has_g = read[2] > 0;
     long long w = world_size;
-    if (has_t && has_m && has_g) {
+    if (read[0] < 0 || read[1] < 0 || read[2] < 0) {
+        /* a bad batch key is its own error: the rule over the others
+         * would only repeat it in other words */
+    } else if (has_t && has_m && has_g) {
         if ((long long)mb * ga * w != tb)
             cj_error(c,
                      "inconsistent batch sizes: train_batch_size (%d) must equal train_micro_batch_size_per_gpu "

@@ -15,8 +15,10 @@ void config_read_run(cj_ctx_t *c, config_t *cfg)
     for (size_t i = 0; i < c->duplicates->n; i++)
         cj_error(c, "%s", c->duplicates->items[i]);
     r->steps = (long)cj_integer(c, "run.steps", cj_default_integer(c, "run.steps"));
-    if (r->steps <= 0)
+    if (r->steps <= 0) {
         cj_invalid(c, "run.steps", "a positive integer (optimizer steps to run)");
+        r->steps = cj_default_integer(c, "run.steps"); /* one bad value, one error */
+    }
     long long seed = cj_integer(c, "run.seed", cj_default_integer(c, "run.seed"));
     if (seed < 0)
         cj_invalid(c, "run.seed", "an integer >= 0");
@@ -113,8 +115,10 @@ void config_read_data(cj_ctx_t *c, config_t *cfg)
     d->seq_len = cj_int(c, "data.seq_len", (int)cj_default_integer(c, "data.seq_len"));
     d->overlap = cj_int(c, "data.overlap", (int)cj_default_integer(c, "data.overlap"));
     d->min_seq_len = cj_int(c, "data.min_seq_len", (int)cj_default_integer(c, "data.min_seq_len"));
-    if (d->seq_len < 2)
+    if (d->seq_len < 2) {
         cj_invalid(c, "data.seq_len", "an integer >= 2 (a window needs an input and a target token)");
+        d->seq_len = (int)cj_default_integer(c, "data.seq_len"); /* one bad value, one error */
+    }
     /* a window shares at most all its content tokens but one with the next,
      * so that windows advance (windows.h) */
     if (d->overlap < 0 || d->overlap > d->seq_len - 2)

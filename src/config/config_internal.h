@@ -59,6 +59,9 @@ void config_read_mpi_info(cj_ctx_t *c, const char *path, mpi_hints_t *out);
 void config_check_memory(cj_ctx_t *c, const config_t *cfg, int world_size);
 /* monitor.* and wall_clock_breakdown (config_monitor.c). */
 void config_read_monitor(cj_ctx_t *c, config_t *cfg, int world_size);
+/* After every section of a valid config: the warnings of a config whose
+ * run depends on something it does not say (config_advise.c). */
+void config_advise(cj_ctx_t *c, const config_t *cfg, int world_size);
 /* Top-level DeepSpeed keys accepted without effect, and the refused ones. */
 void config_read_compat(cj_ctx_t *c, config_t *cfg);
 

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "config/config_alias.h"
 #include "util/error.h"
+#include "util/nearest.h"
 
 /* Reals in messages and in the effective config: 16 significant digits give
  * back what a user typed (0.003, not 0.0030000000000000001). */
@@ -665,41 +667,6 @@ static int is_known_container(const cj_ctx_t *c, const char *path)
     return 0;
 }
 
-/* Edit distance with adjacent transpositions ("stgae" -> "stage" is 1). */
-static size_t distance(const char *a, const char *b)
-{
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 255 || m > 255)
-        return (size_t)-1;
-    static size_t d[256][256];
-    for (size_t i = 0; i <= n; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= m; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= n; i++) {
-        for (size_t j = 1; j <= m; j++) {
-            size_t cost = a[i - 1] != b[j - 1];
-            size_t best = d[i - 1][j - 1] + cost;
-            if (d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    }
-    return d[n][m];
-}
-
-/* How far a name may be from a known one to be suggested: a quarter of its
- * length, 1 to 3 edits (short names would match anything). */
-static size_t close_enough(const char *name)
-{
-    size_t k = strlen(name) / 4;
-    return k < 1 ? 1 : k > 3 ? 3 : k;
-}
-
 static const char *last_part(const char *path)
 {
     const char *dot = strrchr(path, '.');
@@ -715,42 +682,65 @@ static int same_level(const char *known, const char *path, size_t parent_len)
     return strchr(known + (parent_len ? parent_len + 1 : 0), '.') == NULL;
 }
 
+/* Every known path ranks by: its last part's distance to the unknown
+ * one's (the same name elsewhere first: `run.save_interval` is
+ * `checkpoint.save_interval` misplaced, not `run.eval_interval` mistyped),
+ * then being in the same object, then the whole paths' distance. */
 const char *cj_suggest(const cj_ctx_t *c, const char *path)
 {
     const char *name = last_part(path);
-    size_t parent_len = name == path ? 0 : (size_t)(name - path - 1);
+    const size_t parent_len = name == path ? 0 : (size_t)(name - path - 1);
+    const size_t near_name = nearest_close_enough(name), near_path = nearest_close_enough(path);
     const char *best = NULL;
-    size_t best_d = close_enough(name) + 1;
+    size_t best_key[3] = {(size_t)-1, 0, 0};
     for (size_t i = 0; i < c->known.n; i++) {
         const char *k = c->known.items[i];
-        if (!same_level(k, path, parent_len))
+        const size_t dn = nearest_distance(name, last_part(k)), dp = nearest_distance(path, k);
+        /* close by its name, or (a mistyped section) by the whole path */
+        if (dn > near_name && dp > near_path)
             continue;
-        size_t d = distance(name, last_part(k));
-        if (d < best_d) {
-            best_d = d;
+        const size_t key[3] = {dn <= near_name ? dn : near_name + 1, !same_level(k, path, parent_len), dp};
+        int better = !best;
+        for (int j = 0; j < 3 && !better; j++) {
+            if (key[j] != best_key[j]) {
+                better = key[j] < best_key[j];
+                break;
+            }
+        }
+        if (better) {
             best = k;
+            memcpy(best_key, key, sizeof key);
         }
     }
-    if (best)
-        return best;
-    /* the key in the wrong place or with a mistyped section: the whole path
-     * close to a known one, else the same name elsewhere */
-    best_d = close_enough(path) + 1;
-    for (size_t i = 0; i < c->known.n; i++) {
-        size_t d = distance(path, c->known.items[i]);
-        if (d < best_d) {
-            best_d = d;
-            best = c->known.items[i];
-        }
-    }
-    for (size_t i = 0; !best && i < c->known.n; i++)
-        if (strcmp(last_part(c->known.items[i]), name) == 0)
-            best = c->known.items[i];
     return best;
+}
+
+/* An unknown key that another trainer's users type for one of fabula's
+ * (config_alias.c): an error naming the key to give, since ignoring it
+ * would train with another value than the one written. 1 when it was. */
+static int refuse_alias(const cj_ctx_t *c, const char *path)
+{
+    const config_alias_t *a = config_alias_find(path);
+    if (!a)
+        return 0;
+    char *shown = cj_cut(path);
+    const char *how = a->how && *a->how ? a->how : NULL;
+    if (!a->key)
+        cj_error(c, "config key '%s': %s is %s's setting, which fabula does not have: %s", shown, a->name, a->origin,
+                 a->how);
+    else if (!strcmp(last_part(a->key), last_part(path)))
+        cj_error(c, "config key '%s' is not read there: fabula's key is '%s'", shown, a->key);
+    else
+        cj_error(c, "config key '%s': %s is %s's name, not fabula's: give '%s'%s%s%s", shown, a->name, a->origin,
+                 a->key, how ? " (" : "", how ? how : "", how ? ")" : "");
+    free(shown);
+    return 1;
 }
 
 static void report_unknown(const cj_ctx_t *c, const char *path)
 {
+    if (refuse_alias(c, path))
+        return;
     const char *near = cj_suggest(c, path);
     char hint[320] = "";
     if (near)
@@ -769,6 +759,10 @@ static void warn_unknown_in(const cj_ctx_t *c, json_t *obj, const char *prefix)
     json_t *val;
     json_object_foreach(obj, key, val) {
         char *path = join(prefix, key);
+        if (c->model_refused && !strcmp(path, "model")) {
+            free(path);
+            continue;
+        }
         if (!cj_strs_has(&c->known, path)) {
             if (json_is_object(val) && is_known_container(c, path))
                 warn_unknown_in(c, val, path);

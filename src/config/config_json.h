@@ -27,6 +27,13 @@ typedef struct cj_ctx {
     cj_strs_t inert;      /* paths given but accepted without effect */
     cj_strs_t set_keys;   /* --set paths and their raw text, pairwise */
     int strict;           /* run.strict_config / --strict: unknown keys are errors */
+    /* the first config file that speaks DeepSpeed (its batch, optimizer,
+     * scheduler, precision or ZeRO keys; config.c), whose missing keys take
+     * DeepSpeed's defaults where fabula's default config differs; NULL: none */
+    const char *deepspeed_file;
+    /* model.model_type names an architecture fabula refuses: the model
+     * section's other keys are not reported as unknown (the refusal says it) */
+    int model_refused;
     /* The user errors found so far: reading goes on past a bad key (with
      * the default in its place) so that one run reports them all. Through a
      * pointer, so that readers holding a const context can add to it. */

@@ -46,13 +46,28 @@ static const char *unsupported_why(const char *type)
                       "fabula lacks"},
         {"qwen3", ": a qwen3 model normalises queries and keys (qk-norm), which fabula lacks"},
         {"olmoe", ": an olmoe model normalises queries and keys (qk-norm), which fabula lacks"},
+        {"qwen3_moe", ": a qwen3_moe model normalises queries and keys (qk-norm), which fabula's attention "
+                      "lacks"},
+        {"deepseek_v2", ": a deepseek_v2 model has multi-head latent attention (low-rank keys and values) and "
+                        "shared experts beside the routed ones, which fabula lacks"},
+        {"deepseek_v3", ": a deepseek_v3 model has multi-head latent attention (low-rank keys and values) and "
+                        "shared experts beside the routed ones, which fabula lacks"},
+        {"gemma", ": a gemma model scales its embeddings by sqrt(hidden_size) and has a GeGLU MLP, not fabula's "
+                  "SwiGLU"},
+        {"gemma2", ": a gemma2 model scales its embeddings, caps its logits and has a GeGLU MLP, which fabula "
+                   "lacks"},
+        {"granitemoe", ": a granitemoe model scales its embeddings, residuals, attention and logits by "
+                       "multipliers, which fabula lacks"},
+        {"gpt_neox", ": a gpt_neox model has LayerNorm with biases, parallel attention and MLP and a GELU MLP, "
+                     "not fabula's RMSNorm and SwiGLU"},
         {"gpt2", ": a gpt2 model has learned positions, LayerNorm with biases and a GELU MLP, not fabula's "
                  "RoPE, RMSNorm and SwiGLU"},
     };
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         if (!strcmp(type, known[i].type))
             return known[i].why;
-    return "";
+    return ": fabula computes Llama's and Mixtral's decoder only (RoPE, RMSNorm, SwiGLU experts, no biases); "
+           "the model section's other keys are not read";
 }
 
 /* The user's value at model.KEY (NULL when absent or null), recorded as known. */
@@ -139,6 +154,9 @@ void config_read_model_hf(cj_ctx_t *c)
         } else {
             cj_invalid(c, path, "\"llama\" or \"mixtral\" (the transformers architectures fabula computes)%s",
                        unsupported_why(t));
+            /* the refusal is the message: no unknown-key warning or note
+             * about a section that will not be read */
+            c->model_refused = 1;
         }
     }
     /* transformers' Mixtral adds router_aux_loss_coef * aux to its loss only
@@ -149,7 +167,7 @@ void config_read_model_hf(cj_ctx_t *c)
         cj_invalid(c, path, "true or false");
     if (out ? json_is_false(out) : mixtral) {
         json_t *coef = cj_lookup(NULL, c->user, "model.router_aux_loss_coef");
-        if (json_is_number(coef) && json_number_value(coef) != 0.0)
+        if (json_is_number(coef) && json_number_value(coef) != 0.0 && !c->model_refused)
             cj_note(c, "model.output_router_logits is false: no load-balancing loss, as in transformers "
                        "(model.router_aux_loss_coef is not used; set output_router_logits true to add it)");
         cj_put(c, "model.router_aux_loss_coef", json_real(0.0));

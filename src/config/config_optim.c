@@ -1,6 +1,7 @@
 /* "optimizer" and "scheduler" with DeepSpeed's names and defaults
  * (deepspeed/runtime/engine.py for Adam/AdamW, lr_schedules.py for the
  * schedules). */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -31,8 +32,10 @@ void config_read_optimizer(cj_ctx_t *c, config_t *cfg)
         cj_invalid(c, "optimizer.type", "\"Adam\" or \"AdamW\" (the optimizers fabula implements)");
     }
     o->lr = cj_real(c, "optimizer.params.lr", 1e-3);
-    if (!(o->lr > 0))
+    if (!(o->lr > 0)) {
         cj_invalid(c, "optimizer.params.lr", "a learning rate > 0");
+        o->lr = 1e-3; /* DeepSpeed's default in its place: the schedule's checks do not repeat the error */
+    }
     double betas[2];
     static const double def_betas[2] = {0.9, 0.999};
     cj_reals(c, "optimizer.params.betas", betas, 2, def_betas);
@@ -64,9 +67,10 @@ static warmup_type_t read_warmup_type(cj_ctx_t *c)
     return WARMUP_LOG;
 }
 
-static long read_total_steps(cj_ctx_t *c, const config_t *cfg, int linked)
+static long read_total_steps(cj_ctx_t *c, config_t *cfg, int linked)
 {
     const char *path = "scheduler.params.total_num_steps";
+    cfg->sched.total_follows_steps = !cj_given(c, c->user, path);
     cj_resolve_auto(c, path, json_integer(cfg->run.steps));
     if (linked && !cj_given(c, c->user, path))
         cj_put(c, path, json_integer(cfg->run.steps));
@@ -75,8 +79,10 @@ static long read_total_steps(cj_ctx_t *c, const config_t *cfg, int linked)
         cj_put(c, path, json_integer(cfg->run.steps));
     }
     long long n = cj_integer(c, path, cfg->run.steps);
-    if (n <= 0)
+    if (n <= 0) {
         cj_invalid(c, path, "a positive integer");
+        n = cfg->run.steps; /* one bad value, one message */
+    }
     return (long)n;
 }
 
@@ -114,10 +120,24 @@ void config_read_scheduler(cj_ctx_t *c, config_t *cfg, int linked)
         s->type = SCHED_WARMUP_DECAY_LR;
     else if (strcmp(type, "WarmupCosineLR") == 0)
         s->type = SCHED_WARMUP_COSINE_LR;
-    else
+    else {
         cj_invalid(c, "scheduler.type",
                    "\"WarmupLR\", \"WarmupDecayLR\" or \"WarmupCosineLR\" (other DeepSpeed schedules are not "
                    "implemented; remove \"scheduler\" for a constant lr)");
+        /* the params of a schedule fabula does not know are that one error,
+         * not unknown keys or checks of another schedule's */
+        json_t *params = cj_lookup(NULL, c->root, "scheduler.params");
+        const char *key;
+        json_t *val;
+        if (json_is_object(params))
+            json_object_foreach(params, key, val) {
+                char path[160];
+                snprintf(path, sizeof path, "scheduler.params.%s", key);
+                if (!cj_strs_has(&c->known, path))
+                    cj_strs_push(&c->known, path);
+            }
+        return;
+    }
 
     const double lr = cfg->optim.lr;
     if (s->type == SCHED_WARMUP_COSINE_LR) {

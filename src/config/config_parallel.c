@@ -25,6 +25,9 @@ static int read_tp(cj_ctx_t *c, const char **key)
         else if (autotp != tp)
             *key = "tensor_parallel.autotp_size";
         tp = autotp;
+        /* the effective config (and the run's config.json) says what runs */
+        if (tp >= 1)
+            cj_put(c, TP, json_integer(tp));
     }
     cj_section(c, "parallel");
     return tp;

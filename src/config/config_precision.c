@@ -44,6 +44,16 @@ void config_read_precision(cj_ctx_t *c, config_t *cfg)
     if (cfg->fp16.enabled && cfg->bf16_enabled)
         cj_error(c, "fp16.enabled and bf16.enabled are both true: choose one (as DeepSpeed requires)");
 
+    /* DeepSpeed clips only when its config says so; fabula's default config
+     * clips at 1.0. A DeepSpeed file without the key runs as DeepSpeed runs
+     * it, and the run says so once ("auto" and null stay the default's: the
+     * Hugging Face Trainer fills in its max_grad_norm, 1.0). */
+    if (c->deepspeed_file && !cj_lookup(NULL, c->user, "gradient_clipping")) {
+        cj_put(c, "gradient_clipping", json_real(0.0));
+        cj_note(c, "gradient_clipping: not given by %s, a DeepSpeed config: no clipping, as DeepSpeed runs it "
+                   "(fabula's own default clips at 1.0: --set gradient_clipping=1.0 to clip)",
+                c->deepspeed_file);
+    }
     cfg->gradient_clipping = cj_real(c, "gradient_clipping", 0.0);
     if (!(cfg->gradient_clipping >= 0))
         cj_invalid(c, "gradient_clipping", "a number >= 0 (0 = no clipping)");
