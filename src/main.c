@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "util/error.h"
 
 static void print_usage(FILE *f)
@@ -69,7 +70,11 @@ int main(int argc, char **argv)
         return cli_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "validate"))
         return cli_validate(argc - 1, argv + 1);
-    fprintf(stderr, "fabula: error: unknown command '%s'\n\n", cmd);
+    static const char *const commands[] = {"train", "tokenizer", "prep",   "plan",     "ckpt",    "eval",
+                                           "export", "generate", "report", "validate", "version"};
+    char msg[256];
+    fprintf(stderr, "fabula: error: %s\n\n",
+            cli_unknown_word("command", cmd, commands, sizeof commands / sizeof *commands, msg, sizeof msg));
     print_usage(stderr);
     return FB_EXIT_USAGE;
 }

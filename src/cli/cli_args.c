@@ -3,10 +3,14 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
+#include "config/config_alias.h"
 #include "parallel/world.h"
+#include "util/nearest.h"
 
 void cli_args_init(cli_args_t *a, const char *cmd, void (*usage)(FILE *), const cli_option_t *options, int mpi,
                    int *argc, char ***argv)
@@ -20,6 +24,58 @@ void cli_args_init(cli_args_t *a, const char *cmd, void (*usage)(FILE *), const 
     a->argv = argv;
     a->next = 1;
     a->positional = fb_calloc((size_t)*argc + 1, sizeof *a->positional);
+    for (const cli_option_t *o = options; o->name; o++)
+        if (!strcmp(o->name, "set"))
+            a->hint = cli_hint_config_key;
+}
+
+void cli_args_set_hint(cli_args_t *a, cli_hint_fn hint) { a->hint = hint; }
+
+const char *cli_hint_config_key(const char *word, char *buf, size_t n)
+{
+    const config_alias_t *alias = config_alias_find(word);
+    if (alias && !alias->key) {
+        snprintf(buf, n, " (%s's setting, which fabula does not have: %s)", alias->origin, alias->how);
+        return buf;
+    }
+    const char *key = config_key_for_word(word);
+    if (!key)
+        return NULL;
+    snprintf(buf, n, "; did you mean '--set %s=VALUE'?", key);
+    return buf;
+}
+
+const char *cli_unknown_word(const char *noun, const char *word, const char *const *names, size_t n, char *buf,
+                             size_t len)
+{
+    const char *near = nearest_name(word, names, n);
+    if (near)
+        snprintf(buf, len, "unknown %s '%s'; did you mean '%s'?", noun, word, near);
+    else
+        snprintf(buf, len, "unknown %s '%s'", noun, word);
+    return buf;
+}
+
+/* The tail of the message of an unknown --name: the nearest option of the
+ * command, else the command's hint. */
+static const char *unknown_hint(const cli_args_t *a, const char *name, size_t len, char *buf, size_t n)
+{
+    char word[128];
+    if (len == 0 || len >= sizeof word)
+        return "";
+    memcpy(word, name, len);
+    word[len] = '\0';
+    const char *names[128];
+    size_t k = 0;
+    for (const cli_option_t *o = a->options; o->name && k < sizeof names / sizeof *names; o++)
+        names[k++] = o->name;
+    const char *near = nearest_name(word, names, k);
+    if (near) {
+        snprintf(buf, n, "; did you mean '--%s'?", near);
+        return buf;
+    }
+    const char *h = a->hint ? a->hint(word, buf, n) : NULL;
+    return h ? h : "";
 }
 
 void cli_args_free(cli_args_t *a)
@@ -101,8 +157,11 @@ int cli_args_next(cli_args_t *a)
             if (len == 4 && !strncmp(name, "help", 4) && !eq)
                 help(a);
             o = find_long(a, name, len);
-            if (!o)
-                cli_args_fail(a, 1, "unknown option '%.*s'", (int)(len + 2), w);
+            if (!o) {
+                char hint[512];
+                cli_args_fail(a, 1, "unknown option '%.*s'%s", (int)(len + 2), w,
+                              unknown_hint(a, name, len, hint, sizeof hint));
+            }
             if (eq) {
                 if (!o->takes_value)
                     cli_args_fail(a, 1, "option --%s takes no value, not '%s'", o->name, eq + 1);

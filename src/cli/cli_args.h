@@ -8,7 +8,11 @@
  *  - an unknown option, a missing value, a value given to an option that
  *    takes none, and a value of the wrong kind are usage errors: one line
  *    "fabula: error: CMD: ..." naming the option and what was expected
- *    (then, for the first three, the usage) on stderr, exit FB_EXIT_USAGE.
+ *    (then, for the first three, the usage) on stderr, exit FB_EXIT_USAGE;
+ *  - an unknown option names the nearest of the command's options ("did
+ *    you mean"), else what the command's hint makes of it: for a command
+ *    that takes --set, the config key the word names (--lr: --set
+ *    optimizer.params.lr=VALUE, another trainer's names included).
  * A command that runs under MPI sets `mpi`: its usage errors start MPI so
  * that rank 0 alone prints the message and every rank exits cleanly. */
 #ifndef FABULA_CLI_CLI_ARGS_H
@@ -25,6 +29,11 @@ typedef struct cli_option {
     int id;           /* what cli_args_next returns for it (> 0) */
 } cli_option_t;
 
+/* What an unknown option word (without its dashes) may have meant: the
+ * tail of the message ("; did you mean '--set KEY=VALUE'?") written into
+ * buf, or NULL when nothing. */
+typedef const char *(*cli_hint_fn)(const char *word, char *buf, size_t n);
+
 typedef struct cli_args {
     const char *cmd;             /* "tokenizer train": messages say "fabula tokenizer train" */
     void (*usage)(FILE *);
@@ -38,12 +47,26 @@ typedef struct cli_args {
     const char *value;           /* its value, or NULL */
     char **positional;           /* the positional words, in order */
     int npositional;
+    cli_hint_fn hint;            /* cli_hint_config_key for commands with --set; NULL: none */
 } cli_args_t;
 
 /* argv[0] is the command's own name and is skipped. */
 void cli_args_init(cli_args_t *a, const char *cmd, void (*usage)(FILE *), const cli_option_t *options, int mpi,
                    int *argc, char ***argv);
 void cli_args_free(cli_args_t *a);
+
+/* Replaces the hint of unknown options (the default: cli_hint_config_key
+ * when the command takes --set, else none). */
+void cli_args_set_hint(cli_args_t *a, cli_hint_fn hint);
+/* The config key `word` names (config_key_for_word), as "--set KEY=VALUE";
+ * another trainer's setting fabula lacks, as what to do instead. */
+const char *cli_hint_config_key(const char *word, char *buf, size_t n);
+
+/* "unknown NOUN 'word'" and the nearest of names[0..n) if one is close,
+ * for commands that pick a subcommand by a word (fabula plan WHAT). Not
+ * collective: the caller prints it. buf receives the text. */
+const char *cli_unknown_word(const char *noun, const char *word, const char *const *names, size_t n, char *buf,
+                             size_t len);
 
 /* The id of the next option (its value in a->value), or 0 when every word
  * has been read. Handles --help and the structural errors itself. */

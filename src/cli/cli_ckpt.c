@@ -34,7 +34,9 @@ int cli_ckpt(int argc, char **argv)
     const char *what = argv[1];
     int is_info = !strcmp(what, "info"), is_verify = !strcmp(what, "verify");
     if (!is_info && !is_verify) {
-        fprintf(stderr, "fabula ckpt: unknown subcommand '%s'\n\n", what);
+        static const char *const subcommands[] = {"info", "verify"};
+        char msg[256];
+        fprintf(stderr, "fabula ckpt: %s\n\n", cli_unknown_word("subcommand", what, subcommands, 2, msg, sizeof msg));
         ckpt_usage(stderr);
         return FB_EXIT_USAGE;
     }

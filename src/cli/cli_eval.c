@@ -49,8 +49,9 @@ static void eval_usage(FILE *f)
             "  --tokens IDS       one sequence of token ids: a comma list (1,2,3) or\n"
             "                     @FILE, a file of ids separated by commas or white space\n"
             "  --logits-out F.npy with --tokens: write the fp32 logits [T, vocab] of the\n"
-            "                     sequence (positions 0..T-1) as a NumPy .npy (<f4) file;\n"
-            "                     runs on one rank\n"
+            "                     sequence (positions 0..T-1) as a NumPy .npy (<f4) file,\n"
+            "                     dropless as generate and the export compute them (a\n"
+            "                     MoE's capacity_factor drops in training only); one rank\n"
             "  -h, --help         this help\n"
             "\n"
             "Prints a Markdown table: genre, samples, target tokens, loss (nats), ppl.\n"
@@ -114,14 +115,23 @@ static int eval_logits_main(const char *ckpt, const char *model, const char *tok
     if (parallel_size() != 1)
         fb_fatal_all(FB_EXIT_USAGE, "fabula eval --logits-out runs on one rank (here %d)", parallel_size());
     int T, V;
+    double capacity = 0.0;
     int32_t *ids = parse_ids(tokens, &T);
     float *logits;
     if (model) {
         logits = eval_logits_model(model, ids, T, &V);
     } else {
+        /* the logits of the model as inference computes it, dropless:
+         * `fabula generate` and the export (transformers' Mixtral) route
+         * every token to its k experts; capacity is a training device
+         * whose drops depend on the micro-batch (docs/init-from.md) */
+        static const char *const dropless[] = {"model.capacity_factor=0"};
         long step = 0;
         config_t cfg;
         cli_checkpoint_config(&cfg, ckpt, NULL, 0, &step);
+        capacity = cfg.model.num_local_experts > 1 ? cfg.model.capacity_factor : 0.0;
+        config_free(&cfg);
+        cli_checkpoint_config(&cfg, ckpt, dropless, 1, &step);
         train_config_resolve(&cfg, 0);
         logits = eval_logits_checkpoint(&cfg, ckpt, ids, T, &V);
         config_free(&cfg);
@@ -129,6 +139,9 @@ static int eval_logits_main(const char *ckpt, const char *model, const char *tok
     const int64_t shape[2] = {T, V};
     npy_write_f32(out, logits, 2, shape);
     printf("fabula eval: logits [%d, %d] of %s written to %s\n", T, V, model ? model : ckpt, out);
+    if (capacity > 0)
+        printf("fabula eval: dropless, as `fabula generate` and the export compute them (the checkpoint's "
+               "model.capacity_factor %g drops assignments in training only)\n", capacity);
     free(logits);
     free(ids);
     return FB_EXIT_OK;

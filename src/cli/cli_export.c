@@ -2,6 +2,7 @@
  * (src/hf/hf_export.h, docs/export.md). Serial; under mpiexec rank 0 does
  * the work and the others wait for its outcome. */
 #include <ctype.h>
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_tokenizer_match.h"
+#include "ckpt/ckpt.h"
 #include "hf/hf_export.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -26,6 +29,11 @@ static void export_usage(FILE *f)
             "special_tokens_map.json. Any ZeRO stage or ep size wrote CKPT: the output is\n"
             "the same bytes. One process reads it tensor by tensor (under mpiexec, rank 0).\n"
             "\n"
+            "An MoE trained with expert capacity (model.capacity_factor > 0: the default\n"
+            "model's 1.25) is exported only with --allow-dropless-inference: transformers'\n"
+            "Mixtral, like `fabula generate`, routes every token to its experts, where\n"
+            "training dropped the assignments over an expert's capacity.\n"
+            "\n"
             "options:\n"
             "  --checkpoint CKPT     a checkpoint file (RUN_DIR/checkpoints/step-N.h5)\n"
             "  --output DIR          the directory to write (created)\n"
@@ -33,11 +41,14 @@ static void export_usage(FILE *f)
             "  --max-shard-size S    shard above S bytes of tensors: 5GB (default), 500MB,\n"
             "                        10MiB, 123 (bytes); units KB MB GB TB (1000s), KiB MiB\n"
             "                        GiB TiB (1024s)\n"
-            "  --tokenizer T         this tokenizer instead of the checkpoint's data.tokenizer\n"
+            "  --tokenizer T         the checkpoint's tokenizer from another place (its saved\n"
+            "                        data.tokenizer moved): the vocabulary the model was\n"
+            "                        trained with, else exit 3\n"
             "  --force               DIR may exist: its exported files are replaced\n"
             "  --allow-dropless-inference\n"
-            "                        export a model trained with capacity_factor > 0 as the\n"
-            "                        dropless Mixtral (which differs where an expert overflows)\n"
+            "                        export a model trained with capacity_factor > 0 (the\n"
+            "                        default MoE) as the dropless Mixtral (which differs from\n"
+            "                        the training's forward where an expert overflows)\n"
             "  -q, --quiet           no progress on stderr\n"
             "  -h, --help            this help\n"
             "\n"
@@ -71,7 +82,35 @@ static unsigned long long parse_size(const char *s)
     return 0;
 }
 
-static void run_export(void *arg) { hf_export(arg); }
+/* --tokenizer against the tokenizer the checkpoint was trained with (its
+ * saved config's data.tokenizer, or its corpus's record): a tokenizer.json
+ * of another vocabulary would turn the model's ids into other text. */
+static void check_tokenizer(const hf_export_opts_t *o)
+{
+    char *text = NULL, why[1024];
+    long step;
+    /* an unreadable checkpoint is the export's to report */
+    if (ckpt_read_config(o->checkpoint, &text, &step, why, sizeof why) != 0)
+        return;
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    free(text);
+    json_t *data = json_object_get(root, "data");
+    const char *trained = json_string_value(json_object_get(data, "tokenizer"));
+    const char *corpus = json_string_value(json_object_get(data, "corpus"));
+    tokenizer_t *tok = tokenizer_load(o->tokenizer);
+    cli_tokenizer_match(o->checkpoint, trained, corpus, tok, o->tokenizer);
+    tokenizer_free(tok);
+    json_decref(root);
+}
+
+static void run_export(void *arg)
+{
+    const hf_export_opts_t *o = arg;
+    if (o->tokenizer)
+        check_tokenizer(o);
+    hf_export(o);
+}
 
 int cli_export(int argc, char **argv)
 {

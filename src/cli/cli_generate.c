@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_ckpt_config.h"
+#include "cli/cli_tokenizer_match.h"
 #include "config/config.h"
 #include "hf/hf_import.h"
 #include "infer/decoder.h"
@@ -60,13 +61,15 @@ static void generate_usage(FILE *f)
             "  --num-samples N           continuations of the same prompt (default 1)\n"
             "  --stop-at eos|chapter|none  stop a sample at <|eos|> (default), at <|eos|>\n"
             "                            or <|chapter_sep|>, or only after N tokens\n"
-            "  --tokenizer T             another tokenizer than the checkpoint's (or DIR's)\n"
-            "                            data.tokenizer (e.g. when that file moved)\n"
+            "  --tokenizer T             the checkpoint's (or DIR's) tokenizer from another\n"
+            "                            place (e.g. when that file moved); with --checkpoint\n"
+            "                            it must have the vocabulary the model was trained\n"
+            "                            with (else exit 3)\n"
             "  --ids-out FILE            the generated ids, one line per sample\n"
             "  -h, --help                this help\n"
             "\n"
             "exit codes: 0 ok, 2 usage, 3 not a checkpoint or damaged, or a tokenizer\n"
-            "that does not fit it, 4 cannot read or write a file\n");
+            "other than the one it was trained with, 4 cannot read or write a file\n");
 }
 
 /* A whole model and its tokenizer, with whatever owns them. A model
@@ -114,6 +117,8 @@ static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokeni
         fb_fatal(FB_EXIT_DATA, "checkpoint %s: %s", ckpt, why);
     g->tok = load_tokenizer(tokenizer ? tokenizer : g->cfg.data.tokenizer,
                             tokenizer ? "--tokenizer" : "the checkpoint's data.tokenizer", g->cfg.model.vocab_size);
+    if (tokenizer)
+        cli_tokenizer_match(ckpt, g->cfg.data.tokenizer, g->cfg.data.corpus_path, g->tok, tokenizer);
 }
 
 /* The other model source: a Hugging Face save_pretrained directory (an

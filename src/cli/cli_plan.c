@@ -428,7 +428,9 @@ int cli_plan(int argc, char **argv)
         return plan_time_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "layout"))
         return plan_layout(argc - 1, argv + 1);
-    fprintf(stderr, "fabula plan: unknown plan '%s'\n\n", argv[1]);
+    static const char *const plans[] = {"sampler", "calibrate", "memory", "time", "layout"};
+    char msg[256];
+    fprintf(stderr, "fabula plan: %s\n\n", cli_unknown_word("plan", argv[1], plans, 5, msg, sizeof msg));
     plan_usage(stderr);
     return FB_EXIT_USAGE;
 }

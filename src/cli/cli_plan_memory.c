@@ -120,6 +120,10 @@ int plan_memory_cmd(int argc, char **argv)
 
     plan_memory_t m;
     plan_memory(&cfg, &lay, &m);
+    /* bf16/fp16 asked for, but the CPU backend computes in fp32 (as train
+     * says at start): the plan is of that fp32 run, and says so */
+    const char *asked = cfg.bf16_enabled ? "bf16" : cfg.fp16.enabled ? "fp16" : NULL;
+    const int fp32_instead = asked && lay.act_bytes == 4;
     /* train's line: params and optimizer include their offloaded parts,
      * activations the expert-parallel buffers */
     const size_t params = m.params + m.host_params, optimizer = m.optimizer + m.host_optimizer;
@@ -127,7 +131,8 @@ int plan_memory_cmd(int argc, char **argv)
     if (json) {
         printf("{\"world\":%d,\"dp\":%d,\"tp\":%d,\"pp\":%d,\"ep\":%d,\"zero\":%d,\"offload_optimizer\":%s,"
                "\"offload_param\":%s,\"sequence_parallel\":%s,\"recompute\":\"%s\",\"vpp\":%d,"
-               "\"micro_batch_tokens\":%d,\"grad_accum\":%d,\"act_bytes\":%d,\"stage\":%d,\"predicted\":%s,"
+               "\"micro_batch_tokens\":%d,\"grad_accum\":%d,\"act_bytes\":%d,\"compute_dtype\":\"%s\","
+               "\"stage\":%d,\"predicted\":%s,"
                "\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"host_params\":%zu,\"host_optimizer\":%zu,"
                "\"host_staging\":%zu,\"workspace\":%zu,\"comm_buckets\":%zu,\"weight_copy\":%zu,\"activations\":%zu,"
                "\"inflight_microbatches\":%zu,\"activations_peak\":%zu,\"moe_buffers\":%zu,"
@@ -138,7 +143,8 @@ int plan_memory_cmd(int argc, char **argv)
                lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero, lay.offload_optimizer ? "true" : "false",
                lay.offload_param ? "true" : "false", lay.sequence_parallel ? "true" : "false",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
-               lay.act_bytes, m.stage, m.predicted ? "true" : "false", m.params, m.grads, m.optimizer,
+               lay.act_bytes, lay.act_bytes == 4 ? "fp32" : cfg.fp16.enabled ? "fp16" : "bf16", m.stage,
+               m.predicted ? "true" : "false", m.params, m.grads, m.optimizer,
                m.host_params, m.host_optimizer, m.host_staging, m.workspace_zero, m.comm_buckets, m.weight_copy,
                m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
                m.device_total,
@@ -154,6 +160,11 @@ int plan_memory_cmd(int argc, char **argv)
                lay.sequence_parallel ? ", sequence parallel" : "",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
                lay.act_bytes);
+        if (fp32_instead)
+            printf("note: %s.enabled, but run.backend \"%s\" computes in fp32 (as `fabula train` says at start): "
+                   "planned as that fp32 run, 4 bytes an activation and no 16-bit weight copy; run.backend \"cuda\" "
+                   "(or \"cpu16\") plans the 16-bit run\n",
+                   asked, cfg.run.backend == RUN_BACKEND_AUTO ? "auto" : "cpu");
         printf("per rank%s:\n", lay.pp > 1 ? " (the fullest pipeline stage)" : "");
         if (lay.pp > 1)
             printf("  pipeline stage %d\n", m.stage);

@@ -217,7 +217,9 @@ int cli_tokenizer(int argc, char **argv)
         return cli_tokenizer_encode(argc - 1, argv + 1);
     if (!strcmp(cmd, "info"))
         return cli_tokenizer_info(argc - 1, argv + 1);
-    fprintf(stderr, "fabula tokenizer: unknown command '%s'\n\n", cmd);
+    static const char *const commands[] = {"train", "encode", "info"};
+    char msg[256];
+    fprintf(stderr, "fabula tokenizer: %s\n\n", cli_unknown_word("command", cmd, commands, 3, msg, sizeof msg));
     tokenizer_usage(stderr);
     return FB_EXIT_USAGE;
 }

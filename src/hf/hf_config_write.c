@@ -82,9 +82,10 @@ void hf_model_check(const char *ckpt, const model_config_t *mc, int allow_drople
                      ckpt, mc->moe_layer_freq, l);
     if (mc->capacity_factor > 0 && !allow_dropless)
         fb_fatal(FB_EXIT_USAGE,
-                 "checkpoint %s: model.capacity_factor = %g drops the assignments over an expert's capacity, "
-                 "at inference too; transformers' Mixtral is dropless, so its outputs differ wherever an "
-                 "expert would overflow. --allow-dropless-inference exports it anyway (as the dropless model)",
+                 "checkpoint %s: model.capacity_factor = %g (the default MoE's is 1.25) dropped the assignments "
+                 "over an expert's capacity in training; transformers' Mixtral, like `fabula generate`, is "
+                 "dropless, so it differs from the training's forward wherever an expert would overflow. Give "
+                 "--allow-dropless-inference to export it as that dropless model",
                  ckpt, mc->capacity_factor);
     if (quiet)
         return;
