@@ -12,7 +12,8 @@ RD="$SCRATCH/rundir"
 # (options before the config files: `fabula train` stops at the first file).
 dry() {
     np=$1; shift
-    timeout 120 $MPIEXEC -n "$np" "$FABULA" train --dry-run --set "run.run_dir=$RD" "$@" \
+    timeout 120 $MPIEXEC -n "$np" "$FABULA" train --dry-run --set "run.run_dir=$RD" \
+        --set "data.train=$FB_SRCDIR/inputs/sample.jsonl" "$@" \
         >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
     RC=$?
 }

@@ -109,7 +109,8 @@ check "2 ranks: exit 2, one message" \
 
 # An unknown key is a warning naming its full path; the dry run succeeds.
 printf '{"model": {"hiden_size": 64}, "optimizer": {"params": {"lr_decay": 1}}}\n' >"$SCRATCH/typo.json"
-timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$SCRATCH/typo.json" \
+timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" \
+    --set "data.train=$FB_SRCDIR/inputs/sample.jsonl" "$SCRATCH/typo.json" \
     >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
 rc=$?
 check "unknown keys: exit 0 and one warning each" \

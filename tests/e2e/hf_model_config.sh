@@ -6,6 +6,8 @@
 # refused naming it and its value, all in one run (docs/model.md).
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 cd "$SCRATCH" || exit 99
+# the dry run opens the training data as the run would (its pre-flight)
+DATA="$FB_SRCDIR/inputs/sample.jsonl"
 HF="$FB_SRCDIR/tests/data/hf_configs"
 RD="$SCRATCH/rundir"
 PY=${PYTHON:-python3}
@@ -13,7 +15,8 @@ PY=${PYTHON:-python3}
 dry() {
     printf '{"model": "%s"}\n' "$1" >"$SCRATCH/cfg.json"
     shift
-    timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$@" "$SCRATCH/cfg.json" \
+    timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" --set "data.train=$DATA" "$@" \
+        "$SCRATCH/cfg.json" \
         >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
     RC=$?
 }
@@ -57,19 +60,21 @@ done
 mkdir -p "$SCRATCH/sub/hf"
 cp "$HF/mixtral_small.json" "$SCRATCH/sub/hf/config.json"
 printf '{"model": "hf/config.json"}\n' >"$SCRATCH/sub/run.json"
-timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" "$SCRATCH/sub/run.json" \
+timeout 120 $MPIEXEC -n 1 "$FABULA" train --dry-run --set "run.run_dir=$RD" --set "data.train=$DATA" "$SCRATCH/sub/run.json" \
     >"$SCRATCH/out.txt" 2>"$SCRATCH/err.txt"
 RC=$?
 check "relative model path: read next to the config file" '[ $RC -eq 0 ] && agrees "$HF/mixtral_small.json"'
 
-# It trains: two steps of the small Mixtral and the small (tied) Llama.
+# It trains: two steps of the small Mixtral and the small (tied) Llama (in
+# a run directory of their own: the dry runs below would resume from them).
+TD="$SCRATCH/trained"
 for f in mixtral_small llama_small; do
     printf '{"model": "%s"}\n' "$HF/$f.json" >"$SCRATCH/cfg.json"
-    rm -rf "$RD"
-    (cd "$FB_SRCDIR" && timeout 300 $MPIEXEC -n 1 "$FABULA" train --steps 2 --set "run.run_dir=$RD" \
+    rm -rf "$TD"
+    (cd "$FB_SRCDIR" && timeout 300 $MPIEXEC -n 1 "$FABULA" train --steps 2 --set "run.run_dir=$TD" \
         --set data.seq_len=64 --set data.min_seq_len=16 "$SCRATCH/cfg.json") >"$SCRATCH/out.txt" 2>&1
     RC=$?
-    check "$f: trains 2 steps" '[ $RC -eq 0 ] && [ "$(wc -l <"$RD/metrics.jsonl")" -ge 2 ]'
+    check "$f: trains 2 steps" '[ $RC -eq 0 ] && [ "$(wc -l <"$TD/metrics.jsonl")" -ge 2 ]'
     [ "$RC" -eq 0 ] || tail -5 "$SCRATCH/out.txt"
 done
 

@@ -24,9 +24,9 @@ run_fabula 1 train inputs/quickstart.json --set data.corpus="$SCRATCH/sample.h5"
     --set data.tokenizer=bytes --set model.vocab_size=1024 --run-dir "$SCRATCH/wrong" --steps 2
 check "a corpus from another tokenizer is refused with exit 3" \
     '[ $RC -eq 3 ] && grep -q "another tokenizer" "$SCRATCH/out.txt" && [ ! -e "$SCRATCH/wrong" ]'
-for bad in "data.corpus=$SCRATCH/missing.h5|cannot open corpus .*missing.h5|4" \
+for bad in "data.corpus=$SCRATCH/missing.h5|data.corpus = .*missing.h5.: No such file or directory|4" \
     "data.corpus=$FB_SRCDIR/inputs/sample.jsonl|cannot open corpus .*sample.jsonl: not an HDF5 file|3" \
-    "data.tokenizer=$SCRATCH/missing.json|cannot open tokenizer .*missing.json|4"; do
+    "data.tokenizer=$SCRATCH/missing.json|data.tokenizer = .*missing.json.: No such file or directory|4"; do
     set=${bad%%|*} rest=${bad#*|}
     pattern=${rest%|*} code=${rest##*|}
     run_fabula 2 train inputs/quickstart.json --set data.corpus="$SCRATCH/sample.h5" \
