@@ -191,8 +191,11 @@ static void read_sections(cj_ctx_t *c, config_t *cfg, int world_size, int linked
     }
 }
 
-void config_load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
-                 int world_size, int verbose)
+/* config_load, of the user's files (`users_files`) or of one a command
+ * made (config_load_object): only a user's file is read as a DeepSpeed
+ * config whose missing keys mean DeepSpeed's defaults. */
+static void load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
+                 int world_size, int verbose, int users_files)
 {
     memset(cfg, 0, sizeof *cfg);
     cj_ctx_t c;
@@ -206,7 +209,7 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     for (int i = 0; i < npaths; i++) {
         files[i] = source_load_file(&c, paths[i]);
         model_from_file(&c, files[i], paths[i]);
-        if (!c.deepspeed_file && speaks_deepspeed(files[i]))
+        if (users_files && !c.deepspeed_file && speaks_deepspeed(files[i]))
             c.deepspeed_file = paths[i];
         source_merge(c.user, files[i]);
     }
@@ -249,6 +252,19 @@ void config_load(config_t *cfg, const char *const *paths, int npaths, const char
     cfg->effective_json = effective_text(ordered);
     json_decref(ordered);
     cj_ctx_free(&c);
+}
+
+void config_load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
+                 int world_size, int verbose)
+{
+    load(cfg, paths, npaths, sets, nsets, world_size, verbose, 1);
+}
+
+void config_load_made(config_t *cfg, const char *path, const char *const *sets, int nsets, int world_size,
+                      int verbose)
+{
+    const char *paths[1] = {path};
+    load(cfg, paths, 1, sets, nsets, world_size, verbose, 0);
 }
 
 const char *config_key_for_word(const char *word)

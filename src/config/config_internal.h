@@ -7,6 +7,11 @@
 #include "config/config.h"
 #include "config/config_json.h"
 
+/* config_load of one file a command made (config_load_object), not the
+ * user: its missing keys take the default config's values, never
+ * DeepSpeed's (config.c). */
+void config_load_made(config_t *cfg, const char *path, const char *const *sets, int nsets, int world_size,
+                      int verbose);
 /* run.* and steps_per_print. */
 void config_read_run(cj_ctx_t *c, config_t *cfg);
 /* run.preempt_signals (config_preempt.c), called by config_read_run. */

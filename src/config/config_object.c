@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/config_internal.h"
 #include "util/error.h"
 
 void config_load_object(config_t *cfg, json_t *root, const char *const *sets, int nsets, int world_size,
@@ -26,8 +27,7 @@ void config_load_object(config_t *cfg, json_t *root, const char *const *sets, in
     if (unlink(path) != 0 || json_dumpfd(root, fd, JSON_INDENT(1)) != 0)
         fb_fatal(FB_EXIT_IO, "cannot write the temporary file %s: %s", path, strerror(errno));
     snprintf(path, n, "/dev/fd/%d", fd);
-    const char *paths[1] = {path};
-    config_load(cfg, paths, 1, sets, nsets, world_size, verbose);
+    config_load_made(cfg, path, sets, nsets, world_size, verbose);
     if (close(fd) != 0)
         fb_fatal(FB_EXIT_IO, "cannot close the temporary config file: %s", strerror(errno));
     free(path);
