@@ -83,8 +83,11 @@ expect_exit2 "data.overlap = seq_len - 1" "data.overlap" "[0, data.seq_len - 2 =
 run_fabula 1 train --dry-run --set data.seq_len=128 --set data.overlap=126
 check "data.overlap = seq_len - 2: accepted" '[ $RC -eq 0 ]'
 
-# the keys of text input beside data.corpus: no effect, said so
-run_fabula 1 train --dry-run --set data.corpus=any.h5 --set data.overlap=4 --set data.min_seq_len=8
+# the keys of text input beside data.corpus: no effect, said so (the
+# pre-flight opens the corpus, so it is a real one)
+"$FABULA" prep -q --max-seq-len 128 -o "$SCRATCH/bytes.h5" "$FB_SRCDIR/inputs/sample.jsonl" >"$SCRATCH/prep.out" 2>&1 ||
+    { cat "$SCRATCH/prep.out"; exit 99; }
+run_fabula 1 train --dry-run --set data.corpus="$SCRATCH/bytes.h5" --set data.overlap=4 --set data.min_seq_len=8
 check "data.overlap and data.min_seq_len with data.corpus: in the no-effect note, with the reason" \
     '[ $RC -eq 0 ] && grep -q "note: accepted without effect in fabula: data.overlap (data.corpus is given: its samples are prep.s), data.min_seq_len (data.corpus is given" "$SCRATCH/out.txt"'
 run_fabula 1 train --dry-run --set data.overlap=4
