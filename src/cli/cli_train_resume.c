@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "io/regular_file.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -27,9 +28,13 @@ static char *designated(const config_t *cfg)
     size_t n = strlen(cfg->checkpoint.dir) + 16;
     char *latest = fb_malloc(n);
     snprintf(latest, n, "%s/latest", cfg->checkpoint.dir);
-    FILE *f = fopen(latest, "r");
+    /* not fopen: a FIFO there would block the start (the run refuses it,
+     * exit 3, when it resumes) */
+    FILE *f = NULL;
+    char why[512];
+    const int bad = regular_file_fopen(latest, &f, why, sizeof why);
     free(latest);
-    if (!f)
+    if (bad || !f)
         return NULL;
     char name[256] = "";
     if (!fgets(name, sizeof name, f))
