@@ -15,6 +15,12 @@
 #define BOTTLENECK_INPUT_SHARE 0.20
 #define BOTTLENECK_IMBALANCE_SHARE 0.15
 #define BOTTLENECK_COMM_SHARE 0.25
+/* The pipeline's waits (its sends and receives: the 1F1B bubble, pp > 1),
+ * apart from the other groups' communication. */
+#define BOTTLENECK_PIPELINE_SHARE 0.20
+/* CPU starvation, checked after memory: every rank got less than this
+ * fraction of the CPU its threads could use while busy (CPU backends). */
+#define BOTTLENECK_CPU_SHARE 0.50
 /* Memory pressure: the high-water mark of some rank at or above this
  * fraction of what it may use (its node's RAM over the ranks there; its
  * GPU's memory). Checked first: it ends runs. */
@@ -28,12 +34,22 @@ typedef struct bottleneck_input {
     double memory_fraction;     /* largest high-water / what that rank may use; < 0 unknown */
     int memory_rank;
     const char *memory_what;    /* "host RSS" or "device memory" */
+    /* the step plan, mean over the span: micro-batches used (all ranks) of
+     * the micro_batches a step has (M = gradient_accumulation_steps x dp);
+     * 0: unknown */
+    double plan_bins;
+    int micro_batches;
+    int max_len_min;            /* the smallest sequence-length cap of the span; 0: unknown */
+    int device;                 /* a GPU backend: the CPU share means nothing there */
+    int threads;                /* each rank's CPU threads (rank 0's) */
+    int ranks_per_node, node_cpus; /* 0: unknown */
 } bottleneck_input_t;
 
 typedef struct bottleneck {
-    const char *verdict;        /* "compute", "communication", "imbalance", "input", "memory", "io" */
-    char evidence[320];
-    char advice[320];
+    /* "compute", "communication", "pipeline", "imbalance", "input", "memory", "io", "cpu" */
+    const char *verdict;
+    char evidence[400];
+    char advice[600];
 } bottleneck_t;
 
 void bottleneck_classify(const config_t *cfg, const bottleneck_input_t *in, bottleneck_t *out);

@@ -5,6 +5,12 @@
 
 #include "util/error.h"
 
+const char *monitor_group_name(int g)
+{
+    static const char *const names[MONITOR_NGROUPS] = {"dp", "tp", "ep", "pp"};
+    return g >= 0 && g < MONITOR_NGROUPS ? names[g] : "?";
+}
+
 void rank_monitor_init(rank_monitor_t *m, comm_t *world)
 {
     memset(m, 0, sizeof *m);
@@ -27,6 +33,10 @@ static void span_add(span_sums_t *a, const span_sums_t *b)
     a->step_time += b->step_time;
     a->busy += b->busy;
     a->steps += b->steps;
+    a->cpu += b->cpu;
+    for (int g = 0; g < MONITOR_NGROUPS; g++)
+        a->group_wait[g] += b->group_wait[g];
+    a->threads = b->threads;
     for (int p = 0; p < PHASE_COUNT; p++)
         counter_sums_add(&a->ctr[p], &b->ctr[p]);
     /* counting only ever switches off: the last step says if the sums hold */
@@ -35,10 +45,14 @@ static void span_add(span_sums_t *a, const span_sums_t *b)
     a->team_threads = b->team_threads;
 }
 
-void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t)
+void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t, const rank_step_extra_t *x)
 {
     span_sums_t *s = &m->rec.step;
     memcpy(s->s, t->s, sizeof s->s);
+    s->cpu = x ? x->cpu : 0.0;
+    for (int g = 0; g < MONITOR_NGROUPS; g++)
+        s->group_wait[g] = x ? x->group_wait[g] : 0.0;
+    s->threads = x ? x->threads : 0;
     s->step_time = t->step_time;
     s->busy = t->busy;
     s->steps = 1;
@@ -60,9 +74,24 @@ static void over_ranks(const rank_record_t *all, int world, int which, span_over
 {
     memset(o, 0, sizeof *o);
     o->counted = o->llc = 1;
-    int team = 1;
+    int team = 1, cpu_known = 1;
     for (int r = 0; r < world; r++) {
         const span_sums_t *s = pick(&all[r], which);
+        for (int g = 0; g < MONITOR_NGROUPS; g++)
+            o->group_wait_mean[g] += s->group_wait[g] / world;
+        o->blocked_mean += (s->s[PHASE_COMM_WAIT] + s->s[PHASE_IMBALANCE]) / world;
+        /* the compute phases hold no wait, no read and no save: a process
+         * that had its cores spent threads x their time in CPU seconds (the
+         * rest of the step's CPU, spin-waits included, only adds to it) */
+        const double compute = s->s[PHASE_FORWARD] + s->s[PHASE_BACKWARD] + s->s[PHASE_OPTIMIZER];
+        const double share = compute > 0 && s->threads > 0 ? s->cpu / (compute * s->threads) : -1.0;
+        cpu_known &= share >= 0;
+        if (r == 0 || share < o->cpu_share_min) {
+            o->cpu_share_min = share;
+            o->cpu_share_min_rank = r;
+        }
+        if (r == 0 || share > o->cpu_share_max)
+            o->cpu_share_max = share;
         o->counted &= s->counted != 0;
         o->llc &= s->llc != 0;
         team &= s->team_threads > 0;
@@ -89,6 +118,8 @@ static void over_ranks(const rank_record_t *all, int world, int which, span_over
             o->slowest_rank = r;
         }
     }
+    if (!cpu_known)
+        o->cpu_share_min = o->cpu_share_max = -1.0;
     o->llc &= o->counted;
     o->team_threads = o->counted && team ? o->team_threads : 0;
     o->steps = pick(&all[0], which)->steps;

@@ -9,10 +9,20 @@
 #include "monitor/phase.h"
 #include "parallel/comm.h"
 
+/* The process groups whose waits the monitor tells apart (the group of the
+ * collective a rank blocked in): the gradient reduction and ZeRO's gathers
+ * (dp, with the experts' edp), tensor parallelism's all-reduces, expert
+ * parallelism's all-to-alls, the pipeline's sends and receives. */
+enum { MONITOR_GROUP_DP, MONITOR_GROUP_TP, MONITOR_GROUP_EP, MONITOR_GROUP_PP, MONITOR_NGROUPS };
+const char *monitor_group_name(int g);
+
 /* Sums over some steps of one rank. */
 typedef struct span_sums {
     double s[PHASE_COUNT];
     double step_time, busy, steps;
+    double cpu;                         /* the process's CPU seconds (all threads) */
+    double group_wait[MONITOR_NGROUPS]; /* seconds blocked in each group's collectives */
+    double threads;                     /* the rank's threads (not summed) */
     counter_sums_t ctr[PHASE_COUNT];    /* PAPI, 0 without */
     double counted, llc;                /* 1: this rank counted (LLC misses too) */
     double team_threads;                /* threads in ctr[].team; 0: team not counted */
@@ -37,6 +47,13 @@ typedef struct span_over_ranks {
     double busy_min, busy_mean, busy_max;
     int slowest_rank;
     double steps;
+    double group_wait_mean[MONITOR_NGROUPS]; /* mean over ranks */
+    double blocked_mean;                /* mean over ranks of comm_wait + imbalance */
+    /* CPU seconds the process got per second of compute (forward, backward,
+     * optimizer) per thread: min and max over ranks; < 0 where some rank
+     * has no compute time or no thread count */
+    double cpu_share_min, cpu_share_max;
+    int cpu_share_min_rank;
     int counted, llc;                   /* every rank counted (LLC misses too) */
     int team_threads;                   /* summed over ranks; 0 unless every rank counted its team */
     counter_sums_t ctr[PHASE_COUNT];    /* sums over ranks */
@@ -63,8 +80,15 @@ typedef struct rank_monitor {
 
 void rank_monitor_init(rank_monitor_t *m, comm_t *world);
 void rank_monitor_free(rank_monitor_t *m);
+/* What a rank measured in a step besides its phase times. */
+typedef struct rank_step_extra {
+    double cpu;                         /* process CPU seconds in the step */
+    double group_wait[MONITOR_NGROUPS]; /* seconds blocked in each group */
+    int threads;                        /* the rank's CPU threads */
+} rank_step_extra_t;
+
 /* Adds a step's times to the interval and the run. */
-void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t);
+void rank_monitor_add(rank_monitor_t *m, const phase_times_t *t, const rank_step_extra_t *x);
 /* Collective over `world`: one MPI_Gather of every rank's record; on rank
  * 0 fills *out (untouched elsewhere). Then starts a new interval. */
 void rank_monitor_gather(rank_monitor_t *m, comm_t *world, double rss_peak, double device_peak,

@@ -97,11 +97,14 @@ static void open_gpu(step_monitor_t *m)
 #endif
 }
 
-void step_monitor_open(step_monitor_t *m, const config_t *cfg, const backend_t *be, int threads)
+void step_monitor_open(step_monitor_t *m, const config_t *cfg, const backend_t *be, int threads,
+                       const groups_t *groups)
 {
     memset(m, 0, sizeof *m);
     m->cfg = cfg;
     m->be = be;
+    m->groups = groups;
+    m->threads = threads;
     m->rank = parallel_rank();
     m->world = parallel_size();
     m->active = cfg->monitor.enabled && PHASE_TIMERS_COMPILED;
@@ -140,10 +143,30 @@ void step_monitor_close(step_monitor_t *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Seconds this process has blocked in each group's collectives so far
+ * (their host and device twins together). */
+static void group_waits(const groups_t *g, double out[MONITOR_NGROUPS])
+{
+    memset(out, 0, MONITOR_NGROUPS * sizeof *out);
+    if (!g)
+        return;
+    const struct { int group; const comm_t *c; } of[] = {
+        {MONITOR_GROUP_DP, g->dp}, {MONITOR_GROUP_DP, g->edp}, {MONITOR_GROUP_DP, g->dp_dev},
+        {MONITOR_GROUP_DP, g->edp_dev}, {MONITOR_GROUP_TP, g->tp}, {MONITOR_GROUP_TP, g->tp_dev},
+        {MONITOR_GROUP_EP, g->ep}, {MONITOR_GROUP_EP, g->ep_dev}, {MONITOR_GROUP_PP, g->pp},
+        {MONITOR_GROUP_PP, g->emb},
+    };
+    for (size_t i = 0; i < sizeof of / sizeof *of; i++)
+        for (int k = 0; of[i].c && k < COMM_KIND_COUNT; k++)
+            out[of[i].group] += comm_stats(of[i].c, (comm_kind_t)k)->wait_seconds;
+}
+
 void step_monitor_begin(step_monitor_t *m)
 {
-    if (m->active)
+    if (m->active) {
         phase_step_begin();
+        group_waits(m->groups, m->group_wait0);
+    }
     m->ndev = 0;
 }
 
@@ -211,9 +234,13 @@ static double device_peak(const step_monitor_t *m)
 }
 
 static void classify(const step_monitor_t *m, const span_over_ranks_t *span, double plan_imb, double mfu,
-                     const ranks_summary_t *rs, bottleneck_t *out)
+                     double bins, int micro_batches, int max_len_min, const ranks_summary_t *rs, bottleneck_t *out)
 {
-    bottleneck_input_t in = {span, m->world, plan_imb, mfu, -1.0, 0, NULL};
+    bottleneck_input_t in = {
+        .span = span, .world = m->world, .plan_imbalance = plan_imb, .mfu = mfu, .memory_fraction = -1.0,
+        .plan_bins = bins, .micro_batches = micro_batches, .max_len_min = max_len_min, .device = m->be->cuda,
+        .threads = m->threads, .ranks_per_node = parallel_local_size(), .node_cpus = comm_node_cpus(),
+    };
     const double phys = (double)memory_physical();
     const int local = parallel_local_size() > 0 ? parallel_local_size() : 1;
     if (phys > 0) {
@@ -229,27 +256,38 @@ static void classify(const step_monitor_t *m, const span_over_ranks_t *span, dou
     bottleneck_classify(m->cfg, &in, out);
 }
 
-void step_monitor_end(step_monitor_t *m, long step, double step_time, double flops, double plan_imbalance,
-                      monitor_report_t *r)
+void step_monitor_end(step_monitor_t *m, const step_monitor_step_t *st, monitor_report_t *r)
 {
     memset(r, 0, sizeof *r);
     if (!m->active)
         return;
+    const long step = st->step;
+    const double step_time = st->step_time, flops = st->flops, plan_imbalance = st->plan_imbalance;
     /* the monitor's own time, less what its collectives block waiting for
      * ranks that arrive later: that skew would be waited out in the next
      * step's first collective anyway */
     const double t_enter = timer_now(), w_enter = comm_wait_seconds_total();
     const double handles = phase_handles_cost();
     phase_times_t t;
+    rank_step_extra_t x = {.cpu = st->cpu_time, .threads = m->threads};
+    group_waits(m->groups, x.group_wait);
+    for (int g = 0; g < MONITOR_NGROUPS; g++)
+        x.group_wait[g] -= m->group_wait0[g];
     phase_step_end(step_time, comm_world(), &t);
     device_times(m, &t);
-    rank_monitor_add(&m->ranks, &t);
+    rank_monitor_add(&m->ranks, &t, &x);
     m->ivl_flops += flops;
     m->tot_flops += flops;
     m->ivl_time += step_time + t.s[PHASE_CHECKPOINT];
     m->tot_time += step_time + t.s[PHASE_CHECKPOINT];
     m->ivl_plan_imb += plan_imbalance;
     m->tot_plan_imb += plan_imbalance;
+    m->ivl_bins += (double)st->plan_bins;
+    m->tot_bins += (double)st->plan_bins;
+    if (m->ivl_steps == 0 || st->max_len < m->ivl_max_len)
+        m->ivl_max_len = st->max_len;
+    if (m->tot_steps == 0 || st->max_len < m->tot_max_len)
+        m->tot_max_len = st->max_len;
     m->ivl_steps++;
     m->tot_steps++;
 
@@ -276,15 +314,16 @@ void step_monitor_end(step_monitor_t *m, long step, double step_time, double flo
         r->device = m->be->cuda;
         const double ivl_fps = m->ivl_flops / (m->ivl_time > 0 ? m->ivl_time : 1e-9);
         classify(m, &r->ranks.interval, m->ivl_plan_imb / m->ivl_steps,
-                 m->peak_total > 0 ? ivl_fps / m->peak_total : -1.0, &r->ranks, &r->bottleneck);
+                 m->peak_total > 0 ? ivl_fps / m->peak_total : -1.0, m->ivl_bins / m->ivl_steps, st->micro_batches,
+                 m->ivl_max_len, &r->ranks, &r->bottleneck);
         if (step == steps) {
             r->final = 1;
             r->run_flops_per_s = m->tot_flops / (m->tot_time > 0 ? m->tot_time : 1e-9);
             r->run_mfu = m->peak_total > 0 ? r->run_flops_per_s / m->peak_total : -1.0;
-            classify(m, &r->ranks.total, m->tot_plan_imb / m->tot_steps, r->run_mfu, &r->ranks,
-                     &r->run_bottleneck);
+            classify(m, &r->ranks.total, m->tot_plan_imb / m->tot_steps, r->run_mfu, m->tot_bins / m->tot_steps,
+                     st->micro_batches, m->tot_max_len, &r->ranks, &r->run_bottleneck);
         }
     }
-    m->ivl_flops = m->ivl_time = m->ivl_plan_imb = m->ivl_steps = 0.0;
+    m->ivl_flops = m->ivl_time = m->ivl_plan_imb = m->ivl_steps = m->ivl_bins = 0.0;
     r->overhead = handles + (timer_now() - t_enter) - (comm_wait_seconds_total() - w_enter);
 }

@@ -8,6 +8,7 @@
 #include "config/config.h"
 #include "monitor/bottleneck.h"
 #include "monitor/ranks.h"
+#include "parallel/groups.h"
 #include "train/backend.h"
 
 /* What rank 0 logs for one step (train_log.c). */
@@ -36,7 +37,11 @@ typedef struct step_monitor {
     int active;
     const config_t *cfg;
     const backend_t *be;
-    int rank, world;
+    const groups_t *groups;     /* whose waits are told apart; NULL: none */
+    int rank, world, threads;
+    double group_wait0[MONITOR_NGROUPS]; /* the groups' waits at the step's start */
+    double ivl_bins, tot_bins;  /* micro-batches the plans used */
+    int ivl_max_len, tot_max_len; /* the smallest sequence-length cap */
     double peak;                /* one rank's FLOP/s; 0 unknown */
     double peak_total;          /* over the ranks */
     rank_monitor_t ranks;
@@ -48,8 +53,11 @@ typedef struct step_monitor {
 } step_monitor_t;
 
 /* Collective: measures or looks up the peak and prints one line about it
- * (rank 0), opens NVML on GPUs. `threads`: the CPU backend's threads. */
-void step_monitor_open(step_monitor_t *m, const config_t *cfg, const backend_t *be, int threads);
+ * (rank 0), opens NVML on GPUs. `threads`: the CPU backend's threads;
+ * `groups`: the job's process groups, whose waits the verdicts tell apart
+ * (NULL: not told apart). */
+void step_monitor_open(step_monitor_t *m, const config_t *cfg, const backend_t *be, int threads,
+                       const groups_t *groups);
 void step_monitor_close(step_monitor_t *m);
 /* At the start of a step. */
 void step_monitor_begin(step_monitor_t *m);
@@ -58,10 +66,20 @@ void step_monitor_begin(step_monitor_t *m);
  * device time between them, not the host's. Nothing elsewhere. */
 void step_monitor_device_begin(step_monitor_t *m, phase_id_t p);
 void step_monitor_device_end(step_monitor_t *m, phase_id_t p);
-/* After the step (collective): `flops` the global batch's model FLOPs,
- * `plan_imbalance` the balancer's, `step` 1-based. Fills *r on rank 0. */
-void step_monitor_end(step_monitor_t *m, long step, double step_time, double flops, double plan_imbalance,
-                      monitor_report_t *r);
+/* What the loop knows of a step when it ends. */
+typedef struct step_monitor_step {
+    long step;                  /* 1-based */
+    double step_time;           /* seconds */
+    double cpu_time;            /* this process's CPU seconds in the step, all threads */
+    double flops;               /* the global batch's model FLOPs */
+    double plan_imbalance;      /* the balancer's cost max/mean - 1 */
+    long plan_bins;             /* micro-batches the step's plan used, all ranks */
+    int micro_batches;          /* micro-batches a step has, all ranks */
+    int max_len;                /* the step's sequence-length cap */
+} step_monitor_step_t;
+
+/* After the step (collective). Fills *r on rank 0. */
+void step_monitor_end(step_monitor_t *m, const step_monitor_step_t *st, monitor_report_t *r);
 
 /* The largest sgemm rate (FLOP/s) the CPU backend reaches with its current
  * threads in about `seconds`, on the PEAK_GEMM_SHAPE shape. */

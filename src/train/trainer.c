@@ -673,7 +673,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     job_log_start(prog.step, cfg->run.steps);
     job_log_progress(prog.step, tr.ckpt.last_saved);
     train_log_open(&tr.log, cfg, tr.rank == 0);
-    step_monitor_open(&tr.mon, cfg, &tr.be, tr.threads);
+    step_monitor_open(&tr.mon, cfg, &tr.be, tr.threads, &tr.groups);
 
     int code = FB_EXIT_OK, sig = 0;
     char message[256] = "";
@@ -728,7 +728,9 @@ int trainer_run_losses(const config_t *cfg, double *losses)
             tr.pipe_time += rec.step_time;
         }
         monitor_report_t mrep;
-        step_monitor_end(&tr.mon, rec.step, rec.step_time, rec.model_flops, rec.imbalance, &mrep);
+        const step_monitor_step_t ms = {rec.step, rec.step_time, rec.step_cpu_time, rec.model_flops, rec.imbalance,
+                                        (long)tr.plan.bins, tr.plan.nbins_max, tr.plan.max_len};
+        step_monitor_end(&tr.mon, &ms, &mrep);
         rec.mon = &mrep;
         rec.valid_lm_loss = NAN;
         eval_result_t valid;
