@@ -190,6 +190,7 @@ typedef struct checkpoint_config {
 typedef struct monitor_config {
     int enabled;                /* 0: no phase timers, gathers, MFU or verdicts (bench/monitor.sh's "off") */
     int wall_clock_breakdown;   /* DeepSpeed key: the breakdown line every step, not every steps_per_print */
+    int verbose;                /* the console's breakdown and verdict lines at every print step */
     double peak_flops;          /* FLOP/s of one rank's device; 0 = the backend's default (docs/monitoring.md) */
     int debug_delay_rank;       /* the rank debug_delay_s slows; -1 = every rank */
     double debug_delay_s;       /* seconds of sleep added to each step's compute (tests of the verdicts) */

@@ -10,6 +10,7 @@ void config_read_monitor(cj_ctx_t *c, config_t *cfg, int world_size)
     m->wall_clock_breakdown = cj_bool(c, "wall_clock_breakdown", 0);
     cj_section(c, "monitor");
     m->enabled = cj_bool(c, "monitor.enabled", 1);
+    m->verbose = cj_bool(c, "monitor.verbose", 0);
     m->peak_flops = cj_real(c, "monitor.peak_flops", 0.0);
     if (!(m->peak_flops >= 0.0) || !isfinite(m->peak_flops))
         cj_invalid(c, "monitor.peak_flops", "a number >= 0 (FLOP/s of one rank's device; 0 = the backend's "

@@ -9,13 +9,15 @@
 #include "model/params.h"
 #include "util/error.h"
 
-void train_log_open(train_log_t *log, const config_t *cfg, int active)
+void train_log_open(train_log_t *log, const config_t *cfg, int active, const int64_t *lens, int64_t n)
 {
     memset(log, 0, sizeof *log);
     log->cfg = cfg;
     log->active = active;
-    if (active)
+    if (active) {
         log->metrics = metrics_open(cfg->run.run_dir);
+        eta_init(&log->eta, cfg, lens, n);
+    }
     train_tboard_open(&log->tb, cfg, active);
 }
 
@@ -148,6 +150,15 @@ static json_t *ranks_json(const monitor_report_t *m)
     json_object_set_new(o, "busy_mean", json_real(s->busy_mean));
     json_object_set_new(o, "busy_max", json_real(s->busy_max));
     json_object_set_new(o, "slowest_rank", json_integer(s->slowest_rank));
+    if (s->cpu_share_min >= 0) {
+        json_object_set_new(o, "cpu_share_min", json_real(s->cpu_share_min));
+        json_object_set_new(o, "cpu_share_max", json_real(s->cpu_share_max));
+        json_object_set_new(o, "cpu_share_min_rank", json_integer(s->cpu_share_min_rank));
+    }
+    json_t *wg = json_object();
+    for (int g = 0; g < MONITOR_NGROUPS; g++)
+        json_object_set_new(wg, monitor_group_name(g), json_real(s->group_wait_mean[g]));
+    json_object_set_new(o, "wait_mean", wg);
     json_object_set_new(o, "rss_max_bytes", json_integer((json_int_t)rs->rss_max));
     if (m->device)
         json_object_set_new(o, "device_mem_max_bytes", json_integer((json_int_t)rs->device_max));
@@ -212,9 +223,10 @@ static void monitor_json(json_t *j, const monitor_report_t *m)
     }
 }
 
-/* Two console lines of a gathered step: the split of the step (mean over
- * ranks) with the spread over ranks, then the interval's verdict. */
-static void monitor_print(const monitor_report_t *m)
+/* The breakdown line of a gathered step (monitor.verbose,
+ * wall_clock_breakdown): the split of the step (mean over ranks) with the
+ * spread over ranks. */
+static void monitor_print_breakdown(const monitor_report_t *m)
 {
     static const char *const shortname[PHASE_COUNT] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "imb"};
     const span_over_ranks_t *s = &m->ranks.step;
@@ -230,6 +242,40 @@ static void monitor_print(const monitor_report_t *m)
     printf("  time %s | step min/mean/max %.3f/%.3f/%.3f s, slowest rank %d | %.3g GFLOP/s%s | rss %.0f MiB\n",
            split, s->step_min, s->step_mean, s->step_max, s->slowest_rank, m->flops_per_s / 1e9, mfu,
            m->ranks.rss_max / 1048576.0);
+}
+
+/* Whether two texts differ only in their numbers (digits and the points
+ * between them): the same verdict with the same advice, measured again. */
+static int same_but_numbers(const char *a, const char *b)
+{
+    for (;;) {
+        const int da = (*a >= '0' && *a <= '9'), db = (*b >= '0' && *b <= '9');
+        if (da && db) {
+            while ((*a >= '0' && *a <= '9') || *a == '.')
+                a++;
+            while ((*b >= '0' && *b <= '9') || *b == '.')
+                b++;
+            continue;
+        }
+        if (*a != *b)
+            return 0;
+        if (!*a)
+            return 1;
+        a++;
+        b++;
+    }
+}
+
+/* The verdict line, in full: with monitor.verbose at every gather; else
+ * once, and again whenever the verdict or its advice changes (the step
+ * line carries the verdict's name every print step). */
+static void monitor_print_verdict(train_log_t *log, const monitor_report_t *m, int verbose)
+{
+    char key[sizeof log->shown_verdict];
+    snprintf(key, sizeof key, "%s; %s", m->bottleneck.verdict, m->bottleneck.advice);
+    if (!verbose && log->shown_verdict[0] && same_but_numbers(key, log->shown_verdict))
+        return;
+    snprintf(log->shown_verdict, sizeof log->shown_verdict, "%s", key);
     printf("  bottleneck: %s (%s); %s\n", m->bottleneck.verdict, m->bottleneck.evidence, m->bottleneck.advice);
 }
 
@@ -245,6 +291,15 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     log->tokens_total += (double)r->tokens;
     log->time_total += r->step_time;
     const double tps = r->tokens / (r->step_time > 0 ? r->step_time : 1e-9);
+    /* the first step of a process allocates and faults in its memory: not
+     * a step the rest of the run resembles */
+    if (log->steps_logged > 1)
+        eta_add(&log->eta, r->plan_cost, r->step_time);
+    const double outside = (r->elapsed - log->time_total) / (double)log->steps_logged;
+    double eta_s = eta_seconds(&log->eta, r->step, outside);
+    if (log->steps_logged == 1) /* nothing to fit yet: this step's time per cost */
+        eta_s = r->plan_cost > 0 ? r->elapsed / r->plan_cost * eta_cost_from(&log->eta, r->step)
+                                 : (double)(cfg->run.steps - r->step) * r->elapsed;
 
     json_t *j = json_object();
     json_object_set_new(j, "step", json_integer(r->step));
@@ -272,6 +327,7 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_object_set_new(j, "step_time", json_real(r->step_time));
     json_object_set_new(j, "step_cpu_time", json_real(r->step_cpu_time));
     json_object_set_new(j, "elapsed", json_real(r->elapsed));
+    json_object_set_new(j, "eta_s", json_real(eta_s));
     if (cfg->model.num_local_experts > 1) {
         json_object_set_new(j, "dropped", json_integer(r->dropped));
         json_object_set_new(j, "expert_tokens", expert_tokens_json(cfg, r->expert_tokens));
@@ -295,19 +351,27 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_decref(j);
 
     const long steps = cfg->run.steps;
+    const int verbose = cfg->monitor.verbose || cfg->monitor.wall_clock_breakdown;
     if (r->step == 1 || r->step % cfg->run.steps_per_print == 0 || r->step == steps) {
-        char eta[32];
-        /* a resumed run starts at a later step: rate from this run's steps */
-        const double done = (double)log->steps_logged;
-        format_eta(eta, sizeof eta, (double)(steps - r->step) * (r->elapsed / done));
-        printf("step %*ld/%ld | loss %.4f (lm %.4f aux %.3f z %.3f) | lr %.3e | grad norm %.3f | "
-               "%.0f tok/s | %.3f s/step | ETA %s\n",
-               (int)snprintf(NULL, 0, "%ld", steps), r->step, steps, r->loss, r->lm_loss, r->aux_loss,
-               r->z_loss, r->lr, r->grad_norm, tps, r->step_time, eta);
+        char eta[32], parts[96] = "", mfu[32] = "", verdict[48] = "", scale[48] = "";
+        format_eta(eta, sizeof eta, eta_s);
+        if (verbose)
+            snprintf(parts, sizeof parts, " (lm %.4f aux %.3f z %.3f)", r->lm_loss, r->aux_loss, r->z_loss);
+        if (r->mon && r->mon->active && r->mon->mfu >= 0)
+            snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100.0 * r->mon->mfu);
+        if (r->mon && r->mon->gathered)
+            snprintf(verdict, sizeof verdict, " | %s", r->mon->bottleneck.verdict);
+        if (cfg->fp16.enabled)
+            snprintf(scale, sizeof scale, " | scale %g%s", r->loss_scale, r->skipped ? " (skipped)" : "");
+        printf("step %*ld/%ld | loss %.4f%s | lr %.3e | grad norm %.3f%s | %.0f tok/s | %.3f s/step%s%s | ETA %s\n",
+               (int)snprintf(NULL, 0, "%ld", steps), r->step, steps, r->loss, parts, r->lr, r->grad_norm, scale, tps,
+               r->step_time, mfu, verdict, eta);
         fflush(stdout);
     }
     if (r->mon && r->mon->gathered) {
-        monitor_print(r->mon);
+        if (verbose)
+            monitor_print_breakdown(r->mon);
+        monitor_print_verdict(log, r->mon, verbose);
         fflush(stdout);
     }
     if (r->mon && r->mon->final) {
@@ -344,5 +408,6 @@ void train_log_close(train_log_t *log, int exit_code)
     fflush(stdout);
     metrics_close(log->metrics);
     log->metrics = NULL;
+    eta_free(&log->eta);
     train_tboard_close(&log->tb);
 }

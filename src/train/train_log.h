@@ -5,6 +5,7 @@
 
 #include "config/config.h"
 #include "io/rundir.h"
+#include "train/eta.h"
 #include "train/evaluate.h"
 #include "train/moe_metrics.h"
 #include "train/step_monitor.h"
@@ -19,6 +20,7 @@ typedef struct step_record {
     long tokens, dropped, samples;
     double imbalance, packing;  /* balancer cost imbalance; packing efficiency */
     int max_len;                /* sequence-length cap this step */
+    double plan_cost;           /* the step plan's cost, sum of len + c len^2 over its samples (train/eta.h) */
     double step_time, elapsed;
     double step_cpu_time;       /* rank 0's process CPU seconds in the step, all threads */
     double valid_lm_loss;       /* LM loss on the validation samples this step; NaN: not evaluated */
@@ -39,9 +41,12 @@ typedef struct train_log {
     long steps_logged;
     int have_final;             /* final_mon holds the run's verdict */
     monitor_report_t final_mon;
+    eta_t eta;                  /* the time left, from the schedule of work per step */
+    char shown_verdict[800];    /* the verdict the console printed in full last */
 } train_log_t;
 
-void train_log_open(train_log_t *log, const config_t *cfg, int active);
+/* `lens`, `n`: the training samples' lengths, for the ETA's schedule. */
+void train_log_open(train_log_t *log, const config_t *cfg, int active, const int64_t *lens, int64_t n);
 void train_log_step(train_log_t *log, const step_record_t *rec);
 void train_log_close(train_log_t *log, int exit_code);
 

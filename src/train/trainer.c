@@ -312,6 +312,8 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->imbalance = tr->plan.imbalance;
     rec->packing = tr->plan.packing;
     rec->max_len = tr->plan.max_len;
+    for (int64_t b = 0; b < tr->plan.bins; b++)
+        rec->plan_cost += tr->plan.bin_cost[b];
     rec->expert_tokens = tr->expert_tokens;
     moe_metrics_end_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL, tr->groups.dp);
     if (tr->pipe)
@@ -672,7 +674,7 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     ckpt_policy_resume(&tr.ckpt, &prog);
     job_log_start(prog.step, cfg->run.steps);
     job_log_progress(prog.step, tr.ckpt.last_saved);
-    train_log_open(&tr.log, cfg, tr.rank == 0);
+    train_log_open(&tr.log, cfg, tr.rank == 0, tr.data.lens, tr.data.n);
     step_monitor_open(&tr.mon, cfg, &tr.be, tr.threads, &tr.groups);
 
     int code = FB_EXIT_OK, sig = 0;

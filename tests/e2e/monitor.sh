@@ -2,8 +2,8 @@
 # The step monitor (docs/monitoring.md): phase times, model FLOPs from the
 # real sample lengths and MFU against monitor.peak_flops, the gather of every
 # rank at print steps (and every step with wall_clock_breakdown), the
-# measured sgemm peak, the PAPI line, monitor.enabled false, and the keys'
-# bad values.
+# measured sgemm peak, the PAPI line, monitor.enabled false, the compact
+# console and monitor.verbose, and the keys' bad values.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 PY=${PYTHON:-python3}
 
@@ -26,8 +26,16 @@ check "PAPI: exactly one line, whether counters work or not" \
     '[ "$(grep -c "^fabula: PAPI: " "$SCRATCH/out.txt")" -eq 1 ] && grep -Eq "^fabula: PAPI: (no hardware counters available here \(.+\); continuing with timers only|counting .* per phase on the main thread)" "$SCRATCH/out.txt"'
 check "metrics: ranks.counters (with ipc) only where PAPI counts" \
     'if grep -q "^fabula: PAPI: no hardware counters" "$SCRATCH/out.txt"; then ! grep -q "\"counters\"" "$R/metrics.jsonl"; else grep -q "\"ipc\"" "$R/metrics.jsonl"; fi'
-check "a breakdown and a verdict line at steps 1, 2, 4" \
-    '[ "$(grep -c "^  time data .*slowest rank" "$SCRATCH/out.txt")" -eq 3 ] && [ "$(grep -c "^  bottleneck: " "$SCRATCH/out.txt")" -eq 3 ]'
+# issue 46: one line per print step, the verdict's name on it; its
+# evidence and advice printed when it first appears or changes, not every
+# time (the 3-line block of about 645 characters was every print step)
+check "compact console: one line per print step (1, 2, 4) with the verdict's name, under 160 characters" \
+    '[ "$(grep -c "^step " "$SCRATCH/out.txt")" -eq 3 ] &&
+     [ "$(grep -Ec "^step .* \| (compute|communication|pipeline|imbalance|input|memory|io|cpu) \| ETA [0-9:]+$" "$SCRATCH/out.txt")" -eq 3 ] &&
+     [ "$(grep "^step " "$SCRATCH/out.txt" | awk "length > 159" | wc -l)" -eq 0 ]'
+check "compact console: no breakdown line, a verdict line only when the verdict changes" \
+    '! grep -q "^  time data" "$SCRATCH/out.txt" && n=$(grep -c "^  bottleneck: " "$SCRATCH/out.txt") &&
+     [ "$n" -ge 1 ] && [ "$n" -le "$(grep -Eo " \| [a-z]+ \| ETA" "$SCRATCH/out.txt" | uniq | wc -l)" ]'
 check "the run's split and verdict in the summary" \
     'grep -q "^fabula: monitor over the run: data" "$SCRATCH/out.txt" && grep -q "^fabula: bottleneck over the run: " "$SCRATCH/out.txt"'
 "$PY" "$FB_SRCDIR/tests/e2e/monitor_check.py" "$R" flops 1e10 128 >"$SCRATCH/check1.txt" 2>&1
@@ -50,6 +58,13 @@ rc=$?
 grep FAIL "$SCRATCH/check2.txt"; tail -n 1 "$SCRATCH/check2.txt"
 check "metrics: every step gathered over 2 ranks, min <= mean <= max, slowest rank" '[ $rc -eq 0 ]'
 
+R="$SCRATCH/verbose"
+run_fabula 1 train --steps 4 --run-dir "$R" --set steps_per_print=2 --set data.train="$SCRATCH/equal.jsonl" \
+    --set monitor.peak_flops=1e10 --set monitor.verbose=true
+check "monitor.verbose: exit 0, the loss parts, a breakdown and a verdict line at steps 1, 2, 4" \
+    '[ $RC -eq 0 ] && [ "$(grep -c "^step .*(lm [0-9.]* aux [0-9.]* z [0-9.]*)" "$SCRATCH/out.txt")" -eq 3 ] &&
+     [ "$(grep -c "^  time data .*slowest rank" "$SCRATCH/out.txt")" -eq 3 ] && [ "$(grep -c "^  bottleneck: " "$SCRATCH/out.txt")" -eq 3 ]'
+
 R="$SCRATCH/off"
 run_fabula 1 train --steps 2 --run-dir "$R" --set monitor.enabled=false
 check "monitor.enabled false: exit 0, says so" '[ $RC -eq 0 ] && grep -q "fabula: monitor: off" "$SCRATCH/out.txt"'
@@ -57,7 +72,7 @@ check "monitor.enabled false: no phase times, MFU or verdict in metrics" \
     '! grep -Eq "\"(time|mfu|ranks|bottleneck)\"" "$R/metrics.jsonl" && [ "$(wc -l < "$R/metrics.jsonl")" -eq 2 ]'
 check "monitor.enabled false: no breakdown line" '! grep -q "^  time data" "$SCRATCH/out.txt"'
 
-for bad in "monitor.peak_flops=-1" "monitor.debug_delay_rank=2" "monitor.debug_delay_s=-0.5" \
+for bad in "monitor.verbose=2" "monitor.peak_flops=-1" "monitor.debug_delay_rank=2" "monitor.debug_delay_s=-0.5" \
     "monitor.debug_delay_data_s=1e9" "monitor.enabled=3"; do
     run_fabula 2 train --steps 1 --run-dir "$SCRATCH/bad" --set "$bad"
     key=${bad%%=*}
