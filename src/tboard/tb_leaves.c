@@ -70,6 +70,28 @@ static void visit(walk_t *w, const json_t *v)
     }
 }
 
+const char *tb_leaves_group(const char *key)
+{
+    /* TensorBoard groups tags by what precedes their first '/': a scalar
+     * at the top of the record would sit ungrouped beside the sections */
+    static const struct { const char *key, *group; } groups[] = {
+        {"loss", "loss"}, {"lm_loss", "loss"}, {"aux_loss", "loss"}, {"z_loss", "loss"},
+        {"valid_lm_loss", "valid"}, {"valid_ppl", "valid"},
+        {"lr", "optimizer"}, {"grad_norm", "optimizer"}, {"loss_scale", "optimizer"}, {"skipped", "optimizer"},
+        {"tokens", "throughput"}, {"samples", "throughput"}, {"tokens_per_s", "throughput"},
+        {"step_time", "throughput"}, {"step_cpu_time", "throughput"}, {"elapsed", "throughput"},
+        {"eta_s", "throughput"}, {"model_flops", "throughput"}, {"model_flops_per_s", "throughput"},
+        {"mfu", "throughput"},
+        {"imbalance", "data"}, {"packing", "data"}, {"max_len", "data"},
+        {"dropped", "moe"},
+        {"rss_bytes", "monitor"}, {"monitor_overhead_s", "monitor"},
+    };
+    for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
+        if (!strcmp(key, groups[i].key))
+            return groups[i].group;
+    return "other";
+}
+
 void tb_leaves(const json_t *record, tb_leaf_fn fn, void *ctx)
 {
     walk_t w = {fb_calloc(1, 64), 0, 64, fn, ctx};
@@ -78,6 +100,8 @@ void tb_leaves(const json_t *record, tb_leaf_fn fn, void *ctx)
     json_object_foreach((json_t *)record, key, child) {
         if (!strcmp(key, "step"))
             continue;
+        if (!json_is_object(child) && !json_is_array(child))
+            push(&w, tb_leaves_group(key));
         push(&w, key);
         visit(&w, child);
         w.len = 0;

@@ -67,7 +67,7 @@ run_fabula 2 train --steps 2 --run-dir "$R3" $SMALL $TB --set zero_optimization.
     --set parallel.expert_parallel_size=2 --set fp16.enabled=true
 check "2 ranks expert parallel 2, ZeRO 1, fp16 (exit $RC)" '[ $RC -eq 0 ]'
 check "fp16: loss_scale and skipped are scalars too" \
-    '[ -s "$R3/csv_monitor/fabula/loss_scale.csv" ] && [ -s "$R3/csv_monitor/fabula/skipped.csv" ]'
+    '[ -s "$R3/csv_monitor/fabula/optimizer_loss_scale.csv" ] && [ -s "$R3/csv_monitor/fabula/optimizer_skipped.csv" ]'
 checker "$R3" "$R3/tensorboard/fabula" "$R3/csv_monitor/fabula" 2:"$R3/checkpoints/step-00000002.h5"
 check "2 ranks ep 2: histograms of experts held on different ranks equal the checkpoint" '[ $CRC -eq 0 ]'
 

@@ -7,7 +7,9 @@ checkpoints; and its csv_monitor files against metrics.jsonl.
 
 Scalars: the tags are exactly the numeric leaves of the metrics records
 (key paths joined with "/", arrays by index, booleans 0/1, "step" the x
-axis), each step once, each value the record's as float32.
+axis; a number at the top of the record under its group of
+docs/monitoring.md, so that no tag is without a "/"), each step once, each
+value the record's as float32.
 Histograms at HIST_STEP: "params/<name>" equals the checkpoint's /params/<name>
 (min, max, num, sum, sum_squares, bucket limits and counts, the buckets
 recomputed here with numpy on TensorBoard's default edges), and the
@@ -33,12 +35,24 @@ def check(ok, what):
         FAILS.append(what)
 
 
+# docs/monitoring.md, "Scalars": the section of each top-level scalar
+GROUPS = {"loss": ["loss", "lm_loss", "aux_loss", "z_loss"], "valid": ["valid_lm_loss", "valid_ppl"],
+          "optimizer": ["lr", "grad_norm", "loss_scale", "skipped"],
+          "throughput": ["tokens", "samples", "tokens_per_s", "step_time", "step_cpu_time", "elapsed", "eta_s",
+                         "model_flops", "model_flops_per_s", "mfu"],
+          "data": ["imbalance", "packing", "max_len"], "moe": ["dropped"],
+          "monitor": ["rss_bytes", "monitor_overhead_s"]}
+GROUP_OF = {k: g for g, keys in GROUPS.items() for k in keys}
+
+
 def leaves(obj, prefix=""):
     """(tag, value, is_int) of every numeric or boolean leaf."""
     if isinstance(obj, dict):
         for k, v in obj.items():
             if not prefix and k == "step":
                 continue
+            if not prefix and not isinstance(v, (dict, list)):
+                k = GROUP_OF.get(k, "other") + "/" + k
             yield from leaves(v, f"{prefix}/{k}" if prefix else k)
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
@@ -105,8 +119,14 @@ def main():
                 bad.append(f"{tag} step {e.step}: {e.value} != {v}")
     check(not bad, f"{nvalues} scalar values equal metrics.jsonl as float32, each step once" +
           (": " + "; ".join(bad[:5]) if bad else ""))
-    for tag in ("loss", "lr", "grad_norm", "tokens_per_s", "expert_tokens/0/0", "moe_layers/1/tokens_max"):
+    for tag in ("loss/loss", "optimizer/lr", "optimizer/grad_norm", "throughput/tokens_per_s", "expert_tokens/0/0",
+                "moe_layers/1/tokens_max"):
         check(tag in tags["scalars"], f"scalar {tag} present")
+    # issue 46: 23 of 353 tags had no group; none may
+    check(all("/" in t for t in tags["scalars"]),
+          f"every scalar tag is in a section (ungrouped: {[t for t in tags['scalars'] if '/' not in t][:5]})")
+    check(not any(t.startswith("other/") for t in tags["scalars"]),
+          f"no top-level metric falls to other/ ({[t for t in tags['scalars'] if t.startswith('other/')][:5]})")
 
     for step_s, ckpt in hists:
         step = int(step_s)
