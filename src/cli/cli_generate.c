@@ -308,7 +308,7 @@ int cli_generate(int argc, char **argv)
     if (ids_path && !(ids_out = fopen(ids_path, "w")))
         fb_fatal(FB_EXIT_IO, "--ids-out %s: cannot create: %s", ids_path, strerror(errno));
 
-    train_choose_threads();
+    const int threads = train_choose_threads();
     gen_model_t g;
     memset(&g, 0, sizeof g);
     if (ckpt)
@@ -334,18 +334,24 @@ int cli_generate(int argc, char **argv)
         fb_fatal(FB_EXIT_USAGE, "prompt (%zu tokens) + --max-new-tokens %lld is too long", ids.n, max_new);
 
     decoder_t *d = decoder_create(g.model, (int)ids.n + (int)max_new);
-    gen_options_t o = {ids.ids, (int)ids.n, (int)max_new, sp, (uint64_t)seed, (int)samples, stop, nstop, ids_out};
+    /* OMP_NUM_THREADS unset: the count is ours to choose, token by token */
+    gen_options_t o = {ids.ids, (int)ids.n, (int)max_new, sp, (uint64_t)seed, (int)samples, stop, nstop, ids_out,
+                       threads, getenv("OMP_NUM_THREADS") == NULL};
     gen_stats_t st;
     int code = generate(d, g.tok, &o, stdout, &st);
     if (ids_out && fclose(ids_out) != 0)
         code = FB_EXIT_IO;
     if (code != 0)
         fb_fatal(FB_EXIT_IO, "cannot write the output (%s)", ids_out ? "stdout or --ids-out" : "stdout");
+    char split[160] = "";
+    if (threads > 1)
+        snprintf(split, sizeof split, "; decode steps on %d threads: %ld, on 1: %ld%s", threads, st.decoded_at[0],
+                 st.decoded_at[1], o.adapt_threads ? " (chosen by timing; OMP_NUM_THREADS fixes the count)" : "");
     fprintf(stderr,
             "fabula generate: prefill %d tokens in %.3f s (%.1f tokens/s); decode %ld tokens in %.3f s "
-            "(%.1f tokens/s), %lld sample(s)\n",
+            "(%.1f tokens/s), %lld sample(s)%s\n",
             st.prompt_tokens, st.prefill_s, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, st.decoded,
-            st.decode_s, st.decode_s > 0 ? st.decoded / st.decode_s : 0.0, samples);
+            st.decode_s, st.decode_s > 0 ? st.decoded / st.decode_s : 0.0, samples, split);
     decoder_free(d);
     token_vec_free(&ids);
     gen_model_free(&g);

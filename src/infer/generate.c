@@ -5,7 +5,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "infer/decode_threads.h"
 #include "infer/utf8_stream.h"
+#include "kernels_info.h"
 #include "rng.h"
 #include "util/error.h"
 
@@ -54,6 +56,8 @@ int generate(decoder_t *d, const tokenizer_t *tok, const gen_options_t *o, FILE 
     decoder_append(d, o->prompt, o->nprompt, first);
     st->prompt_tokens = o->nprompt;
     st->prefill_s = now() - t0;
+    decode_threads_t dt;
+    decode_threads_init(&dt, o->threads, o->adapt_threads);
 
     for (int s = 0; s < o->num_samples && !failed; s++) {
         t0 = now();
@@ -66,6 +70,7 @@ int generate(decoder_t *d, const tokenizer_t *tok, const gen_options_t *o, FILE 
         utf8_stream_t us;
         utf8_stream_init(&us, write_file, out);
         int n = 0;
+        double cycle = -1.0; /* when the last decode step started */
         while (n < o->max_new_tokens) {
             const int32_t id = sample_next(logits, V, &o->sp, seen, uniform(o->seed, s, n), probs);
             ids[n++] = id;
@@ -77,8 +82,16 @@ int generate(decoder_t *d, const tokenizer_t *tok, const gen_options_t *o, FILE 
             utf8_stream_push(&us, bytes, len);
             free(bytes);
             /* the last token's successor is never needed */
-            if (n < o->max_new_tokens)
+            if (n < o->max_new_tokens) {
+                const double t1 = now();
+                if (cycle >= 0)
+                    decode_threads_done(&dt, t1 - cycle);
+                cycle = t1;
+                const int threads = decode_threads_next(&dt);
+                if (threads != kernels_cpu_threads())
+                    kernels_cpu_set_threads(threads);
                 decoder_append(d, &id, 1, logits);
+            }
         }
         utf8_stream_flush(&us);
         failed |= us.failed || write_file(out, (const uint8_t *)"\n", 1);
@@ -90,6 +103,10 @@ int generate(decoder_t *d, const tokenizer_t *tok, const gen_options_t *o, FILE 
             failed |= fputc('\n', o->ids_out) == EOF;
         }
     }
+    if (kernels_cpu_threads() != o->threads)
+        kernels_cpu_set_threads(o->threads);
+    st->decoded_at[0] = dt.tokens_at[0];
+    st->decoded_at[1] = dt.tokens_at[1];
     free(first);
     free(logits);
     free(probs);

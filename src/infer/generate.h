@@ -21,6 +21,8 @@ typedef struct gen_options {
     const int32_t *stop;        /* ids that end a sample (kept in ids_out, not printed) */
     int nstop;
     FILE *ids_out;              /* one line of ids per sample, or NULL */
+    int threads;                /* the CPU threads to decode with */
+    int adapt_threads;          /* 1: each token on `threads` or on 1, the faster by timing (decode_threads.h) */
 } gen_options_t;
 
 typedef struct gen_stats {
@@ -28,6 +30,7 @@ typedef struct gen_stats {
     double prefill_s;
     long decoded;               /* tokens generated, all samples */
     double decode_s;
+    long decoded_at[2];         /* of the decode steps: [0] on `threads`, [1] on one thread */
 } gen_stats_t;
 
 /* Writes each sample's text to `out` (valid UTF-8, a newline after each

@@ -67,7 +67,7 @@ done
 greedy moe_ep2 moe_ep2-genre 1 $ROMANCE --genre romance
 # the genre token and the prompt's 9 bytes
 check "the speed is reported on stderr" \
-    'grep -q "^fabula generate: prefill 10 tokens in .* tokens/s); decode 64 tokens in .* tokens/s), 1 sample(s)$" "$SCRATCH/moe-genre.txt.err"'
+    'grep -Eq "^fabula generate: prefill 10 tokens in .* tokens/s\); decode 64 tokens in .* tokens/s\), 1 sample\(s\)(; decode steps on [0-9]+ threads: [0-9]+, on 1: [0-9]+.*)?$" "$SCRATCH/moe-genre.txt.err"'
 
 CK="$SCRATCH/moe/checkpoints/step-00000040.h5"
 SAMPLE="--checkpoint $CK --genre romance --prompt $PROMPT --max-new-tokens 48 --num-samples 3 --temperature 0.9 --top-k 40 --top-p 0.95 --repetition-penalty 1.1"
