@@ -87,10 +87,16 @@ void config_check_tensor_parallel(cj_ctx_t *c, const config_t *cfg)
             cj_invalid(c, key, what " with " TP " = %d (not implemented for tensor parallelism yet)", tp);     \
     } while (0)
     /* the CPU backends sum 16-bit activations in fp32 on the host (model/tp.c);
-     * the device path (NCCL sums, 16-bit logits on the GPU) is untested */
+     * the device path (NCCL sums, 16-bit logits on the GPU) is untested. The
+     * cuda backend computes in bf16 even without bf16.enabled, so the
+     * backend itself is refused ("auto" may become cuda). */
     const int cpu = cfg->run.backend == RUN_BACKEND_CPU || cfg->run.backend == RUN_BACKEND_CPU16;
-    NEED("bf16.enabled", !cfg->bf16_enabled || cpu, "false unless run.backend is \"cpu\" or \"cpu16\"");
-    NEED("fp16.enabled", !cfg->fp16.enabled || cpu, "false unless run.backend is \"cpu\" or \"cpu16\"");
+    if (cfg->bf16_enabled || cfg->fp16.enabled) {
+        NEED(cfg->bf16_enabled ? "bf16.enabled" : "fp16.enabled", cpu,
+             "false unless run.backend is \"cpu\" or \"cpu16\"");
+    } else {
+        NEED("run.backend", cpu, "\"cpu\" or \"cpu16\" (the cuda backend computes in 16 bits)");
+    }
 #undef NEED
     /* the reduce-scatters of sequence parallelism sum fp32 activations
      * only; the widening path of the 16-bit tp sums is not written for them */
