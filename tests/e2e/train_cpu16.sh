@@ -5,7 +5,8 @@
 # curves within 1e-2 relative (bf16) at every step; fp16 with its loss
 # scaler too; and the 16-bit paths of the parallel machinery: 2 ranks with
 # ZeRO-3 and expert parallelism 2 (bf16 activations in the all-to-all),
-# against the 1-rank bf16 run, checkpointed and resumed.
+# against the 1-rank bf16 run, checkpointed and resumed; ZeRO-3 with the
+# optimizer and parameters offloaded to the host, against the same run.
 . "$FB_SRCDIR/tests/e2e/lib.sh"
 CMP="$FB_SRCDIR/tests/e2e/compare_losses.py"
 
@@ -36,4 +37,9 @@ cat "$SCRATCH/out.txt"
 check "resumed to step 10" '[ $RC -eq 0 ] && [ "$(wc -l < "$SCRATCH/two/metrics.jsonl")" -eq 10 ]'
 check "2 ranks (ZeRO-3, ep 2, resumed) within 1e-2 of 1 rank, bf16" \
     '$PYTHON "$CMP" "$SCRATCH/one/metrics.jsonl" "$SCRATCH/two/metrics.jsonl" 1e-2'
+run_fabula 2 train --steps 10 --run-dir "$SCRATCH/offload" --set run.resume=none $SAME \
+    --set zero_optimization.stage=3 --set zero_optimization.offload_optimizer.device=cpu \
+    --set zero_optimization.offload_param.device=cpu
+check "2 ranks, ZeRO-3 with optimizer and parameter offload, bf16: within 1e-2 of 1 rank" \
+    '[ $RC -eq 0 ] && $PYTHON "$CMP" "$SCRATCH/one/metrics.jsonl" "$SCRATCH/offload/metrics.jsonl" 1e-2'
 finish
