@@ -5,7 +5,7 @@
  * an ops_t with its implementations. The model calls ops only through the
  * table, so no backend type or header leaks into src/.
  *
- * Two kinds of storage (docs/kernels.md, "Precision"):
+ * Two kinds of storage (docs/cuda.md, "Precision and memory"):
  *  - fb_act: activations, their gradients and the compute copy of the
  *    weights. Its element type is the backend's compute dtype (act_dtype,
  *    act_bytes bytes an element): fp32 on the CPU, bf16 (or fp16) on CUDA.
