@@ -89,7 +89,7 @@ void config_check_tensor_parallel(cj_ctx_t *c, const config_t *cfg)
     /* the CPU backends sum 16-bit activations in fp32 on the host (model/tp.c);
      * the device path (NCCL sums, 16-bit logits on the GPU) is untested. The
      * cuda backend computes in bf16 even without bf16.enabled, so the
-     * backend itself is refused ("auto" may become cuda). */
+     * backend itself is refused ("auto" is resolved before this check). */
     const int cpu = cfg->run.backend == RUN_BACKEND_CPU || cfg->run.backend == RUN_BACKEND_CPU16;
     if (cfg->bf16_enabled || cfg->fp16.enabled) {
         NEED(cfg->bf16_enabled ? "bf16.enabled" : "fp16.enabled", cpu,

@@ -41,8 +41,6 @@ expect_refused "tp 2, fp16 on cuda" fp16.enabled "unless run.backend is \"cpu\" 
 # accepted and the run stopped on an internal assertion (16-bit device logits)
 expect_refused "tp 2 on cuda, no 16-bit key" run.backend "\"cpu\" or \"cpu16\" (the cuda backend computes in 16 bits) with $TP = 2" 2 $OK \
     --set $TP=2 --set 'run.backend="cuda"'
-expect_refused "tp 2 on auto" run.backend "\"cpu\" or \"cpu16\" (the cuda backend computes in 16 bits) with $TP = 2" 2 $OK \
-    --set $TP=2 --set 'run.backend="auto"'
 expect_refused "sequence parallel, 1 rank" parallel.sequence_parallel "$TP = 1" 1 $OK \
     --set parallel.sequence_parallel=true
 expect_refused "sequence parallel, dp 2, tp 1" parallel.sequence_parallel "it needs $TP > 1" 2 $OK \

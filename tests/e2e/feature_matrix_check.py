@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The README's feature matrix against the program and the test suite.
 
-Usage: feature_matrix.py README.md FABULA SRCDIR
+Usage: feature_matrix_check.py README.md FABULA SRCDIR
 
 Every cell of the table under "## Feature matrix" is one claim:
 - "refused": `fabula train --dry-run` of the row's layout with the column's
