@@ -1,4 +1,6 @@
 /* RUN_DIR/jobs.jsonl: one line when a training job starts, one when it ends. */
+#include "build_config.h"
+
 #include "train/job_log.h"
 
 #include <errno.h>
@@ -117,6 +119,43 @@ void job_log_open(const char *run_dir, int rank, int world)
     fb_set_fatal_note(on_fatal);
 }
 
+/* Rank 0's command line, arguments with a space or a quote in single
+ * quotes, for the reader (fabula report); NULL where /proc does not say. */
+static char *command_line(void)
+{
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f)
+        return NULL;
+    static char raw[1 << 15];
+    const size_t n = fread(raw, 1, sizeof raw - 1, f);
+    fclose(f);
+    if (n == 0)
+        return NULL;
+    raw[n] = '\0';
+    size_t cap = 4 * n + 16, len = 0;
+    char *out = fb_malloc(cap);
+    for (size_t i = 0; i < n; i += strlen(raw + i) + 1) {
+        const char *a = raw + i;
+        const int quote = strpbrk(a, " \t'\"$") != NULL || !*a;
+        if (len)
+            out[len++] = ' ';
+        if (quote)
+            out[len++] = '\'';
+        for (; *a; a++) {
+            if (*a == '\'') { /* ' -> '\'' */
+                memcpy(out + len, "'\\''", 4);
+                len += 4;
+            } else {
+                out[len++] = *a;
+            }
+        }
+        if (quote)
+            out[len++] = '\'';
+    }
+    out[len] = '\0';
+    return out;
+}
+
 void job_log_start(long step, long steps)
 {
     cur_step = start_step = step;
@@ -137,6 +176,11 @@ void job_log_start(long step, long steps)
     json_object_set_new(r, "job_id", id ? json_string(id) : json_null());
     json_object_set_new(r, "step", json_integer(step));
     json_object_set_new(r, "steps", json_integer(steps));
+    json_object_set_new(r, "version", json_string(PACKAGE_VERSION));
+    char *cmd = command_line();
+    json_t *c = cmd ? json_string(cmd) : NULL; /* NULL too where argv is not UTF-8 */
+    json_object_set_new(r, "command", c ? c : json_null());
+    free(cmd);
     append(r, 0);
     json_decref(r);
 }
