@@ -14,6 +14,7 @@ void html_begin(strbuf_t *b, const char *title)
                  "h1{font-size:1.4em}h2{font-size:1.15em;border-bottom:1px solid #ccc;margin-top:1.6em}\n"
                  "table{border-collapse:collapse;font-size:0.9em}td,th{border:1px solid #ccc;padding:2px 8px;"
                  "text-align:left}\n"
+                 "th.group{background:#f0f0f0}\n"
                  "svg.chart{margin:4px 8px 4px 0;border:1px solid #eee}\n"
                  ".note{color:#866;font-style:italic}\n"
                  "pre{background:#f6f6f6;padding:8px;font-size:0.8em;max-height:30em;overflow:auto}\n"

@@ -47,6 +47,26 @@ static void done(series_set_t *ss)
     memset(ss, 0, sizeof *ss);
 }
 
+double *charts_mark_resumes(svg_axes_t *ax, const report_run_t *const *runs, size_t n)
+{
+    /* several runs overlaid: whose resumes would a line mark? */
+    if (n != 1)
+        return NULL;
+    double *m;
+    ax->nmarks = report_resumes(runs[0], &m);
+    ax->marks = m;
+    ax->mark_name = "resumed";
+    return m;
+}
+
+/* svg_lines with the resume marks of a single run. */
+static void lines(strbuf_t *b, svg_axes_t ax, const series_set_t *ss, const report_run_t *const *runs, size_t n)
+{
+    double *m = charts_mark_resumes(&ax, runs, n);
+    svg_lines(b, &ax, ss->s, ss->n);
+    free(m);
+}
+
 /* "name" for one run, "run: name" for several. */
 static void label(char *out, size_t n, const report_run_t *r, size_t nruns, const char *what)
 {
@@ -66,8 +86,8 @@ void charts_losses(strbuf_t *b, const report_run_t *const *runs, size_t n)
         if (n == 1)
             add(&ss, runs[i], "lm_loss", "lm_loss", 0, 1);
     }
-    const svg_axes_t ax = {"Training loss", "step", "nats", 0, 0};
-    svg_lines(b, &ax, ss.s, ss.n);
+    const svg_axes_t ax = {.title = "Training loss", .xlabel = "step", .ylabel = "nats"};
+    lines(b, ax, &ss, runs, n);
     done(&ss);
 
     for (size_t i = 0; i < n; i++) {
@@ -75,8 +95,9 @@ void charts_losses(strbuf_t *b, const report_run_t *const *runs, size_t n)
         add(&ss, runs[i], "valid_lm_loss", name, 1, 1);
     }
     if (ss.n) {
-        const svg_axes_t av = {"Validation LM loss (held-out novels)", "step", "nats", 1, 0};
-        svg_lines(b, &av, ss.s, ss.n);
+        const svg_axes_t av = {.title = "Validation LM loss (held-out novels)", .xlabel = "step", .ylabel = "nats",
+                               .points = 1};
+        lines(b, av, &ss, runs, n);
     } else {
         html_note(b, "No \"valid_lm_loss\" in metrics.jsonl (run.eval_interval = 0): no validation loss.");
     }
@@ -108,8 +129,9 @@ void charts_losses(strbuf_t *b, const report_run_t *const *runs, size_t n)
         }
     }
     if (ss.n) {
-        const svg_axes_t ag = {"Validation LM loss per genre", "step", "nats", 1, 0};
-        svg_lines(b, &ag, ss.s, ss.n);
+        const svg_axes_t ag = {.title = "Validation LM loss per genre", .xlabel = "step", .ylabel = "nats",
+                               .points = 1};
+        lines(b, ag, &ss, runs, n);
     } else {
         html_note(b, "No \"valid_genre_lm_loss\" in metrics.jsonl: no validation loss per genre.");
     }
@@ -132,8 +154,8 @@ void charts_metric(strbuf_t *b, const report_run_t *const *runs, size_t n, const
         add(&ss, runs[i], path, name, 0, 1);
     }
     if (ss.n) {
-        const svg_axes_t ax = {title, "step", ylabel, 0, y_from_0};
-        svg_lines(b, &ax, ss.s, ss.n);
+        const svg_axes_t ax = {.title = title, .xlabel = "step", .ylabel = ylabel, .y_from_0 = y_from_0};
+        lines(b, ax, &ss, runs, n);
     } else {
         html_note(b, "No \"%s\" in metrics.jsonl: no chart of it.", path);
     }
@@ -149,8 +171,9 @@ void charts_mfu(strbuf_t *b, const report_run_t *const *runs, size_t n)
         add(&ss, runs[i], "mfu", name, 0, 100);
     }
     if (ss.n) {
-        const svg_axes_t ax = {"Model FLOPs utilisation", "step", "% of peak", 0, 1};
-        svg_lines(b, &ax, ss.s, ss.n);
+        const svg_axes_t ax = {.title = "Model FLOPs utilisation", .xlabel = "step", .ylabel = "% of peak",
+                               .y_from_0 = 1};
+        lines(b, ax, &ss, runs, n);
     } else {
         html_note(b, "No \"mfu\" in metrics.jsonl (the monitoring's FLOP count): no MFU chart.");
     }
@@ -164,8 +187,9 @@ void charts_rank_spread(strbuf_t *b, const report_run_t *r)
     add(&ss, r, "ranks.step_time_mean", "mean over ranks", 0, 1);
     add(&ss, r, "ranks.step_time_min", "fastest rank", 0, 1);
     if (ss.n) {
-        const svg_axes_t ax = {"Step time across ranks (gather steps)", "step", "seconds", 1, 1};
-        svg_lines(b, &ax, ss.s, ss.n);
+        const svg_axes_t ax = {.title = "Step time across ranks (gather steps)",
+                               .xlabel = "step", .ylabel = "seconds", .points = 1, .y_from_0 = 1};
+        lines(b, ax, &ss, &r, 1);
     } else {
         html_note(b, "No \"ranks\" field in metrics.jsonl (the monitoring's gather steps): no per-rank spread.");
     }

@@ -5,6 +5,11 @@
 
 #include "report/run_data.h"
 #include "report/strbuf.h"
+#include "report/svg.h"
+
+/* With one run, marks on ax where it resumed (report_resumes): a new array
+ * for the caller to free once the chart is drawn. NULL with several runs. */
+double *charts_mark_resumes(svg_axes_t *ax, const report_run_t *const *runs, size_t n);
 
 /* Training loss and validation loss; validation loss per genre. */
 void charts_losses(strbuf_t *b, const report_run_t *const *runs, size_t n);

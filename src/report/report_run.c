@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "io/atomic_file.h"
+#include "report/config_table.h"
+#include "report/health_charts.h"
+#include "report/histograms.h"
 #include "report/html.h"
 #include "report/report.h"
 #include "report/report_charts.h"
@@ -14,6 +17,7 @@
 #include "report/strbuf.h"
 #include "report/summary.h"
 #include "report/svg.h"
+#include "report/verdicts.h"
 #include "util/error.h"
 
 /* Heatmap columns at most: a long run's steps are summed into bins. */
@@ -37,8 +41,12 @@ static void time_split_chart(strbuf_t *b, const report_run_t *r)
         n++;
     }
     if (n) {
-        const svg_axes_t ax = {"Time split per step (rank 0)", "step", "seconds", 0, 1};
+        svg_axes_t ax = {.title = "Time split per step (rank 0)", .xlabel = "step", .ylabel = "seconds",
+                         .y_from_0 = 1};
+        const report_run_t *runs[1] = {r};
+        double *marks = charts_mark_resumes(&ax, runs, 1);
         svg_stacked(b, &ax, x, n, (const double *const *)ys, report_phases, REPORT_NPHASES);
+        free(marks);
     } else {
         html_note(b, "No \"time\" field in metrics.jsonl (the phase timers of the monitoring): no time split.");
     }
@@ -171,73 +179,6 @@ static void genre_routing_charts(strbuf_t *b, const report_run_t *r)
     free(v);
 }
 
-static void bottleneck_table(strbuf_t *b, const report_run_t *r)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < r->nsteps; i++)
-        n += report_get(r->steps[i], "bottleneck") != NULL;
-    if (!n) {
-        html_note(b, "No \"bottleneck\" field in metrics.jsonl: no verdicts.");
-        return;
-    }
-    sb_printf(b, "<table class=\"verdicts\">\n<tr><th>step</th><th>verdict</th><th>evidence</th><th>advice</th></tr>\n");
-    /* the last 60 verdicts: a long run gathers every steps_per_print */
-    size_t seen = 0;
-    for (size_t i = 0; i < r->nsteps; i++) {
-        json_t *bn = report_get(r->steps[i], "bottleneck");
-        if (!bn || seen++ + 60 < n)
-            continue;
-        double s = 0;
-        report_num(r->steps[i], "step", &s);
-        sb_printf(b, "<tr><td>%.0f</td>", s);
-        static const char *const keys[] = {"verdict", "evidence", "advice"};
-        for (int k = 0; k < 3; k++) {
-            json_t *t = json_object_get(bn, keys[k]);
-            sb_printf(b, "<td>");
-            sb_xml(b, t && json_is_string(t) ? json_string_value(t) : "-");
-            sb_printf(b, "</td>");
-        }
-        sb_printf(b, "</tr>\n");
-    }
-    sb_printf(b, "</table>\n");
-    if (n > 60)
-        html_note(b, "The last 60 of %zu verdicts.", n);
-}
-
-static void layout_table(strbuf_t *b, const report_run_t *r)
-{
-    if (!r->config) {
-        html_note(b, "No config.json in the run directory.");
-        return;
-    }
-    static const char *const keys[] = {
-        "model.num_hidden_layers", "model.hidden_size", "model.num_attention_heads", "model.num_key_value_heads",
-        "model.intermediate_size", "model.num_local_experts", "model.num_experts_per_tok", "model.vocab_size",
-        "data.seq_len", "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-        "parallel.expert_parallel_size", "zero_optimization.stage", "run.backend", "run.steps", "run.seed",
-        "data.corpus", "data.train", "data.sampler", "data.packing"};
-    sb_printf(b, "<table class=\"layout\">\n");
-    const int world = report_world(r);
-    if (world > 0)
-        sb_printf(b, "<tr><th>ranks</th><td>%d</td></tr>\n", world);
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-        json_t *v = report_get(r->config, keys[k]);
-        if (!v || json_is_null(v))
-            continue;
-        char *text = json_dumps(v, JSON_ENCODE_ANY);
-        sb_printf(b, "<tr><th>%s</th><td>", keys[k]);
-        sb_xml(b, text ? text : "?");
-        sb_printf(b, "</td></tr>\n");
-        free(text);
-    }
-    sb_printf(b, "</table>\n");
-    char *all = json_dumps(r->config, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    sb_printf(b, "<details><summary>config.json</summary>\n");
-    html_pre(b, all ? all : "");
-    sb_printf(b, "</details>\n");
-    free(all);
-}
-
 static void checkpoint_table(strbuf_t *b, const report_run_t *r)
 {
     report_ckpts_t c;
@@ -288,20 +229,24 @@ int report_run(const char *run_dir, const char *out_dir)
     charts_losses(&h, runs, 1);
     charts_metric(&h, runs, 1, "lr", "Learning rate", "lr", 1);
     charts_loss_note(&h);
+    html_h2(&h, "health", "Gradients, router losses, dropped tokens, loss scale");
+    health_charts(&h, &r);
     html_h2(&h, "throughput", "Throughput and MFU");
     charts_metric(&h, runs, 1, "tokens_per_s", "Tokens per second", "tokens/s", 1);
     charts_mfu(&h, runs, 1);
+    histogram_step_time(&h, &r);
     html_h2(&h, "time", "Where the time goes");
     time_split_chart(&h, &r);
     charts_rank_spread(&h, &r);
     html_h2(&h, "experts", "Expert load per layer");
     expert_load_charts(&h, &r);
+    histogram_expert_tokens(&h, &r);
     html_h2(&h, "genres", "Genre to expert routing per layer");
     genre_routing_charts(&h, &r);
     html_h2(&h, "bottleneck", "Bottleneck verdicts");
-    bottleneck_table(&h, &r);
+    verdict_table(&h, &r);
     html_h2(&h, "layout", "Config and layout");
-    layout_table(&h, &r);
+    config_table(&h, &r);
     html_h2(&h, "checkpoints", "Checkpoints");
     checkpoint_table(&h, &r);
     html_end(&h);

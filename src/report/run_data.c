@@ -35,6 +35,81 @@ static void push_step(report_run_t *r, json_t *j, size_t *cap)
     r->steps[r->nsteps++] = j;
 }
 
+/* jobs.jsonl, when the run has one: its JSON-object lines, others warned
+ * about and skipped (a line cut short by a killed job, a foreign line). */
+static void load_jobs(report_run_t *r, const char *dir)
+{
+    char *path = report_path_join(dir, "jobs.jsonl");
+    FILE *f = NULL;
+    char why[1024];
+    const int code = access(path, F_OK) == 0 ? regular_file_fopen(path, &f, why, sizeof why) : -1;
+    if (code > 0) /* a directory or a FIFO in its place, or unreadable: not a log to skip silently */
+        fb_fatal(code, "%s", why);
+    char *line = NULL;
+    size_t linecap = 0, cap = 0;
+    long lineno = 0;
+    for (ssize_t len; f && (len = getline(&line, &linecap, f)) >= 0;) {
+        lineno++;
+        if (len <= 1)
+            continue;
+        json_error_t err;
+        json_t *j = json_loadb(line, (size_t)len, 0, &err);
+        if (!j || !json_is_object(j)) {
+            fb_warn("%s:%ld: not a job record, skipped", path, lineno);
+            json_decref(j);
+            continue;
+        }
+        if (r->njobs == cap) {
+            cap = cap ? 2 * cap : 16;
+            r->jobs = fb_realloc(r->jobs, cap * sizeof *r->jobs);
+        }
+        r->jobs[r->njobs++] = j;
+    }
+    if (f && ferror(f))
+        fb_fatal(FB_EXIT_IO, "reading '%s': %s", path, strerror(errno));
+    if (f)
+        fclose(f);
+    free(line);
+    free(path);
+}
+
+static int by_value(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* report_run_t.first. A job resumed from the step the last one ended on
+ * continues the step count, and its "elapsed" need not fall below the last
+ * one's (a short first job, a slow first step), so jobs.jsonl's start
+ * lines say where processes begin; the steps and clocks say it for a run
+ * without the file. */
+static void mark_processes(report_run_t *r)
+{
+    double *starts = fb_malloc((r->njobs ? r->njobs : 1) * sizeof *starts);
+    size_t ns = 0;
+    for (size_t i = 0; i < r->njobs; i++) {
+        json_t *e = json_object_get(r->jobs[i], "event");
+        if (e && json_is_string(e) && !strcmp(json_string_value(e), "start") &&
+            report_num(r->jobs[i], "step", &starts[ns]))
+            ns++;
+    }
+    qsort(starts, ns, sizeof *starts, by_value);
+    r->first = fb_calloc(r->nsteps, 1);
+    for (size_t i = 0; i < r->nsteps; i++) {
+        double a = 0, b = 0, ea, eb;
+        report_num(r->steps[i], "step", &b);
+        if (i > 0)
+            report_num(r->steps[i - 1], "step", &a);
+        const double after = b - 1;
+        r->first[i] = i == 0 || b != a + 1 ||
+                      (report_num(r->steps[i - 1], "elapsed", &ea) && report_num(r->steps[i], "elapsed", &eb) &&
+                       eb < ea) ||
+                      (ns && bsearch(&after, starts, ns, sizeof *starts, by_value));
+    }
+    free(starts);
+}
+
 /* Steps past 2^53 would not survive the double the charts use. */
 #define REPORT_MAX_STEP ((json_int_t)1 << 53)
 
@@ -119,6 +194,8 @@ void report_run_load(report_run_t *r, const char *dir)
     if (r->nsteps == 0)
         fb_fatal(FB_EXIT_DATA, "%s: no step recorded", mpath);
     free(mpath);
+    load_jobs(r, dir);
+    mark_processes(r);
 }
 
 void report_run_free(report_run_t *r)
@@ -126,6 +203,10 @@ void report_run_free(report_run_t *r)
     for (size_t i = 0; i < r->nsteps; i++)
         json_decref(r->steps[i]);
     free(r->steps);
+    for (size_t i = 0; i < r->njobs; i++)
+        json_decref(r->jobs[i]);
+    free(r->jobs);
+    free(r->first);
     json_decref(r->config);
     free(r->dir);
     memset(r, 0, sizeof *r);
@@ -173,14 +254,31 @@ int report_world(const report_run_t *r)
     return 0;
 }
 
-int report_is_warmup(const report_run_t *r, size_t i)
+int report_is_warmup(const report_run_t *r, size_t i) { return r->first[i]; }
+
+size_t report_resumes(const report_run_t *r, double **steps)
 {
-    if (i == 0)
-        return 1;
-    double a = 0, b = 0;
-    report_num(r->steps[i - 1], "step", &a);
-    report_num(r->steps[i], "step", &b);
-    return b != a + 1;
+    *steps = fb_malloc((r->nsteps ? r->nsteps : 1) * sizeof **steps);
+    size_t n = 0;
+    for (size_t i = 1; i < r->nsteps; i++) {
+        double s;
+        if (r->first[i] && report_num(r->steps[i], "step", &s))
+            (*steps)[n++] = s - 1;
+    }
+    return n;
+}
+
+double report_elapsed_total(const report_run_t *r, size_t *processes)
+{
+    double total = 0, e;
+    size_t n = 0;
+    for (size_t i = 0; i < r->nsteps; i++) {
+        n += r->first[i];
+        if ((i + 1 == r->nsteps || r->first[i + 1]) && report_num(r->steps[i], "elapsed", &e))
+            total += e;
+    }
+    *processes = n;
+    return total;
 }
 
 double report_tokens_per_s(const report_run_t *r, size_t *nsteps)

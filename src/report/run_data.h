@@ -12,12 +12,20 @@ typedef struct report_run {
     json_t *config;  /* config.json, NULL when the directory has none */
     json_t **steps;  /* one object per metrics.jsonl line, in file order */
     size_t nsteps;
+    json_t **jobs;   /* jobs.jsonl's lines (docs/run-dir.md), in order; none without the file */
+    size_t njobs;
+    /* 1 where a process's records start: the first line, each line whose
+     * step does not follow the one before or whose "elapsed" (a process's
+     * own clock) is below the one before, and each line of step S + 1 for
+     * a start line of jobs.jsonl at step S: a resumed job */
+    unsigned char *first;
 } report_run_t;
 
 /* Reads RUN_DIR. A missing directory or metrics.jsonl, or a line that is not
  * a JSON object with a numeric "step", is an error (fb_fatal: FB_EXIT_IO for
  * what cannot be read, FB_EXIT_DATA for what is not a run's log). A last
- * line cut short (a run killed mid-write) is skipped with a warning. */
+ * line cut short (a run killed mid-write) is skipped with a warning; so is
+ * a line of jobs.jsonl that is not a JSON object. */
 void report_run_load(report_run_t *r, const char *dir);
 void report_run_free(report_run_t *r);
 
@@ -35,10 +43,18 @@ int report_num(json_t *obj, const char *path, double *out);
  * for the world it ran on); 0 when neither says. */
 int report_world(const report_run_t *r);
 
-/* Whether line i is a process's first step, which the throughput figures
- * leave out as warm-up: the file's first line, and every line whose step is
- * not the previous line's step + 1 (a resumed run appends to the file). */
+/* Whether line i is a process's first step (report_run_t.first), which the
+ * throughput figures leave out as warm-up. */
 int report_is_warmup(const report_run_t *r, size_t i);
+
+/* The steps after which another process took over (the last step before
+ * each process's first record, the first process's excepted): where the run
+ * resumed. A new array (freed by the caller); returns how many. */
+size_t report_resumes(const report_run_t *r, double **steps);
+
+/* The seconds of training over every process: the sum of each process's
+ * last "elapsed" (each counts from its own start). *processes: how many. */
+double report_elapsed_total(const report_run_t *r, size_t *processes);
 
 /* The throughput over the measured (non-warm-up) steps: sum of "tokens" over
  * sum of "step_time". When every line is warm-up (a run of one step) all

@@ -168,7 +168,8 @@ int report_scaling(const char *const *dirs, size_t n, const char *out_dir)
         one[i] = 1.0;
     }
     const svg_series_t s[2] = {{"efficiency", x, y, n, 0}, {"ideal", x, one, n, 1}};
-    const svg_axes_t ax = {"Parallel efficiency vs ranks", "ranks", "efficiency", 1, 1};
+    const svg_axes_t ax = {.title = "Parallel efficiency vs ranks", .xlabel = "ranks", .ylabel = "efficiency",
+                           .points = 1, .y_from_0 = 1};
     svg_lines(&svg, &ax, s, 2);
 
     fs_mkdirs(out_dir);

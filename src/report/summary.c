@@ -42,6 +42,77 @@ static double last_num(const report_run_t *r, const char *path, double *step)
     return NAN;
 }
 
+static const char *job_str(json_t *j, const char *key)
+{
+    json_t *v = json_object_get(j, key);
+    return v && json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int job_is(json_t *j, const char *event)
+{
+    const char *e = job_str(j, "event");
+    return e && !strcmp(e, event);
+}
+
+/* What jobs.jsonl says (docs/run-dir.md): when the run started, the
+ * version and command of its last job, where jobs resumed, how it ended. */
+static void jobs_items(const report_run_t *r, summary_t *s)
+{
+    json_t *first = NULL, *last_start = NULL, *last_end = NULL;
+    size_t nstart = 0;
+    char resumed[512] = "";
+    size_t rl = 0;
+    for (size_t i = 0; i < r->njobs; i++) {
+        json_t *j = r->jobs[i];
+        double step;
+        if (job_is(j, "start")) {
+            first = first ? first : j;
+            last_start = j;
+            last_end = NULL;
+            nstart++;
+            /* a run requeued all along: the first resumes, then "..." */
+            if (nstart > 1 && report_num(j, "step", &step) && rl < sizeof resumed - 32)
+                rl += (size_t)snprintf(resumed + rl, sizeof resumed - rl, "%s%.0f", rl ? ", " : "", step);
+            else if (nstart > 1 && rl >= sizeof resumed - 32 && rl < sizeof resumed - 5)
+                rl += (size_t)snprintf(resumed + rl, sizeof resumed - rl, ", ...");
+        } else if (job_is(j, "end")) {
+            last_end = j;
+        }
+    }
+    if (!first)
+        return;
+    summary_add(s, "started", "%s on %s", job_str(first, "time") ? job_str(first, "time") : "?",
+                job_str(first, "host") ? job_str(first, "host") : "?");
+    if (job_str(last_start, "version"))
+        summary_add(s, "version", "fabula %s", job_str(last_start, "version"));
+    if (job_str(last_start, "command"))
+        summary_add(s, "command", "%s", job_str(last_start, "command"));
+    if (nstart > 1)
+        summary_add(s, "jobs", "%zu, resumed from step %s", nstart, resumed);
+    else
+        summary_add(s, "jobs", "1");
+    double step = 0, code = 0, ck;
+    if (!last_end) {
+        summary_add(s, "final status", "no end line after the job started at %s: killed (SIGKILL, the time "
+                    "limit's hard kill, a lost node) or still running",
+                    job_str(last_start, "time") ? job_str(last_start, "time") : "?");
+        return;
+    }
+    report_num(last_end, "step", &step);
+    report_num(last_end, "exit_code", &code);
+    const char *state = job_str(last_end, "state") ? job_str(last_end, "state") : "?";
+    char detail[600] = "";
+    if (job_str(last_end, "signal"))
+        snprintf(detail, sizeof detail, " by %s", job_str(last_end, "signal"));
+    else if (job_str(last_end, "message"))
+        snprintf(detail, sizeof detail, ": %s", job_str(last_end, "message"));
+    char ckpt[64] = "";
+    if (report_num(last_end, "checkpoint_step", &ck))
+        snprintf(ckpt, sizeof ckpt, ", checkpoint of step %.0f", ck);
+    summary_add(s, "final status", "%s at step %.0f%s (exit %.0f%s) at %s", state, step, detail, code, ckpt,
+                job_str(last_end, "time") ? job_str(last_end, "time") : "?");
+}
+
 void summary_build(const report_run_t *r, summary_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -49,6 +120,7 @@ void summary_build(const report_run_t *r, summary_t *s)
     report_num(r->steps[0], "step", &first);
     report_num(r->steps[r->nsteps - 1], "step", &last);
     summary_add(s, "run directory", "%s", r->dir);
+    jobs_items(r, s);
     summary_add(s, "steps", "%zu records, steps %.0f to %.0f", r->nsteps, first, last);
     const int world = report_world(r);
     if (world > 0)
@@ -58,8 +130,15 @@ void summary_build(const report_run_t *r, summary_t *s)
         if (report_num(r->steps[i], "tokens", &v))
             tokens += v;
     summary_add(s, "tokens", "%.0f", tokens);
-    if (report_num(r->steps[r->nsteps - 1], "elapsed", &v))
-        summary_add(s, "elapsed (s)", "%.1f", v);
+    size_t procs;
+    const double elapsed = report_elapsed_total(r, &procs);
+    if (report_num(r->steps[r->nsteps - 1], "elapsed", &v)) {
+        /* each process's "elapsed" counts from its own start */
+        if (procs > 1)
+            summary_add(s, "elapsed (s)", "%.1f over %zu processes (the last %.1f)", elapsed, procs, v);
+        else
+            summary_add(s, "elapsed (s)", "%.1f", v);
+    }
     if (report_num(r->steps[r->nsteps - 1], "loss", &v))
         summary_add(s, "final loss", "%.4f (lm %.4f) at step %.0f", v,
                     report_num(r->steps[r->nsteps - 1], "lm_loss", &st) ? st : NAN, last);
@@ -118,28 +197,34 @@ void summary_build(const report_run_t *r, summary_t *s)
     const double rss = report_memory_bytes(r);
     if (!isnan(rss))
         summary_add(s, "memory (MiB, largest rank)", "%.1f", rss / 1048576.0);
-    /* the verdicts of the gather steps, by how often each was given */
-    static const char *const verdicts[] = {"compute", "communication", "imbalance", "input", "memory", "io"};
-    size_t counts[6] = {0}, nv = 0;
+    /* the verdicts of the gather steps, by how often each was given, in
+     * the order they first came: by name as the log has them, so that a
+     * verdict this reader does not know (cpu, pipeline came later) counts */
+    enum { MAX_KINDS = 16 };
+    const char *kinds[MAX_KINDS];
+    size_t counts[MAX_KINDS] = {0}, nk = 0, nv = 0;
     const char *last_verdict = NULL;
     double last_vstep = 0;
     for (size_t i = 0; i < r->nsteps; i++) {
         json_t *j = report_get(r->steps[i], "bottleneck.verdict");
         if (!j || !json_is_string(j))
             continue;
-        for (int k = 0; k < 6; k++)
-            if (!strcmp(json_string_value(j), verdicts[k]))
-                counts[k]++;
+        size_t k = 0;
+        while (k < nk && strcmp(json_string_value(j), kinds[k]))
+            k++;
+        if (k == nk && nk < MAX_KINDS)
+            kinds[nk++] = json_string_value(j);
+        if (k < nk)
+            counts[k]++;
         nv++;
         last_verdict = json_string_value(j);
         report_num(r->steps[i], "step", &last_vstep);
     }
     if (nv) {
-        char c[256] = "";
+        char c[512] = "";
         size_t l = 0;
-        for (int k = 0; k < 6; k++)
-            if (counts[k])
-                l += (size_t)snprintf(c + l, sizeof c - l, "%s%s %zu", l ? ", " : "", verdicts[k], counts[k]);
+        for (size_t k = 0; k < nk && l < sizeof c; k++)
+            l += (size_t)snprintf(c + l, sizeof c - l, "%s%s %zu", l ? ", " : "", kinds[k], counts[k]);
         summary_add(s, "bottleneck", "%s at step %.0f (of %zu verdicts: %s)", last_verdict, last_vstep, nv, c);
     }
     report_ckpts_t ck;
@@ -154,8 +239,13 @@ void summary_build(const report_run_t *r, summary_t *s)
 void summary_markdown(const summary_t *s, strbuf_t *b)
 {
     sb_printf(b, "| item | value |\n|---|---|\n");
-    for (size_t i = 0; i < s->n; i++)
-        sb_printf(b, "| %s | %s |\n", s->item[i], s->value[i]);
+    for (size_t i = 0; i < s->n; i++) {
+        /* a '|' in a value (a command's pipe) would end its cell */
+        sb_printf(b, "| %s | ", s->item[i]);
+        for (const char *c = s->value[i]; *c; c++)
+            sb_printf(b, *c == '|' ? "\\|" : "%c", *c);
+        sb_printf(b, " |\n");
+    }
 }
 
 void summary_free(summary_t *s)

@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { W = 720, H = 280, ML = 64, MR = 170, MT = 28, MB = 42, MAX_POINTS = 2000 };
+enum { W = 720, H = 280, ML = 64, MR = 170, MT = 28, MB = 42, MAX_POINTS = 2000, MAX_MARKS = 40,
+       MAX_DOTS = 200 };
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
@@ -90,16 +91,46 @@ static void axes(strbuf_t *b, const frame_t *f, const svg_axes_t *ax)
         sb_xml(b, ax->ylabel);
         sb_printf(b, "</text>\n");
     }
+    if (ax->nmarks > MAX_MARKS) { /* a run requeued all along: one path, no labels, the page stays small */
+        sb_printf(b, "<path class=\"marks\" stroke=\"#555\" stroke-opacity=\"0.4\" d=\"");
+        for (size_t i = 0; i < ax->nmarks; i++)
+            if (ax->marks[i] >= f->x0 && ax->marks[i] <= f->x1)
+                sb_printf(b, "M%.1f %dV%d", px(f, ax->marks[i]), MT, H - MB);
+        sb_printf(b, "\"><title>%zu times ", ax->nmarks);
+        sb_xml(b, ax->mark_name ? ax->mark_name : "");
+        sb_printf(b, "</title></path>\n");
+        return;
+    }
+    for (size_t i = 0; i < ax->nmarks; i++) {
+        const double x = ax->marks[i];
+        if (!(x >= f->x0 && x <= f->x1))
+            continue;
+        fmt_num(t, sizeof t, x);
+        sb_printf(b,
+                  "<line class=\"mark\" data-x=\"%s\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#555\" "
+                  "stroke-dasharray=\"3 3\"><title>",
+                  t, px(f, x), px(f, x), MT, H - MB);
+        sb_xml(b, ax->mark_name ? ax->mark_name : "");
+        sb_printf(b, " %s</title></line><text x=\"%.1f\" y=\"%d\" font-size=\"9\" fill=\"#555\">", t,
+                  px(f, x) + 2, MT + 10);
+        sb_xml(b, ax->mark_name ? ax->mark_name : "");
+        sb_printf(b, "</text>\n");
+    }
+}
+
+static void legend_styled(strbuf_t *b, size_t i, const char *name, const char *color, int dashed)
+{
+    const int y = MT + 8 + 16 * (int)i;
+    sb_printf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"%s/>", W - MR + 10,
+              W - MR + 30, y, y, color, dashed ? " stroke-dasharray=\"4 3\"" : "");
+    sb_printf(b, "<text x=\"%d\" y=\"%d\">", W - MR + 34, y + 4);
+    sb_xml(b, name ? name : "");
+    sb_printf(b, "</text>\n");
 }
 
 static void legend(strbuf_t *b, size_t i, const char *name, int dashed)
 {
-    const int y = MT + 8 + 16 * (int)i;
-    sb_printf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"%s/>", W - MR + 10,
-              W - MR + 30, y, y, svg_color(i), dashed ? " stroke-dasharray=\"4 3\"" : "");
-    sb_printf(b, "<text x=\"%d\" y=\"%d\">", W - MR + 34, y + 4);
-    sb_xml(b, name ? name : "");
-    sb_printf(b, "</text>\n");
+    legend_styled(b, i, name, svg_color(i), dashed);
 }
 
 static void grow(frame_t *f, double x, double y, int *any)
@@ -137,9 +168,17 @@ void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t 
     for (size_t j = 0; j < ns; j++)
         for (size_t i = 0; i < s[j].n; i++)
             grow(&f, s[j].x[i], s[j].y[i], &any);
+    if (ax->hline_name && any)
+        grow(&f, f.x0, ax->hline, &any);
     pad(&f, ax->y_from_0);
     open_svg(b, ax->title);
     axes(b, &f, ax);
+    if (ax->hline_name && any && isfinite(ax->hline)) {
+        sb_printf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-width=\"1.5\" "
+                     "stroke-dasharray=\"6 3\"/>\n",
+                  ML, W - MR, py(&f, ax->hline), py(&f, ax->hline));
+        legend_styled(b, ns, ax->hline_name, "#999", 1);
+    }
     for (size_t j = 0; j < ns; j++) {
         sb_printf(b, "<path class=\"data\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s d=\"", svg_color(j),
                   s[j].dashed ? " stroke-dasharray=\"4 3\"" : "");
@@ -157,12 +196,57 @@ void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t 
             pen = started = 1;
         }
         sb_printf(b, "\"/>\n");
-        if (ax->points || s[j].n == 1)
+        /* a dot per point helps to read a few; thousands only weigh the page */
+        if ((ax->points && s[j].n <= MAX_DOTS) || s[j].n == 1)
             for (size_t i = 0; i < s[j].n; i++)
                 if (isfinite(s[j].x[i]) && isfinite(s[j].y[i]))
                     sb_printf(b, "<circle class=\"data\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
                               px(&f, s[j].x[i]), py(&f, s[j].y[i]), svg_color(j));
         legend(b, j, s[j].name, s[j].dashed);
+    }
+    sb_printf(b, "</svg>\n");
+}
+
+void svg_histogram(strbuf_t *b, const svg_axes_t *ax, const double *v, size_t n)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    size_t finite = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i])) {
+            lo = fmin(lo, v[i]);
+            hi = fmax(hi, v[i]);
+            finite++;
+        }
+    size_t nb = (size_t)ceil(sqrt((double)finite));
+    nb = nb < 1 ? 1 : nb > 40 ? 40 : nb;
+    if (!(hi > lo)) { /* one value (or none): one bar around it */
+        nb = 1;
+        lo = finite ? lo - 0.5 : 0;
+        hi = finite ? hi + 0.5 : 1;
+    }
+    const double w = (hi - lo) / (double)nb;
+    size_t counts[40] = {0}, top = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i])) {
+            size_t k = (size_t)((v[i] - lo) / w);
+            counts[k < nb ? k : nb - 1]++;
+        }
+    for (size_t k = 0; k < nb; k++)
+        top = counts[k] > top ? counts[k] : top;
+    frame_t f = {lo, hi, 0, (double)(top ? top : 1)};
+    pad(&f, 1);
+    open_svg(b, ax->title);
+    axes(b, &f, ax);
+    char a[32], c[32];
+    for (size_t k = 0; k < nb; k++) {
+        const double x0 = lo + (double)k * w, x1 = k + 1 == nb ? hi : x0 + w;
+        fmt_num(a, sizeof a, x0);
+        fmt_num(c, sizeof c, x1);
+        sb_printf(b,
+                  "<rect class=\"data\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+                  "fill-opacity=\"0.8\" stroke=\"#fff\"><title>%zu in [%s, %s%s</title></rect>\n",
+                  px(&f, x0), py(&f, (double)counts[k]), px(&f, x1) - px(&f, x0), py(&f, 0) - py(&f, (double)counts[k]),
+                  svg_color(0), counts[k], a, c, k + 1 == nb ? "]" : ")");
     }
     sb_printf(b, "</svg>\n");
 }

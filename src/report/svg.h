@@ -17,12 +17,26 @@ typedef struct svg_series {
 
 typedef struct svg_axes {
     const char *title, *xlabel, *ylabel;
-    int points;   /* mark every point (few points: a scaling plot) */
+    int points;   /* mark every point (few points: a scaling plot), up to 200 a series */
     int y_from_0; /* the y axis starts at 0 */
+    /* dashed vertical lines at these x, each <line class="mark" data-x>
+     * titled "mark_name x" (where a run resumed); none when nmarks is 0;
+     * above 40, one unlabelled <path class="marks"> draws them all */
+    const double *marks;
+    size_t nmarks;
+    const char *mark_name;
+    /* a horizontal reference line at hline, named in the legend (the
+     * clipping threshold under the gradient norm); none when NULL */
+    const char *hline_name;
+    double hline;
 } svg_axes_t;
 
 /* Lines, one per series, with a legend. */
 void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t ns);
+
+/* A histogram of v[n] (NaN left out) in about sqrt(n) equal bins, at
+ * most 40; each bar's title says "COUNT in [LO, HI)" (the last bin closed). */
+void svg_histogram(strbuf_t *b, const svg_axes_t *ax, const double *v, size_t n);
 
 /* k layers stacked over x[n]: ys[j][i] is layer j at x[i] (NaN counts 0). */
 void svg_stacked(strbuf_t *b, const svg_axes_t *ax, const double *x, size_t n, const double *const *ys,

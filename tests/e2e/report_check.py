@@ -5,12 +5,14 @@ prints, and compares.
 
   report_check.py scaling TABLE RUN_DIR...   the --scaling table (stdout)
   report_check.py summary SUMMARY.md RUN_DIR  the summary of `fabula report RUN_DIR`
-  report_check.py html REPORT.html RUN_DIR    the page: XML, charts with data, notes for what is missing
+  report_check.py html REPORT.html RUN_DIR    the page: XML, charts with data, notes for what is missing,
+                                              resume marks, histograms, the config table, collapsed verdicts
   report_check.py compare COMPARE.md RUN_DIR...  the table of --compare
 """
 import json
 import math
 import os
+import re
 import sys
 
 
@@ -35,9 +37,83 @@ def get(obj, path):
     return obj if isinstance(obj, (int, float)) and not isinstance(obj, bool) else None
 
 
-def warm(steps):
-    """the first line and every line not following its predecessor's step"""
-    return [i == 0 or steps[i]["step"] != steps[i - 1]["step"] + 1 for i in range(len(steps))]
+def warm(steps, run=None):
+    """each process's first record: the first line, every line not following
+    its predecessor's step, every line whose "elapsed" (a process's own
+    clock) is below its predecessor's, and the line after each step a job of
+    jobs.jsonl started from (a job resumed from the last one's last step)"""
+    starts = {j.get("step") for j in load_jobs(run) if j.get("event") == "start"} if run else set()
+    return [i == 0 or steps[i]["step"] != steps[i - 1]["step"] + 1
+            or steps[i].get("elapsed", 0) < steps[i - 1].get("elapsed", 0)
+            or steps[i]["step"] - 1 in starts for i in range(len(steps))]
+
+
+def elapsed_total(steps, run):
+    """each process's last "elapsed", summed; and how many processes"""
+    first = warm(steps, run)
+    last = [s["elapsed"] for i, s in enumerate(steps) if (i + 1 == len(steps) or first[i + 1]) and "elapsed" in s]
+    return sum(last), sum(first)
+
+
+def load_jobs(run):
+    """jobs.jsonl's records (docs/run-dir.md); a torn or foreign line skipped"""
+    out = []
+    path = os.path.join(run, "jobs.jsonl")
+    if not os.path.isfile(path):
+        return out
+    for line in open(path, encoding="utf-8", errors="replace"):
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(j, dict):
+            out.append(j)
+    return out
+
+
+def resume_steps(run, steps):
+    """where the run resumed: the step each later job of jobs.jsonl started
+    from; without the file, the step before each process's first record"""
+    starts = [j["step"] for j in load_jobs(run) if j.get("event") == "start"][1:]
+    if load_jobs(run):
+        return starts
+    first = warm(steps)
+    return [steps[i]["step"] - 1 for i in range(1, len(steps)) if first[i]]
+
+
+def jobs_items(run):
+    """the summary items from jobs.jsonl"""
+    jobs = load_jobs(run)
+    starts = [j for j in jobs if j.get("event") == "start"]
+    if not starts:
+        return []
+    last_end = None
+    for j in jobs:
+        if j.get("event") == "start":
+            last_end = None
+        elif j.get("event") == "end":
+            last_end = j
+    first, last = starts[0], starts[-1]
+    out = [("started", "%s on %s" % (first.get("time") or "?", first.get("host") or "?"))]
+    if isinstance(last.get("version"), str):
+        out.append(("version", "fabula " + last["version"]))
+    if isinstance(last.get("command"), str):
+        out.append(("command", last["command"]))
+    if len(starts) > 1:
+        out.append(("jobs", "%d, resumed from step %s" % (len(starts), ", ".join(str(j["step"]) for j in starts[1:]))))
+    else:
+        out.append(("jobs", "1"))
+    if last_end is None:
+        out.append(("final status", "no end line after the job started at %s: killed (SIGKILL, the time limit's hard "
+                    "kill, a lost node) or still running" % (last.get("time") or "?")))
+        return out
+    e = last_end
+    detail = " by " + e["signal"] if isinstance(e.get("signal"), str) else \
+        ": " + e["message"] if isinstance(e.get("message"), str) else ""
+    ck = ", checkpoint of step %d" % e["checkpoint_step"] if isinstance(e.get("checkpoint_step"), int) else ""
+    out.append(("final status", "%s at step %d%s (exit %d%s) at %s" % (e.get("state") or "?", e.get("step") or 0, detail,
+                                                                      e.get("exit_code") or 0, ck, e.get("time") or "?")))
+    return out
 
 
 def world(cfg, steps):
@@ -48,8 +124,8 @@ def world(cfg, steps):
     return int(cfg["train_batch_size"] / (cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"]) + 0.5)
 
 
-def measured(steps):
-    w = warm(steps)
+def measured(steps, run=None):
+    w = warm(steps, run)
     keep = [i for i in range(len(steps)) if not w[i]] or list(range(len(steps)))
     return [steps[i] for i in keep]
 
@@ -58,7 +134,7 @@ def scaling_rows(runs):
     rows = []
     for run in runs:
         cfg, steps = load(run)
-        m = measured(steps)
+        m = measured(steps, run)
         tok = 0.0
         sec = 0.0
         for s in m:
@@ -110,13 +186,12 @@ def table_rows(path):
 
 
 PHASES = ["data", "forward", "backward", "comm_wait", "optimizer", "checkpoint", "imbalance"]
-VERDICTS = ["compute", "communication", "imbalance", "input", "memory", "io"]
 
 
-def measured_sum(steps, path):
+def measured_sum(steps, path, run):
     """sum of a field and of step_time over the measured lines that have it"""
     n, tot, st = 0, 0.0, 0.0
-    for s in measured(steps):
+    for s in measured(steps, run):
         v = get(s, path)
         if v is None or "step_time" not in s:
             continue
@@ -126,8 +201,8 @@ def measured_sum(steps, path):
     return n, tot, st
 
 
-def tokens_per_s(steps):
-    m = measured(steps)
+def tokens_per_s(steps, run):
+    m = measured(steps, run)
     tok = sec = 0.0
     for s in m:
         tok += s["tokens"]
@@ -138,10 +213,15 @@ def tokens_per_s(steps):
 def summary_items(run):
     cfg, steps = load(run)
     last = steps[-1]
-    out = [("run directory", run), ("steps", "%d records, steps %d to %d" % (len(steps), steps[0]["step"], last["step"]))]
+    out = [("run directory", run)] + jobs_items(run)
+    out.append(("steps", "%d records, steps %d to %d" % (len(steps), steps[0]["step"], last["step"])))
     out.append(("ranks", str(world(cfg, steps))))
     out.append(("tokens", "%.0f" % sum(float(s["tokens"]) for s in steps)))
-    out.append(("elapsed (s)", "%.1f" % last["elapsed"]))
+    total, procs = elapsed_total(steps, run)
+    if procs > 1:
+        out.append(("elapsed (s)", "%.1f over %d processes (the last %.1f)" % (total, procs, last["elapsed"])))
+    else:
+        out.append(("elapsed (s)", "%.1f" % last["elapsed"]))
     out.append(("final loss", "%.4f (lm %.4f) at step %d" % (last["loss"], last["lm_loss"], last["step"])))
     best = min(steps, key=lambda s: s["loss"])  # the first of equal minima, as fabula's strict <
     out.append(("lowest loss", "%.4f at step %d" % (best["loss"], best["step"])))
@@ -151,17 +231,17 @@ def summary_items(run):
         out.append(("validation lm loss", "%.4f (ppl %.2f) at step %d" % (e["valid_lm_loss"], e.get("valid_ppl", math.exp(e["valid_lm_loss"])), e["step"])))
         for g, v in e.get("valid_genre_lm_loss", {}).items():
             out.append(("validation lm loss, " + g, "%.4f" % v))
-    tps, n = tokens_per_s(steps)
+    tps, n = tokens_per_s(steps, run)
     out.append(("tokens/s", "%.1f (mean over %d steps; the first step of each process left out)" % (tps, n)))
-    n, tot, _ = measured_sum(steps, "mfu")
+    n, tot, _ = measured_sum(steps, "mfu", run)
     if n:
         out.append(("MFU", "%.2f%% (mean over %d steps)" % (100 * tot / n, n)))
-    n, tot, _ = measured_sum(steps, "model_flops_per_s")
+    n, tot, _ = measured_sum(steps, "model_flops_per_s", run)
     if n:
         out.append(("model FLOP/s", "%.4g" % (tot / n)))
     parts = []
     for p in PHASES:
-        n, tot, st = measured_sum(steps, "time." + p)
+        n, tot, st = measured_sum(steps, "time." + p, run)
         if n and st > 0:
             parts.append("%s %.1f%%" % (p, 100 * tot / st))
     if parts:
@@ -172,7 +252,11 @@ def summary_items(run):
         out.append(("memory (MiB, largest rank)", "%.1f" % (max(mem) / 1048576.0)))
     verd = [(s["step"], s["bottleneck"]["verdict"]) for s in steps if isinstance(s.get("bottleneck"), dict) and "verdict" in s["bottleneck"]]
     if verd:
-        counts = ", ".join("%s %d" % (v, sum(1 for _, x in verd if x == v)) for v in VERDICTS if any(x == v for _, x in verd))
+        kinds = []  # in the order they first came, whatever their name
+        for _, x in verd:
+            if x not in kinds:
+                kinds.append(x)
+        counts = ", ".join("%s %d" % (v, sum(1 for _, x in verd if x == v)) for v in kinds)
         out.append(("bottleneck", "%s at step %d (of %d verdicts: %s)" % (verd[-1][1], verd[-1][0], len(verd), counts)))
     ck = os.path.join(run, "checkpoints")
     names = sorted(f for f in os.listdir(ck) if f.startswith("step-") and (f.endswith(".h5") or f.endswith(".damaged"))) if os.path.isdir(ck) else []
@@ -185,15 +269,151 @@ def summary_items(run):
 
 
 def md_rows(path, ncols):
+    """the table's cells, a '\\|' in one read back as '|'"""
     rows = []
     for l in open(path):
         if l.startswith("|") and not l.startswith("|---"):
-            c = [x.strip() for x in l.strip().strip("|").split("|")]
-            rows.append(c)
+            cells = re.split(r"(?<!\\)\|", l.strip()[1:-1])
+            rows.append([x.strip().replace("\\|", "|") for x in cells])
     return rows[1:]
 
 
 SVG = "{http://www.w3.org/2000/svg}"
+XHTML = "{http://www.w3.org/1999/xhtml}"
+
+
+def verdict_rows(verdicts):
+    """consecutive verdicts equal once every number (a run of digits and
+    dots holding a digit) is one placeholder: [step cell, verdict] a group"""
+    mask = lambda t: re.sub(r"[0-9.]*[0-9][0-9.]*", "#", t if isinstance(t, str) else "-")
+    groups = []
+    for s in verdicts:
+        b = s["bottleneck"]
+        key = tuple(mask(b.get(k)) for k in ("verdict", "evidence", "advice"))
+        if groups and groups[-1][0] == key:
+            groups[-1][1].append(s)
+        else:
+            groups.append((key, [s]))
+    out = []
+    for _, g in groups:
+        cell = "%d" % g[0]["step"] if len(g) == 1 else \
+            "steps %d\u2013%d (%d gathers)" % (g[0]["step"], g[-1]["step"], len(g))
+        out.append([cell, g[-1]["bottleneck"].get("verdict", "-")])
+    return out
+
+
+def svg_title(svg):
+    return svg.find(SVG + "text").text
+
+
+def histogram_total(svg):
+    """the bars' counts, from their titles "COUNT in [LO, HI)" """
+    return sum(int(t.text.split(" in ")[0]) for r in svg.iter(SVG + "rect") if r.get("class") == "data"
+               for t in r.iter(SVG + "title"))
+
+
+# the charts of the report's health section and what each needs
+HEALTH = [("grad_norm", "Gradient norm (before clipping)"),
+          ("aux_loss", "Router load-balancing loss (aux_loss, before its coefficient)"),
+          ("z_loss", "Router z-loss (z_loss, before its coefficient)"),
+          ("dropped", "Expert assignments dropped by capacity (all layers and ranks)"),
+          ("loss_scale", "fp16 loss scale")]
+# charts over every step, each of which marks every resume
+STEP_CHARTS = ["Training loss", "Learning rate", "Tokens per second", "Time split per step (rank 0)"] + \
+    [t for _, t in HEALTH]
+
+
+def check_new_charts(root, titles, notes, run, steps):
+    bad = []
+    has = lambda f: any(get(s, f) is not None for s in steps)
+    for field, title in HEALTH:
+        if has(field) and title not in titles:
+            bad.append("no chart '%s' though metrics have %s" % (title, field))
+        if not has(field) and (title in titles or '"%s"' % field not in notes):
+            bad.append("no note (or a chart) for the missing %s" % field)
+    svgs = {svg_title(v): v for v in root.iter(SVG + "svg")}
+    # the run's resumes, marked on every step chart at their step
+    marks = resume_steps(run, steps)
+    for title in STEP_CHARTS:
+        if title in svgs:
+            got = [float(l.get("data-x")) for l in svgs[title].iter(SVG + "line") if l.get("class") == "mark"]
+            if got != [float(m) for m in marks]:
+                bad.append("chart '%s' marks resumes at %r, not at %r" % (title, got, marks))
+    if marks:
+        print("  resumes marked after step %s" % ", ".join(str(m) for m in marks))
+    # the step-time histogram counts each measured step once
+    m = [s for s in measured(steps, run) if "step_time" in s]
+    t = "Step time histogram (each process's first step left out)"
+    if m and (t not in svgs or histogram_total(svgs[t]) != len(m)):
+        bad.append("the step-time histogram does not count the %d measured steps" % len(m))
+    n = sum(len(row) for s in steps for row in s.get("expert_tokens", []))
+    t = "Tokens per expert per step (every MoE layer and expert)"
+    if n and (t not in svgs or histogram_total(svgs[t]) != n):
+        bad.append("the tokens-per-expert histogram does not count the %d numbers of expert_tokens" % n)
+    if not n and '"expert_tokens"' not in notes:
+        bad.append("no note on the missing expert_tokens")
+    return bad
+
+
+def config_value(cfg, path):
+    for k in path.split("."):
+        if not isinstance(cfg, dict) or k not in cfg:
+            return None
+        cfg = cfg[k]
+    return cfg
+
+
+def check_config_table(root, run, steps):
+    """every row of the config table equals config.json (derived rows
+    recomputed), and the layout, optimizer and precision rows are there"""
+    cfg, _ = load(run)
+    tables = [t for t in root.iter(XHTML + "table") if t.get("class") == "layout"]
+    if not cfg:
+        return []
+    if not tables:
+        return ["no config table"]
+    rows = {}
+    for tr in tables[0]:
+        th, td = tr.find(XHTML + "th"), tr.find(XHTML + "td")
+        if th is not None and td is not None:
+            rows[th.text] = "".join(td.itertext())
+    bad = []
+    backend = config_value(cfg, "run.backend")
+    fp16, bf16 = config_value(cfg, "fp16.enabled") is True, config_value(cfg, "bf16.enabled") is True
+    gpu = backend in ("cuda", "cpu16")
+    fixed = config_value(cfg, "fp16.loss_scale") or 0
+    w = world(cfg, steps)
+    tp, pp = config_value(cfg, "parallel.tensor_parallel_size"), config_value(cfg, "parallel.pipeline_parallel_size")
+    derived = {
+        "ranks": str(w),
+        "dp": "%d" % (w // (tp * pp)),
+        "precision": ("fp16, loss scale fixed at %g" % fixed if fp16 and fixed > 0 else
+                      "fp16, dynamic loss scale from 2^%d" % config_value(cfg, "fp16.initial_scale_power") if fp16 else
+                      "bf16" if bf16 else "bf16 (run.backend's default)" if gpu else
+                      "bf16 on CUDA, fp32 on the CPU (run.backend auto)" if backend == "auto" else "fp32"),
+        "compute dtype": ("fp16" if fp16 else "bf16") if gpu else
+                         ("%s on CUDA, fp32 on the CPU" % ("fp16" if fp16 else "bf16")) if backend == "auto" else "fp32",
+    }
+    derived["compute dtype"] += "; master weights, gradients and optimizer state fp32"
+    for k, v in derived.items():
+        if rows.get(k) != v:
+            bad.append("config row %s is %r, not %r" % (k, rows.get(k), v))
+    for k, text in rows.items():
+        if k in derived:
+            continue
+        want = config_value(cfg, k)
+        try:
+            got = json.loads(text)
+        except ValueError:
+            got = text
+        if want is None or got != want:
+            bad.append("config row %s is %r, config.json has %r" % (k, text, want))
+    need = ["parallel.tensor_parallel_size", "parallel.pipeline_parallel_size", "parallel.sequence_parallel",
+            "parallel.expert_parallel_size", "zero_optimization.stage", "optimizer.type", "optimizer.params.lr",
+            "scheduler.type", "gradient_clipping", "fp16.enabled", "bf16.enabled"]
+    bad += ["no config row %s" % k for k in need if k not in rows]
+    print("  config table: %d rows equal config.json" % len(rows))
+    return bad
 
 
 def check_html(page, run):
@@ -218,7 +438,7 @@ def check_html(page, run):
         if not ok:
             bad.append("chart '%s' has no data" % t)
         titles.append(t)
-    notes = " ".join("".join(p.itertext()) for p in root.iter("{http://www.w3.org/1999/xhtml}p") if p.get("class") == "note")
+    notes = " ".join("".join(p.itertext()) for p in root.iter(XHTML + "p") if p.get("class") == "note")
     _, steps = load(run)
     has = lambda f: any(get(s, f) is not None or f in s for s in steps)
     expect = [("loss", "Training loss"), ("valid_lm_loss", "Validation LM loss (held-out novels)"),
@@ -239,12 +459,19 @@ def check_html(page, run):
                       "MoE layer %d: share of each genre's choices per expert" % l):
                 if t not in titles:
                     bad.append("no chart '%s'" % t)
-    verdicts = [s for s in steps if "bottleneck" in s]
-    rows = [tr for tr in root.iter("{http://www.w3.org/1999/xhtml}table") if tr.get("class") == "verdicts"]
-    if verdicts and (not rows or len(list(rows[0])) - 1 != min(len(verdicts), 60)):
-        bad.append("the verdict table does not have one row per verdict")
+    verdicts = [s for s in steps if isinstance(s.get("bottleneck"), dict)]
+    tables = [tr for tr in root.iter(XHTML + "table") if tr.get("class") == "verdicts"]
+    if verdicts:
+        want = verdict_rows(verdicts)[-60:]
+        got = [["".join(td.itertext()) for td in tr][0:2] for tr in list(tables[0])[1:]] if tables else []
+        if got != [w[0:2] for w in want]:
+            bad.append("the verdict table's rows %r are not the %d groups of consecutive like verdicts %r"
+                       % (got[:5], len(want), want[:5]))
+        print("  %d verdicts in %d rows" % (len(verdicts), len(got)))
     if not verdicts and '"bottleneck"' not in notes:
         bad.append("no note on the missing bottleneck")
+    bad += check_new_charts(root, titles, notes, run, steps)
+    bad += check_config_table(root, run, steps)
     ck = [t for t in root.iter("{http://www.w3.org/1999/xhtml}table") if t.get("class") == "checkpoints"]
     ckdir = os.path.join(run, "checkpoints")
     n = len([f for f in os.listdir(ckdir) if f.endswith(".h5")]) if os.path.isdir(ckdir) else 0
@@ -264,8 +491,8 @@ def compare_rows(runs):
         cfg, steps = load(run)
         w = world(cfg, steps)
         ev = [s["valid_lm_loss"] for s in steps if "valid_lm_loss" in s]
-        tps, n = tokens_per_s(steps)
-        nm, tot, _ = measured_sum(steps, "mfu")
+        tps, n = tokens_per_s(steps, run)
+        nm, tot, _ = measured_sum(steps, "mfu", run)
         out.append([run, str(w), "%d" % steps[-1]["step"], "%.4f" % steps[-1]["loss"],
                     "%.4f" % min(ev) if ev else "-", "%.1f" % tps, "%.1f" % (tps / w),
                     "%.2f" % (100 * tot / nm) if nm else "-"])
