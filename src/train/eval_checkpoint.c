@@ -15,7 +15,7 @@
 #include "parallel/world.h"
 #include "train/backend.h"
 #include "train/evaluate.h"
-#include "train/trainer.h"
+#include "train/train_threads.h"
 #include "util/error.h"
 #include "zero/zero.h"
 

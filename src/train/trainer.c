@@ -16,7 +16,6 @@
 #include "tokenizer/bytetok.h"
 #include "train/ckpt_policy.h"
 #include "io/rundir.h"
-#include "kernels_info.h"
 #include "model/model.h"
 #include "model/stages.h"
 #include "monitor/counters.h"
@@ -319,18 +318,6 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     if (tr->pipe)
         moe_metrics_end_step(&tr->moe, NULL, tr->groups.pp);
     rec->moe = &tr->moe;
-}
-
-int train_choose_threads(void)
-{
-    const char *env = getenv("OMP_NUM_THREADS");
-    int n = env ? atoi(env) : 0;
-    if (n < 1) {
-        int local = parallel_local_size();
-        n = kernels_cpu_available() / (local > 0 ? local : 1);
-    }
-    kernels_cpu_set_threads(n < 1 ? 1 : n);
-    return kernels_cpu_threads();
 }
 
 /* Under pp, every stage's figures of the "memory bytes" line, as rank

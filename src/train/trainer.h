@@ -4,6 +4,8 @@
 #define FABULA_TRAIN_TRAINER_H
 
 #include "config/config.h"
+/* train_choose_threads, which eval, generate and calibrate found here */
+#include "train/train_threads.h"
 
 /* Runs the job cfg describes (after train_config_resolve). Returns the
  * process exit code (FB_EXIT_OK, or FB_EXIT_DIVERGED). */
@@ -14,10 +16,5 @@ int trainer_run(const config_t *cfg);
  * them bit for bit, which metrics.jsonl's 9 digits cannot). losses holds
  * cfg->run.steps entries, on every rank; NULL stores nothing. */
 int trainer_run_losses(const config_t *cfg, double *losses);
-
-/* Sets the CPU kernels' thread count and returns it: OMP_NUM_THREADS when
- * set, else the node's processors shared among its ranks, instead of each
- * rank starting one thread per core (training and `fabula eval` alike). */
-int train_choose_threads(void);
 
 #endif
