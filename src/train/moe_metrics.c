@@ -18,6 +18,7 @@ void moe_metrics_init(moe_metrics_t *mm, const model_config_t *mc, int ntags, in
     mm->L = mc->num_hidden_layers;
     mm->E = mc->num_local_experts;
     mm->ntags = ntags;
+    mm->expert_tokens = fb_calloc((size_t)mm->L * mm->E, sizeof *mm->expert_tokens);
     mm->dropped = fb_calloc((size_t)mm->L, sizeof *mm->dropped);
     mm->aux = fb_calloc((size_t)mm->L, sizeof *mm->aux);
     mm->z = fb_calloc((size_t)mm->L, sizeof *mm->z);
@@ -27,6 +28,7 @@ void moe_metrics_init(moe_metrics_t *mm, const model_config_t *mc, int ntags, in
 
 void moe_metrics_free(moe_metrics_t *mm)
 {
+    free(mm->expert_tokens);
     free(mm->dropped);
     free(mm->aux);
     free(mm->z);
@@ -41,6 +43,7 @@ void moe_metrics_begin_step(moe_metrics_t *mm, comm_t *ep)
         comm_stats_reset(ep);
     if (mm->E == 0)
         return;
+    memset(mm->expert_tokens, 0, (size_t)mm->L * mm->E * sizeof *mm->expert_tokens);
     memset(mm->dropped, 0, (size_t)mm->L * sizeof *mm->dropped);
     memset(mm->aux, 0, (size_t)mm->L * sizeof *mm->aux);
     memset(mm->z, 0, (size_t)mm->L * sizeof *mm->z);
@@ -52,6 +55,9 @@ void moe_metrics_add(moe_metrics_t *mm, const model_stats_t *st, double mb_weigh
 {
     if (mm->E == 0)
         return;
+    /* an empty micro-batch's counts are zeros (model_forward) */
+    for (size_t i = 0; i < (size_t)mm->L * mm->E; i++)
+        mm->expert_tokens[i] += st->tokens_per_expert[i];
     for (int l = 0; l < mm->L; l++) {
         mm->dropped[l] += st->dropped_per_layer[l];
         mm->aux[l] += st->aux_per_layer[l] * mb_weight;
@@ -90,6 +96,7 @@ void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep, comm_t *dp)
     }
     if (mm->E == 0 || comm_size(dp) == 1)
         return;
+    comm_allreduce(dp, mm->expert_tokens, (size_t)mm->L * mm->E, COMM_I64, COMM_SUM);
     comm_allreduce(dp, mm->dropped, (size_t)mm->L, COMM_I64, COMM_SUM);
     const size_t L = (size_t)mm->L;
     double *buf = fb_malloc(5 * L * sizeof *buf);

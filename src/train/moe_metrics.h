@@ -1,8 +1,8 @@
-/* A step's MoE statistics beyond the loss: per MoE layer the dropped
- * assignments and the aux and z losses, per sample tag (genre) the experts
- * its tokens choose, and the expert-parallel all-to-all traffic. Summed over
- * the step's micro-batches, then over all ranks; train_log writes them to
- * metrics.jsonl (docs/run-dir.md). */
+/* A step's MoE statistics beyond the loss: per expert the tokens it kept,
+ * per MoE layer the dropped assignments and the aux and z losses, per
+ * sample tag (genre) the experts its tokens choose, and the expert-parallel
+ * all-to-all traffic. Summed over the step's micro-batches, then over all
+ * ranks; train_log writes them to metrics.jsonl (docs/run-dir.md). */
 #ifndef FABULA_TRAIN_MOE_METRICS_H
 #define FABULA_TRAIN_MOE_METRICS_H
 
@@ -12,6 +12,7 @@
 
 typedef struct moe_metrics {
     int L, E, ntags;        /* E 0: dense model, nothing recorded */
+    long *expert_tokens;    /* [L * E] tokens kept per expert (after dropping) */
     long *dropped;          /* [L] assignments dropped by capacity */
     double *aux, *z;        /* [L] token-weighted over the step's micro-batches */
     long *tag_tokens;       /* [ntags * L * E] top-k choices (before dropping) per tag */
@@ -35,7 +36,9 @@ void moe_metrics_begin_step(moe_metrics_t *mm, comm_t *ep);
 void moe_metrics_add(moe_metrics_t *mm, const model_stats_t *st, double mb_weight);
 /* Sums over the data-parallel group `dp` (collective; the world without
  * tensor parallelism, whose tp ranks hold the same figures) and reads this
- * rank's all-to-all statistics of the step from `ep`. */
+ * rank's all-to-all statistics of the step from `ep` (NULL: none). Under
+ * pipeline parallelism, called once more with the pp group as `dp`: each
+ * stage counted its own layers. */
 void moe_metrics_end_step(moe_metrics_t *mm, comm_t *ep, comm_t *dp);
 
 #endif

@@ -45,8 +45,9 @@ static json_t *expert_tokens_json(const config_t *cfg, const long *counts)
 /* [{"tokens_min":..,"tokens_mean":..,"tokens_max":..,"dropped":..,"aux":..,"z":..,
  *   "microbatches":..,"kept_share_mean":..,"kept_share_sd":..}]
  * per MoE layer, expert loads from the kept tokens of the step. */
-static json_t *moe_layers_json(const config_t *cfg, const long *counts, const moe_metrics_t *mm)
+static json_t *moe_layers_json(const config_t *cfg, const moe_metrics_t *mm)
 {
+    const long *counts = mm->expert_tokens;
     const model_config_t *mc = &cfg->model;
     const int E = mc->num_local_experts;
     json_t *layers = json_array();
@@ -330,9 +331,9 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_object_set_new(j, "eta_s", json_real(eta_s));
     if (cfg->model.num_local_experts > 1) {
         json_object_set_new(j, "dropped", json_integer(r->dropped));
-        json_object_set_new(j, "expert_tokens", expert_tokens_json(cfg, r->expert_tokens));
         if (r->moe && r->moe->E > 0) {
-            json_object_set_new(j, "moe_layers", moe_layers_json(cfg, r->expert_tokens, r->moe));
+            json_object_set_new(j, "expert_tokens", expert_tokens_json(cfg, r->moe->expert_tokens));
+            json_object_set_new(j, "moe_layers", moe_layers_json(cfg, r->moe));
             json_object_set_new(j, "genre_expert_tokens", genre_experts_json(cfg, r->moe));
         }
         if (r->moe && r->moe->ep_size > 1) {

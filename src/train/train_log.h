@@ -25,8 +25,7 @@ typedef struct step_record {
     double step_cpu_time;       /* rank 0's process CPU seconds in the step, all threads */
     double valid_lm_loss;       /* LM loss on the validation samples this step; NaN: not evaluated */
     const eval_result_t *valid; /* the whole evaluation (perplexity, per genre); NULL: not evaluated */
-    const long *expert_tokens;  /* [L * E] tokens kept per expert (MoE layers) */
-    const moe_metrics_t *moe;   /* per-layer and per-genre MoE statistics; NULL: none */
+    const moe_metrics_t *moe;   /* per-expert, per-layer and per-genre MoE statistics; NULL: none */
     double model_flops;         /* model FLOPs of the global batch (docs/monitoring.md) */
     const monitor_report_t *mon; /* phase times, MFU, gathered ranks, verdict; NULL: none */
 } step_record_t;

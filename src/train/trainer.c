@@ -61,10 +61,9 @@ typedef struct trainer {
     data_source_t valid;    /* the validation split (run.eval_interval > 0) */
     step_plan_t plan;
     batch_t batch;
-    long *expert_tokens;    /* [L * E] summed over the step's micro-batches */
     long *routed;           /* [L * E] top-K choices of the step, the global-batch aux pass */
     double *aux_freq;       /* [L * E] routed / the step's tokens: the global-batch f_e */
-    moe_metrics_t moe;      /* per-layer and per-genre MoE statistics of the step */
+    moe_metrics_t moe;      /* per-expert, per-layer and per-genre MoE statistics of the step */
     train_log_t log;
     int threads;
     ckpt_policy_t ckpt;
@@ -205,7 +204,6 @@ static void pipe_forward(void *ctx, int mb, int chunk)
 {
     trainer_t *tr = ctx;
     const model_config_t *mc = &tr->cfg->model;
-    const size_t nexp = (size_t)mc->num_hidden_layers * (mc->num_local_experts > 1 ? mc->num_local_experts : 1);
     pipeline_t *p = tr->pipe;
     model_input_t in;
     model_scales_t sc;
@@ -225,8 +223,6 @@ static void pipe_forward(void *ctx, int mb, int chunk)
     tr->sums[1] += st.aux * sc.mb_weight;
     tr->sums[2] += st.z * sc.mb_weight;
     tr->sums[3] += (double)st.dropped;
-    for (size_t i = 0; i < nexp && in.T > 0; i++)
-        tr->expert_tokens[i] += st.tokens_per_expert[i];
     moe_metrics_add(&tr->moe, &st, sc.mb_weight);
 }
 
@@ -250,11 +246,8 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
 {
     const config_t *cfg = tr->cfg;
     const model_config_t *mc = &cfg->model;
-    const int E = mc->num_local_experts > 1 ? mc->num_local_experts : 1;
-    const size_t nexp = (size_t)mc->num_hidden_layers * E;
     step_plan_next(&tr->plan, step);
     const double targets = tr->plan.targets, tokens = tr->plan.tokens;
-    memset(tr->expert_tokens, 0, nexp * sizeof *tr->expert_tokens);
     moe_metrics_begin_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL);
     double sums[5] = {0.0, 0.0, 0.0, 0.0, 0.0}; /* lm_sum, aux, z, dropped, model FLOPs */
     debug_delays(tr);
@@ -276,7 +269,6 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
         model_scales_t sc;
         micro_batch_load(tr, step, mb, &in, &sc);
         sc.aux_freq = global_aux(mc) ? tr->aux_freq : NULL;
-        const batch_t *b = &tr->batch;
         model_stats_t st;
         zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
         TIMED(tr, PHASE_FORWARD, model_forward(tr->model, &in, &sc, &st));
@@ -286,20 +278,14 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
         sums[1] += st.aux * sc.mb_weight;
         sums[2] += st.z * sc.mb_weight;
         sums[3] += (double)st.dropped;
-        for (size_t i = 0; i < nexp && b->T > 0; i++)
-            tr->expert_tokens[i] += st.tokens_per_expert[i];
         moe_metrics_add(&tr->moe, &st, sc.mb_weight);
     }
     /* the tp ranks of one data-parallel share hold the same figures: each
      * counts once, summed over the data-parallel group */
     comm_allreduce(tr->groups.dp, sums, 5, COMM_F64, COMM_SUM);
-    if (tr->dp_size > 1)
-        comm_allreduce(tr->groups.dp, tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
     /* each stage measured its own layers (the loss: the last stage) */
-    if (tr->pipe) {
+    if (tr->pipe)
         comm_allreduce(tr->groups.pp, sums, 5, COMM_F64, COMM_SUM);
-        comm_allreduce(tr->groups.pp, tr->expert_tokens, nexp, COMM_I64, COMM_SUM);
-    }
     rec->lm_loss = sums[0] / targets;
     rec->aux_loss = sums[1];
     rec->z_loss = sums[2];
@@ -313,7 +299,6 @@ static void run_micro_batches(trainer_t *tr, long step, step_record_t *rec)
     rec->max_len = tr->plan.max_len;
     for (int64_t b = 0; b < tr->plan.bins; b++)
         rec->plan_cost += tr->plan.bin_cost[b];
-    rec->expert_tokens = tr->expert_tokens;
     moe_metrics_end_step(&tr->moe, tr->groups.ep_size > 1 ? tr->groups.ep : NULL, tr->groups.dp);
     if (tr->pipe)
         moe_metrics_end_step(&tr->moe, NULL, tr->groups.pp);
@@ -642,7 +627,6 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     if (tr.groups.pp_size > 1)
         tr.pipe = pipeline_create(tr.model, tr.groups.pp, cfg->loader.max_tokens_per_batch, tr.plan.nmicro);
     const int E = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
-    tr.expert_tokens = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.expert_tokens);
     tr.routed = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.routed);
     tr.aux_freq = fb_calloc((size_t)cfg->model.num_hidden_layers * E, sizeof *tr.aux_freq);
     moe_metrics_init(&tr.moe, &cfg->model, BYTETOK_NGENRES, tr.groups.ep_size);
@@ -765,7 +749,6 @@ int trainer_run_losses(const config_t *cfg, double *losses)
     pipeline_free(tr.pipe);
     free(tr.mb_tokens);
 
-    free(tr.expert_tokens);
     free(tr.routed);
     free(tr.aux_freq);
     moe_metrics_free(&tr.moe);
