@@ -23,7 +23,7 @@
 
 #include "config/config.h"
 #include "model/model.h"
-#include "monitor/timer.h"
+#include "util/timer.h"
 #include "ops.h"
 #include "parallel/world.h"
 #include "rng.h"

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "monitor/timer.h"
+#include "util/timer.h"
 #include "ops.h"
 #include "parallel/groups.h"
 #include "parallel/world.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "monitor/timer.h"
+#include "util/timer.h"
 #include "ops.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt_tensors.h"
@@ -18,6 +17,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_export.h"
 #include "util/error.h"
+#include "util/timer.h"
 
 /* The shards are written under temporary names and renamed once every
  * tensor has been read and checked, so a damaged checkpoint leaves no
@@ -40,13 +40,6 @@ void hf_export_abandon(void)
 static const char *const DTYPE_ST[] = {"F32", "BF16", "F16"};
 static const char *const DTYPE_TORCH[] = {"float32", "bfloat16", "float16"};
 static const size_t DTYPE_SIZE[] = {4, 2, 2};
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static char *join(const char *dir, const char *name)
 {
@@ -264,7 +257,7 @@ void hf_export(const hf_export_opts_t *o)
     float *buf = fb_malloc(largest * sizeof *buf);
     void *obuf = o->dtype == HF_DTYPE_F32 ? (void *)buf : fb_malloc(largest * esz);
     char **shard_name = fb_calloc(nshards, sizeof *shard_name);
-    const double t0 = now();
+    const double t0 = timer_now();
     double last = t0;
     uint64_t done = 0;
     for (size_t s = 0, i = 0; s < nshards; s++) {
@@ -291,7 +284,7 @@ void hf_export(const hf_export_opts_t *o)
                         inf, inf == 1 ? "" : "s", DTYPE_TORCH[o->dtype]);
             safetensors_append(w, obuf, st[k].nbytes);
             done += st[k].nbytes;
-            double t = now();
+            double t = timer_now();
             if (!o->quiet && (t - last >= 1.0 || k + 1 == n)) {
                 double rate = done / (t - t0 > 1e-9 ? t - t0 : 1e-9);
                 fprintf(stderr, "fabula: export: tensor %zu/%zu, %.1f of %.1f MB, %.0f MB/s, ETA %.0f s\n", k + 1,
@@ -338,7 +331,7 @@ void hf_export(const hf_export_opts_t *o)
         fprintf(stderr,
                 "fabula: export: wrote %s: %s, %zu tensors, %.1f MB %s in %zu file%s, tokenizer %s (%s), %.2f s\n",
                 o->output, hf_model_is_moe(&mc) ? "MixtralForCausalLM" : "LlamaForCausalLM", n, total / 1e6,
-                DTYPE_TORCH[o->dtype], nshards, nshards == 1 ? "" : "s", spec, tokenizer_kind(tok), now() - t0);
+                DTYPE_TORCH[o->dtype], nshards, nshards == 1 ? "" : "s", spec, tokenizer_kind(tok), timer_now() - t0);
     for (size_t s = 0; s < nshards; s++)
         free(shard_name[s]);
     free(shard_name);

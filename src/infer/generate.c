@@ -3,20 +3,13 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "infer/decode_threads.h"
 #include "infer/utf8_stream.h"
 #include "kernels_info.h"
 #include "rng.h"
 #include "util/error.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/timer.h"
 
 /* Writes at once: a reader of the stream sees each token as it comes. */
 static int write_file(void *ctx, const uint8_t *bytes, size_t n)
@@ -51,16 +44,16 @@ int generate(decoder_t *d, const tokenizer_t *tok, const gen_options_t *o, FILE 
     int32_t *ids = fb_malloc((size_t)o->max_new_tokens * sizeof *ids);
     int failed = 0;
 
-    double t0 = now();
+    double t0 = timer_now();
     decoder_truncate(d, 0);
     decoder_append(d, o->prompt, o->nprompt, first);
     st->prompt_tokens = o->nprompt;
-    st->prefill_s = now() - t0;
+    st->prefill_s = timer_now() - t0;
     decode_threads_t dt;
     decode_threads_init(&dt, o->threads, o->adapt_threads);
 
     for (int s = 0; s < o->num_samples && !failed; s++) {
-        t0 = now();
+        t0 = timer_now();
         decoder_truncate(d, o->nprompt);
         memcpy(logits, first, (size_t)V * sizeof *logits);
         memset(seen, 0, (size_t)V);
@@ -83,7 +76,7 @@ int generate(decoder_t *d, const tokenizer_t *tok, const gen_options_t *o, FILE 
             free(bytes);
             /* the last token's successor is never needed */
             if (n < o->max_new_tokens) {
-                const double t1 = now();
+                const double t1 = timer_now();
                 if (cycle >= 0)
                     decode_threads_done(&dt, t1 - cycle);
                 cycle = t1;
@@ -96,7 +89,7 @@ int generate(decoder_t *d, const tokenizer_t *tok, const gen_options_t *o, FILE 
         utf8_stream_flush(&us);
         failed |= us.failed || write_file(out, (const uint8_t *)"\n", 1);
         st->decoded += n;
-        st->decode_s += now() - t0;
+        st->decode_s += timer_now() - t0;
         if (o->ids_out) {
             for (int i = 0; i < n; i++)
                 failed |= fprintf(o->ids_out, i ? " %d" : "%d", ids[i]) < 0;

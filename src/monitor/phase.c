@@ -5,7 +5,7 @@
 #include <time.h>
 
 #include "monitor/counters.h"
-#include "monitor/timer.h"
+#include "util/timer.h"
 #include "util/error.h"
 
 static struct {

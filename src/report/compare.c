@@ -10,7 +10,7 @@
 #include "report/report.h"
 #include "report/report_charts.h"
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "report/strbuf_file.h"
 #include "util/error.h"
 
 static void row(strbuf_t *md, strbuf_t *h, const report_run_t *r)

@@ -6,7 +6,7 @@
 #define FABULA_REPORT_CONFIG_TABLE_H
 
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "util/strbuf.h"
 
 /* Rows <tr><th>KEY</th><td>VALUE</td></tr>: KEY a config.json path and
  * VALUE its value (strings bare, numbers in the fewest digits that read

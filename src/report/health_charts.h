@@ -7,7 +7,7 @@
 #define FABULA_REPORT_HEALTH_CHARTS_H
 
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "util/strbuf.h"
 
 void health_charts(strbuf_t *b, const report_run_t *r);
 

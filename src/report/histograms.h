@@ -5,7 +5,7 @@
 #define FABULA_REPORT_HISTOGRAMS_H
 
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "util/strbuf.h"
 
 /* "step_time" over the measured steps (report_is_warmup's left out, unless
  * every step is one); a note when no step has it. */

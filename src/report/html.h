@@ -3,7 +3,7 @@
 #ifndef FABULA_REPORT_HTML_H
 #define FABULA_REPORT_HTML_H
 
-#include "report/strbuf.h"
+#include "util/strbuf.h"
 #include "report/summary.h"
 
 void html_begin(strbuf_t *b, const char *title);

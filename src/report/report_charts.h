@@ -4,7 +4,7 @@
 #define FABULA_REPORT_REPORT_CHARTS_H
 
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "util/strbuf.h"
 #include "report/svg.h"
 
 /* With one run, marks on ax where it resumed (report_resumes): a new array

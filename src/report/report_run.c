@@ -14,7 +14,7 @@
 #include "report/report.h"
 #include "report/report_charts.h"
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "report/strbuf_file.h"
 #include "report/summary.h"
 #include "report/svg.h"
 #include "report/verdicts.h"

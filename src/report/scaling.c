@@ -10,7 +10,7 @@
 #include "io/atomic_file.h"
 #include "report/report.h"
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "report/strbuf_file.h"
 #include "report/svg.h"
 #include "util/error.h"
 

@@ -5,7 +5,7 @@
 #define FABULA_REPORT_SUMMARY_H
 
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "util/strbuf.h"
 
 typedef struct summary {
     char **item, **value;

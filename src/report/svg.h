@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "report/strbuf.h"
+#include "util/strbuf.h"
 
 typedef struct svg_series {
     const char *name;

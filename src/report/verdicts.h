@@ -5,7 +5,7 @@
 #define FABULA_REPORT_VERDICTS_H
 
 #include "report/run_data.h"
-#include "report/strbuf.h"
+#include "util/strbuf.h"
 
 /* One row per run of consecutive "bottleneck" records whose verdict,
  * evidence and advice are equal with every number (a run of digits and

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "util/error.h"
+#include "util/timer.h"
 
 /* ------------------------------------------------------------ counting */
 
@@ -395,8 +395,7 @@ int32_t *bpe_train(const bytemap_t *counts, size_t nmerges, long long min_freque
     int32_t *touched = NULL;
     size_t ntouched = 0, captouched = 0, m = 0;
     size_t every = nmerges >= 10 ? nmerges / 10 : 1;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = timer_now();
     if (min_frequency < 1)
         min_frequency = 1;
     for (; m < nmerges; m++) {
@@ -432,9 +431,8 @@ int32_t *bpe_train(const bytemap_t *counts, size_t nmerges, long long min_freque
             if (t.pcnt[touched[k]] > 0)
                 heap_push(&t, (heap_ent_t){t.pcnt[touched[k]], touched[k]});
         if (progress && (m + 1) % every == 0) {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
             printf("fabula: tokenizer train: %zu/%zu merges (last pair seen %lld times), %.1f s\n", m + 1, asked, seen,
-                   (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
+                   timer_now() - t0);
             fflush(stdout);
         }
     }

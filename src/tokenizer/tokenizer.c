@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include "tokenizer/tokenizer_internal.h"
 #include "util/error.h"
 #include "util/sha256.h"
+#include "util/strbuf.h"
 
 /* ------------------------------------------------------------ token_vec */
 
@@ -112,37 +112,6 @@ void tokenizer_add_special(tokenizer_t *t, const char *text, int32_t id)
 
 /* ------------------------------------------------------------ canonical form and digest */
 
-typedef struct strbuf {
-    char *p;
-    size_t n, cap;
-} strbuf_t;
-
-static void sb_add(strbuf_t *b, const void *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1 << 16;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        b->p = fb_realloc(b->p, cap);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_printf(strbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf_t *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    FB_ASSERT(k >= 0 && (size_t)k < sizeof tmp);
-    sb_add(b, tmp, (size_t)k);
-}
-
 static const char *kind_names[] = {"bytes", "fabula-bpe", "hf-bpe"};
 
 char *tokenizer_canonical(const tokenizer_t *t, size_t *n)
@@ -194,7 +163,7 @@ char *tokenizer_canonical(const tokenizer_t *t, size_t *n)
         sb_printf(&b, "%d %d %d\n", (int)l, (int)r, (int)res);
     }
     *n = b.n;
-    return b.p;
+    return b.s;
 }
 
 void tokenizer_compute_digest(tokenizer_t *t)
@@ -498,7 +467,7 @@ uint8_t *tokenizer_expected_text(const tokenizer_t *t, const uint8_t *text, size
     }
     free(x);
     *len = b.n;
-    return (uint8_t *)b.p;
+    return (uint8_t *)b.s;
 }
 
 uint8_t *tokenizer_decode(const tokenizer_t *t, const int32_t *ids, size_t n, size_t *len)

@@ -8,7 +8,7 @@
 #include "ckpt/ckpt.h"
 #include "hf/hf_import.h"
 #include "model/model.h"
-#include "monitor/timer.h"
+#include "util/timer.h"
 #include "ops.h"
 #include "parallel/groups.h"
 #include "train/backend.h"

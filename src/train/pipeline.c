@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "model/stages.h"
-#include "monitor/timer.h"
+#include "util/timer.h"
 #include "util/error.h"
 
 struct pipeline {

@@ -5,10 +5,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "parallel/comm.h"
 #include "util/error.h"
+#include "util/timer.h"
 
 /* Every signal run.preempt_signals may name, and Ctrl-C. */
 static const int candidates[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGHUP, SIGXCPU, SIGINT};
@@ -27,18 +27,11 @@ static atomic_uint armed;           /* bits of the signals that preempt */
 static atomic_int installed;
 static atomic_llong first_ctrl_c_ns;
 
-static long long monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Returns 1 when this SIGINT is a second Ctrl-C: one more than a second
  * after the first (the repeats of one key press arrive within ms). */
 static int second_ctrl_c(void)
 {
-    const long long now = monotonic_ns();
+    const long long now = timer_now_ns();
     long long first = 0;
     if (atomic_compare_exchange_strong(&first_ctrl_c_ns, &first, now))
         return 0;

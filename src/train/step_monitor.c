@@ -9,7 +9,7 @@
 #include "monitor/memory.h"
 #include "monitor/nvml.h"
 #include "monitor/phase.h"
-#include "monitor/timer.h"
+#include "util/timer.h"
 #include "ops.h"
 #include "parallel/world.h"
 #include "util/error.h"

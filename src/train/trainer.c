@@ -11,7 +11,7 @@
 
 #include "hf/hf_import.h"
 #include "monitor/counters.h"
-#include "monitor/timer.h"
+#include "util/timer.h"
 #include "parallel/world.h"
 #include "tokenizer/bytetok.h"
 #include "train/job_log.h"

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "monitor/counters.h"
-#include "monitor/timer.h"
+#include "util/timer.h"
 
 static int failures;
 

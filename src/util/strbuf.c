@@ -1,12 +1,11 @@
-/* The report's text buffer. */
-#include "report/strbuf.h"
+/* util/strbuf.h. */
+#include "util/strbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/atomic_file.h"
 #include "util/error.h"
 
 static void reserve(strbuf_t *b, size_t more)
@@ -38,6 +37,15 @@ void sb_printf(strbuf_t *b, const char *fmt, ...)
     b->n += (size_t)k;
 }
 
+void sb_add(strbuf_t *b, const void *s, size_t n)
+{
+    reserve(b, n);
+    if (n)
+        memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
 void sb_xml(strbuf_t *b, const char *s)
 {
     for (; *s; s++) {
@@ -62,9 +70,4 @@ void sb_free(strbuf_t *b)
     free(b->s);
     b->s = NULL;
     b->n = b->cap = 0;
-}
-
-void sb_write_file(const strbuf_t *b, const char *path)
-{
-    atomic_write_file(path, b->s ? b->s : "", b->n);
 }
