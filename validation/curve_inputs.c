@@ -25,7 +25,7 @@
 #include "ops.h"
 #include "parallel/groups.h"
 #include "parallel/world.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "train/validate.h"
 #include "util/error.h"
 #include "zero/schedule.h"
@@ -46,7 +46,7 @@ int main(int argc, char **argv)
     validate_job_make(&job, VALIDATE_JOB_STEPS, "cpu", "runs/validate-unused");
     config_t cfg;
     config_load(&cfg, NULL, 0, job.sets, job.nsets, 1, 0);
-    train_config_resolve(&cfg, 0);
+    model_config_resolve(&cfg, 0);
 
     data_source_t data;
     data_source_open(&data, &cfg, 0);

@@ -18,7 +18,7 @@
 #include "io/npy_write.h"
 #include "train/eval_checkpoint.h"
 #include "train/eval_logits.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "io/regular_file.h"
 #include "util/error.h"
 
@@ -132,7 +132,7 @@ static int eval_logits_main(const char *ckpt, const char *model, const char *tok
         capacity = cfg.model.num_local_experts > 1 ? cfg.model.capacity_factor : 0.0;
         config_free(&cfg);
         cli_checkpoint_config(&cfg, ckpt, dropless, 1, &step);
-        train_config_resolve(&cfg, 0);
+        model_config_resolve(&cfg, 0);
         logits = eval_logits_checkpoint(&cfg, ckpt, ids, T, &V);
         config_free(&cfg);
     }
@@ -159,7 +159,7 @@ static int eval_model_main(const char *dir, const char *corpus, const char *toke
         json_object_set_new(root, "run", json_pack("{s:I}", "eval_samples", (json_int_t)samples));
     config_t cfg;
     cli_job_config(&cfg, root, dir, 0, NULL, 0);
-    train_config_resolve(&cfg, 0);
+    model_config_resolve(&cfg, 0);
     int code = eval_checkpoint(&cfg, NULL, 0, valid, cfg.run.eval_samples);
     config_free(&cfg);
     return code;
@@ -257,7 +257,7 @@ int cli_eval(int argc, char **argv)
     config_t cfg;
     long step = 0;
     cli_checkpoint_config(&cfg, ckpt, sets, nsets, &step);
-    train_config_resolve(&cfg, 0);
+    model_config_resolve(&cfg, 0);
     int code = eval_checkpoint(&cfg, ckpt, step, valid, cfg.run.eval_samples);
     config_free(&cfg);
     cli_args_free(&a);

@@ -23,7 +23,7 @@
 #include "loader/data_check.h"
 #include "loader/pack.h"
 #include "loader/step_plan_stats.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "io/regular_file.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -368,7 +368,7 @@ static int plan_sampler(int argc, char **argv)
 
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1, 1);
-    train_config_resolve(&cfg, 1);
+    model_config_resolve(&cfg, 1);
     /* the corpus file is read through MPI-IO */
     corpus_t *corpus = NULL;
     if (a.corpus) {

@@ -40,7 +40,7 @@
 #include "rng.h"
 #include "train/backend.h"
 #include "train/step_monitor.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -456,7 +456,7 @@ int plan_calibrate(int argc, char **argv)
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets, 1,
                 rank == 0);
-    train_config_resolve(&cfg, 0);
+    model_config_resolve(&cfg, 0);
     if (!longlen)
         longlen = cfg.data.seq_len;
     if (!tokens)

@@ -12,7 +12,7 @@
 #include "config/config.h"
 #include "plan/plan.h"
 #include "plan/plan_search.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "util/error.h"
 
 static void layout_usage(FILE *f)
@@ -249,7 +249,7 @@ int plan_layout(int argc, char **argv)
      * rule (DeepSpeed's) gives the default global batch */
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
                 o.world, !json);
-    train_config_resolve(&cfg, !json);
+    model_config_resolve(&cfg, !json);
     free(sets);
     cli_args_free(&args);
     if (o.global_batch_tokens == 0)

@@ -9,7 +9,7 @@
 #include "cli/cli_plan_memory.h"
 #include "config/config.h"
 #include "plan/plan.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "util/error.h"
 
 static void memory_usage(FILE *f)
@@ -103,7 +103,7 @@ int plan_memory_cmd(int argc, char **argv)
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
                 spec ? cli_plan_spec_world(spec) : world, 1);
-    train_config_resolve(&cfg, 0);
+    model_config_resolve(&cfg, 0);
     free(sets);
     plan_layout_t lay;
     char err[512];

@@ -15,7 +15,7 @@
 #include "config/config.h"
 #include "model/model.h"
 #include "plan/plan.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "io/regular_file.h"
 #include "util/error.h"
 
@@ -363,7 +363,7 @@ int plan_time_main(int argc, char **argv)
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
                 spec ? cli_plan_spec_world(spec) : world, 1);
-    train_config_resolve(&cfg, 0);
+    model_config_resolve(&cfg, 0);
     free(sets);
     cli_args_free(&args);
     plan_layout_t lay;

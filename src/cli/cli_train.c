@@ -10,7 +10,7 @@
 #include "config/config.h"
 #include "parallel/world.h"
 #include "train/preempt.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -141,7 +141,7 @@ int cli_train(int argc, char **argv)
     config_t cfg;
     config_load(&cfg, (const char *const *)a.positional, a.npositional, (const char *const *)sets,
                 nsets, world, rank == 0);
-    train_config_resolve(&cfg, rank == 0);
+    model_config_resolve(&cfg, rank == 0);
     cli_train_resume_schedule(&cfg, rank == 0);
     preempt_install(cfg.run.preempt_signals, cfg.run.n_preempt_signals);
     /* the dry run's report, then the effective config: its JSON ends the

@@ -17,7 +17,7 @@
 #include "kernels_info.h"
 #include "parallel/comm.h"
 #include "parallel/world.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 #include "train/trainer.h"
 #include "train/validate.h"
 #include "util/error.h"
@@ -226,7 +226,7 @@ int cli_validate(int argc, char **argv)
     validate_job_make(&job, steps, backend, run_dir);
     config_t cfg;
     config_load(&cfg, NULL, 0, job.sets, job.nsets, world, rank == 0);
-    train_config_resolve(&cfg, rank == 0);
+    model_config_resolve(&cfg, rank == 0);
     if (rank == 0) {
         printf("fabula validate: reference job %s, %ld of %d steps on %d rank%s, backend %s (%s)\n",
                VALIDATE_JOB_NAME, steps, VALIDATE_JOB_STEPS, world, world == 1 ? "" : "s", backend, precision);

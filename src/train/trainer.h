@@ -13,7 +13,7 @@
 
 typedef struct trainer trainer_t;
 
-/* Opens the job cfg describes (after train_config_resolve; cfg must outlive
+/* Opens the job cfg describes (after model_config_resolve; cfg must outlive
  * the trainer), collective over the world: the data, the model and its
  * optimizer state (resumed from a checkpoint when the run dir has one), the
  * run dir, its logs and the set-up lines on the console. A bad input ends

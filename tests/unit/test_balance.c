@@ -26,7 +26,7 @@
 #include "model/model.h"
 #include "rng.h"
 #include "testlib.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 
 static const loader_sampler_t strategies[3] = {LOADER_SAMPLER_UNIFORM, LOADER_SAMPLER_GREEDY, LOADER_SAMPLER_LPT};
 
@@ -233,7 +233,7 @@ static void test_worked_examples(void)
 static void plan_config(config_t *cfg, int M, int dp, int batch, int64_t capacity, int seq_len)
 {
     config_load(cfg, NULL, 0, NULL, 0, 1, 0);
-    train_config_resolve(cfg, 0);
+    model_config_resolve(cfg, 0);
     cfg->train_batch_size = batch;
     cfg->grad_accum = M / dp;
     cfg->data.seq_len = seq_len;
@@ -394,7 +394,7 @@ static void test_attention_cost(void)
 {
     config_t cfg;
     config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
-    train_config_resolve(&cfg, 0);
+    model_config_resolve(&cfg, 0);
     double c = model_attention_cost(&cfg.model);
     double n_active = (double)model_active_params(&cfg.model);
     for (int64_t len = 1; len <= 65536; len *= 4) {
@@ -442,7 +442,7 @@ static void test_bundled_corpus_order(void)
         config_t cfg;
         plan_config(&cfg, RANKS * PER_RANK, RANKS, 32, 2 * 32768, 32768);
         cfg.loader.sampler = strategies[s];
-        train_config_resolve(&cfg, 0);
+        model_config_resolve(&cfg, 0);
         const double c = model_attention_cost(&cfg.model);
         cfg.loader.attention_cost = c;
         step_plan_t p;

@@ -17,7 +17,7 @@
 #include "model/model.h"
 #include "rng.h"
 #include "testlib.h"
-#include "train/train_config.h"
+#include "model/config_resolve.h"
 
 /* The defaults, spelled out here as the specification. */
 static loader_config_t spec_config(void)
@@ -333,7 +333,7 @@ static void test_config_defaults(void)
     json_t *phases = json_object_get(json_object_get(data, "curriculum"), "phases");
     config_t cfg;
     config_load(&cfg, NULL, 0, NULL, 0, 1, 0);
-    train_config_resolve(&cfg, 0);
+    model_config_resolve(&cfg, 0);
     const loader_config_t *l = &cfg.loader;
     EXPECT(l->sampler == LOADER_SAMPLER_LPT && l->packing == LOADER_PACK_BEST_FIT, "sampler %d packing %d",
            l->sampler, l->packing);
