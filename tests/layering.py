@@ -46,6 +46,9 @@ ALLOWED["infer"] = {"ckpt", "zero", "model", "tokenizer", "config", "parallel", 
 ALLOWED["report"] = {"io", "util"}
 # planning: arithmetic on the config, the model's shapes and the step plan; no MPI
 ALLOWED["plan"] = {"zero", "loader", "model", "corpus", "tokenizer", "config", "io", "util", "kernels"}
+# measuring this machine for the planner: model passes on train's backend,
+# the ops table's rates, the links between ranks
+ALLOWED["probe"] = {"train", "hf", "loader", "model", "monitor", "parallel", "config", "io", "util", "kernels"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}
 ALLOWED["main"] = {"cli", "util"}
 

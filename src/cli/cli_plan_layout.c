@@ -1,7 +1,7 @@
 /* `fabula plan layout`: the layout search (src/plan/plan_search.c) on a
  * config and a machine file, its top layouts as a table or JSON, and why
  * the first beats the second. */
-#include "cli/cli_plan_layout.h"
+#include "cli/cli_plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -197,7 +197,7 @@ static void describe_ref(const plan_candidate_t *ref, int fit, const plan_candid
     snprintf(buf, n, "cmp (%s) fits and ranks #%lld of %lld. %s", spec, st->ref_beaten_by + 1, st->feasible, why);
 }
 
-int plan_layout(int argc, char **argv)
+int cli_plan_layout(int argc, char **argv)
 {
     enum { OPT_GPUS = 1, OPT_MACHINE, OPT_TOP, OPT_HEADROOM, OPT_GBT, OPT_KEEP_ZERO, OPT_SET, OPT_JSON, OPT_COMPARE };
     static const cli_option_t options[] = {

@@ -6,7 +6,6 @@
 
 #include "cli/cli_args.h"
 #include "cli/cli_plan.h"
-#include "cli/cli_plan_memory.h"
 #include "config/config.h"
 #include "plan/plan.h"
 #include "model/config_resolve.h"
@@ -77,7 +76,7 @@ static void stage_lines(const config_t *cfg, const plan_layout_t *lay, int json)
         printf("]");
 }
 
-int plan_memory_cmd(int argc, char **argv)
+int cli_plan_memory(int argc, char **argv)
 {
     enum { OPT_LAYOUT = 1, OPT_WORLD, OPT_SET, OPT_JSON };
     static const cli_option_t options[] = {
@@ -102,7 +101,7 @@ int plan_memory_cmd(int argc, char **argv)
 
     config_t cfg;
     config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
-                spec ? cli_plan_spec_world(spec) : world, 1);
+                spec ? plan_layout_spec_world(spec) : world, 1);
     model_config_resolve(&cfg, 0);
     free(sets);
     plan_layout_t lay;

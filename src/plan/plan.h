@@ -201,6 +201,10 @@ void plan_workload_uniform(double len, double samples, int dp, int microbatches,
  * unless the config asks; ep, ZeRO, offload, micro-batch tokens and
  * accumulation from the config). */
 void plan_layout_from_config(const config_t *cfg, int world, plan_layout_t *lay);
+/* dp x tp x pp of a layout spec ("world=W" when given): the world a
+ * config is validated for before the spec is parsed over it (a malformed
+ * part gives 1 here and its message from plan_layout_parse). */
+int plan_layout_spec_world(const char *spec);
 /* Parses "dp=8,tp=8,pp=16,ep=1,zero=1[,offload=optimizer|param|both][,sp]
  * [,recompute=none|selective|full][,vpp=V][,tokens=T][,accum=G]" over the
  * config's defaults; 0 ok, -1 with a message in err. "world=W" may stand

@@ -202,3 +202,24 @@ int plan_layout_check(const config_t *cfg, const plan_layout_t *lay, char *err, 
         FAIL("tokens = %d: a micro-batch needs at least one token", lay->micro_batch_tokens);
     return 0;
 }
+int plan_layout_spec_world(const char *spec)
+{
+    const char *at = strstr(spec, "world=");
+    if (at && (at == spec || at[-1] == ',')) {
+        long v = strtol(at + 6, NULL, 10);
+        return v > 0 && v < (1 << 30) ? (int)v : 1;
+    }
+    long long w = 1;
+    const char *keys[] = {"dp=", "tp=", "pp="};
+    for (int i = 0; i < 3; i++) {
+        for (const char *p = spec; (p = strstr(p, keys[i])) != NULL; p++) {
+            if (p != spec && p[-1] != ',')
+                continue;
+            long v = strtol(p + 3, NULL, 10);
+            if (v > 0 && v < (1 << 24))
+                w *= v;
+            break;
+        }
+    }
+    return w > 0 && w < (1 << 30) ? (int)w : 1;
+}

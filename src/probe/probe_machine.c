@@ -2,7 +2,7 @@
  * attention cost, on every rank of the job at once (so a rank sees the
  * cores, memory bandwidth and links the others leave it, as in training),
  * and the machine file it writes (docs/plan.md, "Machine files"). */
-#include "cli/cli_plan_machine.h"
+#include "probe/probe_machine.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -25,24 +25,24 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-double calib_median(double *v, int n)
+double probe_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double calib_max_over_ranks(double x)
+double probe_max_over_ranks(double x)
 {
     comm_allreduce(comm_world(), &x, 1, COMM_F64, COMM_MAX);
     return x;
 }
 
-double calib_adamw_bandwidth(const ops_t *o)
+double probe_adamw_bandwidth(const ops_t *o)
 {
     /* well above the caches, so the update streams from memory as a real
      * optimizer step over millions of parameters does (a GPU's 50 MB L2
      * needs more than a CPU's) */
-    const size_t n = o->device_memory ? CALIB_ADAMW_DEVICE_PARAMS : (size_t)1 << 22;
+    const size_t n = o->device_memory ? PROBE_ADAMW_DEVICE_PARAMS : (size_t)1 << 22;
     float *host = fb_malloc(n * sizeof *host);
     for (size_t i = 0; i < n; i++)
         host[i] = (float)((i * 2654435761u) % 1000u) * 1e-6f;
@@ -64,14 +64,14 @@ double calib_adamw_bandwidth(const ops_t *o)
     o->release(m);
     o->release(v);
     free(host);
-    const double sec = calib_max_over_ranks(calib_median(t, 7));
-    return CALIB_ADAMW_BYTES * (double)n / sec;
+    const double sec = probe_max_over_ranks(probe_median(t, 7));
+    return PROBE_ADAMW_BYTES * (double)n / sec;
 }
 
-double calib_device_gemm_flops(const ops_t *o, double seconds)
+double probe_device_gemm_flops(const ops_t *o, double seconds)
 {
     /* random values, not zeros: a GPU's matmul runs faster on zeros */
-    const int n = CALIB_DEVICE_GEMM;
+    const int n = PROBE_DEVICE_GEMM;
     const size_t count = (size_t)n * n;
     float *host = fb_malloc(count * sizeof *host);
     for (size_t i = 0; i < count; i++)
@@ -101,10 +101,10 @@ double calib_device_gemm_flops(const ops_t *o, double seconds)
     o->release(b);
     o->release(c);
     free(host);
-    return -calib_max_over_ranks(-best);
+    return -probe_max_over_ranks(-best);
 }
 
-double calib_host_link(const ops_t *o)
+double probe_host_link(const ops_t *o)
 {
     const size_t bytes = (size_t)256 << 20;
     void *host = o->host_alloc(bytes), *dev = o->alloc(bytes);
@@ -119,7 +119,7 @@ double calib_host_link(const ops_t *o)
     }
     o->release(dev);
     o->host_release(host);
-    return (double)bytes / calib_max_over_ranks(calib_median(t, 5));
+    return (double)bytes / probe_max_over_ranks(probe_median(t, 5));
 }
 
 /* The world, or NULL and why on one rank (nothing between ranks to time). */
@@ -132,7 +132,7 @@ static comm_t *world_of_two(const char *nothing, char *why, size_t whylen)
     return NULL;
 }
 
-int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
+int probe_links(double *latency, double *bandwidth, char *why, size_t whylen)
 {
     comm_t *w = world_of_two("no link to measure", why, whylen);
     if (!w)
@@ -149,7 +149,7 @@ int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
         if (r >= 0)
             ts[r] = timer_now() - t0;
     }
-    const double t_small = calib_max_over_ranks(calib_median(ts, SMALL));
+    const double t_small = probe_max_over_ranks(probe_median(ts, SMALL));
     const double hops = 2.0 * ceil(log2((double)n));
     *latency = t_small / hops;
     /* bandwidth: a 16 MiB all-reduce, the ring's 2 (n-1)/n B over the link
@@ -165,7 +165,7 @@ int calib_links(double *latency, double *bandwidth, char *why, size_t whylen)
             tl[r] = timer_now() - t0;
     }
     free(buf);
-    const double t_large = calib_max_over_ranks(calib_median(tl, LARGE));
+    const double t_large = probe_max_over_ranks(probe_median(tl, LARGE));
     const double bytes = (double)count * sizeof(float);
     const double rest = t_large - 2.0 * (n - 1) * *latency;
     if (!(rest > 0)) {
@@ -186,7 +186,7 @@ static double gemm_work(const ops_t *o, fb_act *a, fb_act *b, fb_act *c, int cal
     return timer_now() - t0;
 }
 
-int calib_overlap(double *overlap, double *comm_s, char *why, size_t whylen)
+int probe_overlap(double *overlap, double *comm_s, char *why, size_t whylen)
 {
     comm_t *w = world_of_two("nothing to overlap", why, whylen);
     if (!w)
@@ -218,10 +218,10 @@ int calib_overlap(double *overlap, double *comm_s, char *why, size_t whylen)
         if (r >= 0)
             tc[r] = timer_now() - t0;
     }
-    const double t_comm = calib_max_over_ranks(calib_median(tc, REPS));
+    const double t_comm = probe_max_over_ranks(probe_median(tc, REPS));
     /* compute of about the gather's length, alone */
     gemm_work(o, a, b, c, 1);
-    const double one = calib_max_over_ranks(gemm_work(o, a, b, c, 3) / 3);
+    const double one = probe_max_over_ranks(gemm_work(o, a, b, c, 3) / 3);
     const int calls = one > 0 && t_comm / one > 1 ? (int)fmin(ceil(t_comm / one), 1000) : 1;
     /* then the gather started, the compute run without a library call (as
      * a block's forward runs between two block boundaries), and waited */
@@ -242,8 +242,8 @@ int calib_overlap(double *overlap, double *comm_s, char *why, size_t whylen)
     free(buf);
     free(counts);
     free(displs);
-    const double t_work = calib_max_over_ranks(calib_median(tw, REPS));
-    const double t_both = calib_max_over_ranks(calib_median(tb, REPS));
+    const double t_work = probe_max_over_ranks(probe_median(tw, REPS));
+    const double t_both = probe_max_over_ranks(probe_median(tb, REPS));
     /* hidden: what the pair saved over running one after the other, of the
      * most it could save (the shorter of the two) */
     const double most = fmin(t_comm, t_work);
@@ -272,7 +272,7 @@ static double node_memory(void)
     return pages > 0 && size > 0 ? (double)pages * (double)size : 0.0;
 }
 
-void calib_write_machine(const char *path, const calib_machine_t *c)
+void probe_write_machine(const char *path, const probe_machine_t *c)
 {
     char src[1024];
     json_t *o = json_object();
@@ -310,15 +310,15 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
                  "measured: long passes of the model as configured (%.1f%% of the expert assignments kept) "
                  "alternating with the same weights and tokens at capacity factor %g (%.1f%% kept), %d pairs: the "
                  "dropped assignments' expert FLOPs over the median of the pairs' time differences%s",
-                 100 * c->kept_configured, CALIB_LOW_CAPACITY, 100 * c->kept_low, c->expert_pairs,
+                 100 * c->kept_configured, PROBE_LOW_CAPACITY, 100 * c->kept_low, c->expert_pairs,
                  c->cpu_clock ? " (process CPU seconds)" : "");
         json_object_set_new(o, "expert_flops", figure(c->expert_flops, src, 0));
     }
     if (c->device)
         snprintf(src, sizeof src, "measured: best of batches of 10 %dx%dx%d matmuls of random values in the compute "
                                   "dtype through the CUDA ops table's matmul (cuBLASLt, fp32 accumulation) on every "
-                                  "rank at once, the slowest rank's", CALIB_DEVICE_GEMM, CALIB_DEVICE_GEMM,
-                 CALIB_DEVICE_GEMM);
+                                  "rank at once, the slowest rank's", PROBE_DEVICE_GEMM, PROBE_DEVICE_GEMM,
+                 PROBE_DEVICE_GEMM);
     else
         snprintf(src, sizeof src, "measured: best of repeated " PEAK_GEMM_SHAPE " sgemm through the CPU ops table's "
                                   "matmul at %d thread%s on every rank at once (peak_flops_cpu)",
@@ -326,8 +326,8 @@ void calib_write_machine(const char *path, const calib_machine_t *c)
     json_object_set_new(o, "gemm_flops", figure(c->gemm_flops, src, 0));
     snprintf(src, sizeof src, "measured: the ops table's AdamW over %dM fp32 parameters%s on every rank at once, %g "
                               "bytes a parameter, median of 7",
-             (int)((c->device ? CALIB_ADAMW_DEVICE_PARAMS : (size_t)1 << 22) >> 20),
-             c->device ? " in device memory" : "", CALIB_ADAMW_BYTES);
+             (int)((c->device ? PROBE_ADAMW_DEVICE_PARAMS : (size_t)1 << 22) >> 20),
+             c->device ? " in device memory" : "", PROBE_ADAMW_BYTES);
     json_object_set_new(o, "memory_bandwidth", figure(c->adamw_bandwidth, src, 0));
     const double mem = node_memory();
     if (!c->device)
