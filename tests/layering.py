@@ -42,6 +42,10 @@ ALLOWED["train"].add("hf")
 
 # generation reads a model's weights and runs its forward incrementally
 ALLOWED["infer"] = {"ckpt", "zero", "model", "tokenizer", "config", "parallel", "io", "util", "kernels"}
+# a model opens from a checkpoint or a Hugging Face directory (infer_model_open)
+ALLOWED["infer"].add("hf")
+# eval's logits of a Hugging Face directory open the model as inference does
+ALLOWED["train"].add("infer")
 # the report reads run directories back: files and JSON, nothing of training
 ALLOWED["report"] = {"io", "util"}
 # planning: arithmetic on the config, the model's shapes and the step plan; no MPI

@@ -1,24 +1,17 @@
-/* `fabula eval`: the validation loss of a checkpoint, offline
- * (train/eval_checkpoint.h). The checkpoint's own effective config gives
- * the model, the data and the tokenizer; this job's world gives the layout. */
+/* `fabula eval`: its options, then one of the jobs of train/eval_run.h (a
+ * checkpoint's validation loss, offline; a directory's; one sequence's
+ * logits). The checkpoint's own effective config gives the model, the data
+ * and the tokenizer; this job's world gives the layout. */
 #include <errno.h>
 #include <stdint.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "ckpt/ckpt.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
-#include "cli/cli_ckpt_config.h"
-#include "config/config.h"
 #include "parallel/world.h"
-#include "io/npy_write.h"
-#include "train/eval_checkpoint.h"
-#include "train/eval_logits.h"
-#include "model/config_resolve.h"
+#include "train/eval_run.h"
 #include "io/regular_file.h"
 #include "util/error.h"
 
@@ -110,61 +103,6 @@ static int32_t *parse_ids(const char *spec, int *T)
     return ids;
 }
 
-static int eval_logits_main(const char *ckpt, const char *model, const char *tokens, const char *out)
-{
-    if (parallel_size() != 1)
-        fb_fatal_all(FB_EXIT_USAGE, "fabula eval --logits-out runs on one rank (here %d)", parallel_size());
-    int T, V;
-    double capacity = 0.0;
-    int32_t *ids = parse_ids(tokens, &T);
-    float *logits;
-    if (model) {
-        logits = eval_logits_model(model, ids, T, &V);
-    } else {
-        /* the logits of the model as inference computes it, dropless:
-         * `fabula generate` and the export (transformers' Mixtral) route
-         * every token to its k experts; capacity is a training device
-         * whose drops depend on the micro-batch (docs/init-from.md) */
-        static const char *const dropless[] = {"model.capacity_factor=0"};
-        long step = 0;
-        config_t cfg;
-        cli_checkpoint_config(&cfg, ckpt, NULL, 0, &step);
-        capacity = cfg.model.num_local_experts > 1 ? cfg.model.capacity_factor : 0.0;
-        config_free(&cfg);
-        cli_checkpoint_config(&cfg, ckpt, dropless, 1, &step);
-        model_config_resolve(&cfg, 0);
-        logits = eval_logits_checkpoint(&cfg, ckpt, ids, T, &V);
-        config_free(&cfg);
-    }
-    const int64_t shape[2] = {T, V};
-    npy_write_f32(out, logits, 2, shape);
-    printf("fabula eval: logits [%d, %d] of %s written to %s\n", T, V, model ? model : ckpt, out);
-    if (capacity > 0)
-        printf("fabula eval: dropless, as `fabula generate` and the export compute them (the checkpoint's "
-               "model.capacity_factor %g drops assignments in training only)\n", capacity);
-    free(logits);
-    free(ids);
-    return FB_EXIT_OK;
-}
-
-/* --model DIR --corpus C --tokenizer T: the loss of the imported weights,
- * through the config {"model": {"init_from": DIR}, "data": ...}. */
-static int eval_model_main(const char *dir, const char *corpus, const char *tokenizer, int valid, long long samples)
-{
-    json_t *root = json_pack("{s:{s:s}, s:{s:s, s:s}, s:i}", "model", "init_from", dir, "data", "corpus", corpus,
-                             "tokenizer", tokenizer, "train_micro_batch_size_per_gpu", 8);
-    if (!root)
-        fb_fatal_all(FB_EXIT_USAGE, "--model, --corpus, --tokenizer: not valid UTF-8 paths");
-    if (samples > 0)
-        json_object_set_new(root, "run", json_pack("{s:I}", "eval_samples", (json_int_t)samples));
-    config_t cfg;
-    cli_job_config(&cfg, root, dir, 0, NULL, 0);
-    model_config_resolve(&cfg, 0);
-    int code = eval_checkpoint(&cfg, NULL, 0, valid, cfg.run.eval_samples);
-    config_free(&cfg);
-    return code;
-}
-
 int cli_eval(int argc, char **argv)
 {
     enum { OPT_CKPT = 1, OPT_CORPUS, OPT_SPLIT, OPT_SAMPLES, OPT_MODEL, OPT_TOKENIZER, OPT_TOKENS, OPT_LOGITS };
@@ -232,34 +170,21 @@ int cli_eval(int argc, char **argv)
 
     parallel_init(&argc, &argv);
     if (tokens) {
-        int rc = eval_logits_main(ckpt, model, tokens, logits);
+        int T;
+        int32_t *ids = parse_ids(tokens, &T);
+        int rc = eval_run_logits(ckpt, model, ids, T, logits);
+        free(ids);
         cli_args_free(&a);
         parallel_finalize();
         return rc;
     }
     if (model) {
-        int rc = eval_model_main(model, corpus, tokenizer, valid, samples);
+        int rc = eval_run_model(model, corpus, tokenizer, valid, samples);
         cli_args_free(&a);
         parallel_finalize();
         return rc;
     }
-    char set_corpus[4096], set_samples[64];
-    const char *sets[2];
-    int nsets = 0;
-    if (corpus) {
-        snprintf(set_corpus, sizeof set_corpus, "data.corpus=%s", corpus);
-        sets[nsets++] = set_corpus;
-    }
-    if (samples > 0) {
-        snprintf(set_samples, sizeof set_samples, "run.eval_samples=%lld", samples);
-        sets[nsets++] = set_samples;
-    }
-    config_t cfg;
-    long step = 0;
-    cli_checkpoint_config(&cfg, ckpt, sets, nsets, &step);
-    model_config_resolve(&cfg, 0);
-    int code = eval_checkpoint(&cfg, ckpt, step, valid, cfg.run.eval_samples);
-    config_free(&cfg);
+    int code = eval_run_checkpoint(ckpt, corpus, samples, valid);
     cli_args_free(&a);
     parallel_finalize();
     return code;

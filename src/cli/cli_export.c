@@ -2,7 +2,6 @@
  * (src/hf/hf_export.h, docs/export.md). Serial; under mpiexec rank 0 does
  * the work and the others wait for its outcome. */
 #include <ctype.h>
-#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +9,6 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
-#include "cli/cli_tokenizer_match.h"
-#include "ckpt/ckpt.h"
 #include "hf/hf_export.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -82,33 +79,11 @@ static unsigned long long parse_size(const char *s)
     return 0;
 }
 
-/* --tokenizer against the tokenizer the checkpoint was trained with (its
- * saved config's data.tokenizer, or its corpus's record): a tokenizer.json
- * of another vocabulary would turn the model's ids into other text. */
-static void check_tokenizer(const hf_export_opts_t *o)
-{
-    char *text = NULL, why[1024];
-    long step;
-    /* an unreadable checkpoint is the export's to report */
-    if (ckpt_read_config(o->checkpoint, &text, &step, why, sizeof why) != 0)
-        return;
-    json_error_t err;
-    json_t *root = json_loads(text, 0, &err);
-    free(text);
-    json_t *data = json_object_get(root, "data");
-    const char *trained = json_string_value(json_object_get(data, "tokenizer"));
-    const char *corpus = json_string_value(json_object_get(data, "corpus"));
-    tokenizer_t *tok = tokenizer_load(o->tokenizer);
-    cli_tokenizer_match(o->checkpoint, trained, corpus, tok, o->tokenizer);
-    tokenizer_free(tok);
-    json_decref(root);
-}
-
 static void run_export(void *arg)
 {
     const hf_export_opts_t *o = arg;
     if (o->tokenizer)
-        check_tokenizer(o);
+        hf_export_check_tokenizer(o);
     hf_export(o);
 }
 

@@ -1,31 +1,20 @@
 /* `fabula generate`: text from a trained model with a KV cache
- * (docs/generate.md). The model comes from one function (load_checkpoint);
- * everything after it sees a whole model_t and a tokenizer only. */
+ * (docs/generate.md): its options, then the model from infer_model_open
+ * and the loop of src/infer/generate.c. */
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "ckpt/ckpt.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
-#include "cli/cli_ckpt_config.h"
-#include "cli/cli_tokenizer_match.h"
-#include "config/config.h"
-#include "hf/hf_import.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
-#include "model/model.h"
-#include "parallel/groups.h"
+#include "infer/infer_model.h"
 #include "parallel/world.h"
-#include "tokenizer/bytetok.h"
-#include "tokenizer/tokenizer.h"
 #include "train/trainer.h"
 #include "io/regular_file.h"
 #include "util/error.h"
-#include "zero/zero.h"
 
 static void generate_usage(FILE *f)
 {
@@ -72,98 +61,6 @@ static void generate_usage(FILE *f)
             "other than the one it was trained with, 4 cannot read or write a file\n");
 }
 
-/* A whole model and its tokenizer, with whatever owns them. A model
- * source fills model and tok; a checkpoint also leaves its config, groups
- * and ZeRO state (the owner of its model) here. */
-typedef struct gen_model {
-    model_t *model;
-    tokenizer_t *tok;
-    config_t cfg;
-    int have_cfg;
-    groups_t groups;
-    int have_groups;
-    zero_t *zero;       /* owns model when set; else model_free(model) */
-} gen_model_t;
-
-static tokenizer_t *load_tokenizer(const char *spec, const char *what, int vocab_size)
-{
-    if (strcmp(spec, "bytes") != 0 && access(spec, R_OK) != 0)
-        fb_fatal(FB_EXIT_IO, "tokenizer %s (%s): %s; give --tokenizer FILE", spec, what, strerror(errno));
-    tokenizer_t *tok = tokenizer_load(spec);
-    if (tokenizer_vocab_size(tok) > vocab_size)
-        fb_fatal(FB_EXIT_DATA, "tokenizer %s has %d tokens, more than the model's vocab_size %d", spec,
-                 tokenizer_vocab_size(tok), vocab_size);
-    return tok;
-}
-
-/* The model source: a checkpoint's weights through ckpt_read (as `fabula
- * eval` reads them), on this one process. */
-static void load_checkpoint(gen_model_t *g, const char *ckpt, const char *tokenizer)
-{
-    static const char *const sets[] = {"zero_optimization.stage=0", "parallel.expert_parallel_size=1",
-                                       "run.backend=cpu"};
-    long step = 0;
-    cli_checkpoint_config(&g->cfg, ckpt, sets, 3, &step);
-    g->have_cfg = 1;
-    groups_create(&g->groups, 1, g->cfg.model.num_local_experts);
-    g->have_groups = 1;
-    g->zero = zero_create(&g->cfg, &g->groups, ops_cpu(), 1, g->cfg.run.seed);
-    g->model = zero_model(g->zero);
-    ckpt_target_t target = {&g->cfg, g->zero, ops_cpu(), NULL, &g->groups, NULL};
-    ckpt_progress_t prog;
-    ckpt_io_stats_t st;
-    char why[512] = "";
-    if (ckpt_read(&target, ckpt, &prog, why, sizeof why, &st) != 0)
-        fb_fatal(FB_EXIT_DATA, "checkpoint %s: %s", ckpt, why);
-    g->tok = load_tokenizer(tokenizer ? tokenizer : g->cfg.data.tokenizer,
-                            tokenizer ? "--tokenizer" : "the checkpoint's data.tokenizer", g->cfg.model.vocab_size);
-    if (tokenizer)
-        cli_tokenizer_match(ckpt, g->cfg.data.tokenizer, g->cfg.data.corpus_path, g->tok, tokenizer);
-}
-
-/* The other model source: a Hugging Face save_pretrained directory (an
- * export of fabula's, or a Llama/Mixtral from elsewhere) and its
- * tokenizer.json. A tokenizer the file's vocabulary does not cover (the
- * fabula special tokens the HF tokenizer loader appends) widens the model
- * as model.init_from does: the rows past the file's start as the mean of
- * its rows (docs/init-from.md). */
-static void load_hf_dir(gen_model_t *g, const char *dir, const char *tokenizer)
-{
-    model_config_t mc;
-    hf_import_config(dir, &mc);
-    char *tok_path = NULL;
-    if (!tokenizer) {
-        size_t n = strlen(dir) + sizeof "/tokenizer.json";
-        tok_path = fb_malloc(n);
-        snprintf(tok_path, n, "%s/tokenizer.json", dir);
-    }
-    const char *spec = tokenizer ? tokenizer : tok_path;
-    if (strcmp(spec, "bytes") != 0 && access(spec, R_OK) != 0)
-        fb_fatal(FB_EXIT_IO, "tokenizer %s (%s): %s; give --tokenizer FILE", spec,
-                 tokenizer ? "--tokenizer" : "the model directory's", strerror(errno));
-    g->tok = tokenizer_load(spec);
-    if (tokenizer_vocab_size(g->tok) > mc.vocab_size)
-        mc.vocab_size = tokenizer_vocab_size(g->tok);
-    free(tok_path);
-    /* the decoder keeps its own KV cache and scratch: the model's
-     * activations are only the one-row buffers of its forward */
-    g->model = model_create(&mc, ops_cpu(), 1);
-    hf_import_weights(dir, g->model);
-}
-
-static void gen_model_free(gen_model_t *g)
-{
-    tokenizer_free(g->tok);
-    if (g->zero)
-        zero_free(g->zero);
-    else if (g->model)
-        model_free(g->model);
-    if (g->have_groups)
-        groups_free(&g->groups);
-    if (g->have_cfg)
-        config_free(&g->cfg);
-}
-
 static uint8_t *read_prompt_file(const char *path, size_t *len)
 {
     FILE *f;
@@ -191,27 +88,6 @@ static uint8_t *read_prompt_file(const char *path, size_t *len)
     fclose(f);
     *len = n;
     return b;
-}
-
-/* The genre token of NAME, as prep puts it first in every window. */
-static int32_t genre_token(const tokenizer_t *tok, const char *name)
-{
-    int other = 0;
-    const int g = bytetok_genre_id(name, &other);
-    char text[64];
-    snprintf(text, sizeof text, "<|genre_%s|>", bytetok_genre_name(g));
-    const int32_t id = other ? -1 : tokenizer_special(tok, text);
-    if (id >= 0)
-        return id;
-    char names[256] = "";
-    for (int i = 0; i < BYTETOK_NGENRES; i++) {
-        snprintf(text, sizeof text, "<|genre_%s|>", bytetok_genre_name(i));
-        if (tokenizer_special(tok, text) >= 0) {
-            strncat(names, names[0] ? ", " : "", sizeof names - strlen(names) - 1);
-            strncat(names, bytetok_genre_name(i), sizeof names - strlen(names) - 1);
-        }
-    }
-    fb_fatal(FB_EXIT_USAGE, "--genre '%s': not a genre of the tokenizer; valid: %s", name, names);
 }
 
 int cli_generate(int argc, char **argv)
@@ -309,34 +185,20 @@ int cli_generate(int argc, char **argv)
         fb_fatal(FB_EXIT_IO, "--ids-out %s: cannot create: %s", ids_path, strerror(errno));
 
     const int threads = train_choose_threads();
-    gen_model_t g;
-    memset(&g, 0, sizeof g);
-    if (ckpt)
-        load_checkpoint(&g, ckpt, tokenizer);
-    else
-        load_hf_dir(&g, model_dir, tokenizer);
-
-    token_vec_t ids = {0};
-    if (genre)
-        token_vec_push(&ids, genre_token(g.tok, genre));
-    tokenizer_encode(g.tok, ptext ? ptext : (const uint8_t *)"", plen, &ids);
+    infer_model_t g;
+    infer_model_open(&g, ckpt, model_dir, tokenizer, 1);
+    infer_prompt_t pr;
+    infer_prompt_make(&pr, g.tok, genre, ptext, plen, stop_chapter);
     free(ptext);
-    const int32_t eos = tokenizer_special(g.tok, "<|eos|>"), chap = tokenizer_special(g.tok, "<|chapter_sep|>");
-    if (stop_chapter > 0 && chap < 0)
-        fb_fatal(FB_EXIT_USAGE, "--stop-at chapter: the tokenizer has no <|chapter_sep|> token");
-    int32_t stop[2];
-    int nstop = 0;
-    if (eos >= 0 && stop_chapter >= 0)
-        stop[nstop++] = eos;
-    if (stop_chapter > 0)
-        stop[nstop++] = chap;
-    if ((long long)ids.n + max_new > (1 << 30))
-        fb_fatal(FB_EXIT_USAGE, "prompt (%zu tokens) + --max-new-tokens %lld is too long", ids.n, max_new);
+    if ((long long)pr.ids.n + max_new > (1 << 30))
+        fb_fatal(FB_EXIT_USAGE, "prompt (%zu tokens) + --max-new-tokens %lld is too long", pr.ids.n, max_new);
 
-    decoder_t *d = decoder_create(g.model, (int)ids.n + (int)max_new);
+    /* the decoder keeps its own KV cache and scratch: the model's
+     * activations are only the one-row buffers of its forward (max_tokens 1) */
+    decoder_t *d = decoder_create(g.model, (int)pr.ids.n + (int)max_new);
     /* OMP_NUM_THREADS unset: the count is ours to choose, token by token */
-    gen_options_t o = {ids.ids, (int)ids.n, (int)max_new, sp, (uint64_t)seed, (int)samples, stop, nstop, ids_out,
-                       threads, getenv("OMP_NUM_THREADS") == NULL};
+    gen_options_t o = {pr.ids.ids, (int)pr.ids.n, (int)max_new, sp, (uint64_t)seed,
+                       (int)samples, pr.stop, pr.nstop, ids_out, threads, getenv("OMP_NUM_THREADS") == NULL};
     gen_stats_t st;
     int code = generate(d, g.tok, &o, stdout, &st);
     if (ids_out && fclose(ids_out) != 0)
@@ -353,8 +215,8 @@ int cli_generate(int argc, char **argv)
             st.prompt_tokens, st.prefill_s, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0, st.decoded,
             st.decode_s, st.decode_s > 0 ? st.decoded / st.decode_s : 0.0, samples, split);
     decoder_free(d);
-    token_vec_free(&ids);
-    gen_model_free(&g);
+    infer_prompt_free(&pr);
+    infer_model_close(&g);
     cli_args_free(&a);
     parallel_finalize();
     return FB_EXIT_OK;

@@ -27,6 +27,11 @@ typedef struct hf_export_opts {
 /* Does the whole export; ends the process with the documented exit code
  * and a message naming the file or the feature on any problem. */
 void hf_export(const hf_export_opts_t *o);
+/* --tokenizer against the tokenizer the checkpoint was trained with (its
+ * saved config's data.tokenizer, or its corpus's record): a tokenizer.json
+ * of another vocabulary would turn the model's ids into other text (fatal,
+ * exit 3). An unreadable checkpoint is left for hf_export to report. */
+void hf_export_check_tokenizer(const hf_export_opts_t *o);
 /* After hf_export failed under fb_catch: removes the shards it was writing. */
 void hf_export_abandon(void);
 

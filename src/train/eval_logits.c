@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
-#include "hf/hf_import.h"
+#include "infer/infer_model.h"
 #include "model/model.h"
 #include "util/timer.h"
 #include "ops.h"
@@ -47,18 +47,17 @@ static float *forward_logits(model_t *m, const int32_t *ids, int T)
 
 float *eval_logits_model(const char *dir, const int32_t *ids, int T, int *vocab)
 {
-    model_config_t mc;
-    hf_import_config(dir, &mc);
-    check_ids(ids, T, mc.vocab_size);
-    model_t *m = model_create(&mc, ops_cpu(), T);
     const double t0 = timer_now();
-    hf_import_weights(dir, m);
+    infer_model_t im;
+    infer_model_open(&im, NULL, dir, INFER_NO_TOKENIZER, T);
     const double dt = timer_now() - t0;
-    const param_table_t *pt = model_params_table(m);
+    const int V = model_config(im.model)->vocab_size;
+    check_ids(ids, T, V);
+    const param_table_t *pt = model_params_table(im.model);
     fprintf(stderr, "fabula eval: imported %s: %zu parameters in %.3f s\n", dir, param_table_total(pt), dt);
-    float *out = forward_logits(m, ids, T);
-    *vocab = mc.vocab_size;
-    model_free(m);
+    float *out = forward_logits(im.model, ids, T);
+    *vocab = V;
+    infer_model_close(&im);
     return out;
 }
 

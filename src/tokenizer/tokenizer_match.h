@@ -2,8 +2,8 @@
  * `export --tokenizer`) is the one a checkpoint was trained with: another
  * vocabulary would turn the model's ids into other text without a word
  * (docs/generate.md, docs/export.md). */
-#ifndef FABULA_CLI_CLI_TOKENIZER_MATCH_H
-#define FABULA_CLI_CLI_TOKENIZER_MATCH_H
+#ifndef FABULA_TOKENIZER_TOKENIZER_MATCH_H
+#define FABULA_TOKENIZER_TOKENIZER_MATCH_H
 
 #include "tokenizer/tokenizer.h"
 
@@ -14,7 +14,7 @@
  * vocabulary). A different vocabulary (size, an id's bytes, a special
  * token) ends the process with FB_EXIT_DATA naming both; nothing to compare
  * with is a warning. Serial. */
-void cli_tokenizer_match(const char *ckpt, const char *trained, const char *corpus, const tokenizer_t *tok,
-                         const char *spec);
+void tokenizer_check_match(const char *ckpt, const char *trained, const char *corpus, const tokenizer_t *tok,
+                           const char *spec);
 
 #endif

@@ -1,7 +1,7 @@
 /* A checkpoint's saved config made loadable by a job other than the
  * training (`fabula eval`, `fabula generate`). */
-#ifndef FABULA_CLI_CKPT_CONFIG_H
-#define FABULA_CLI_CKPT_CONFIG_H
+#ifndef FABULA_CKPT_CKPT_JOB_CONFIG_H
+#define FABULA_CKPT_CKPT_JOB_CONFIG_H
 
 #include "config/config.h"
 
@@ -11,10 +11,10 @@
  * expert-parallel size that does not divide it becomes 1; with from_ckpt,
  * model.init_from is dropped (the checkpoint holds the weights and the
  * complete model section); then `sets`. Rank 0 speaks. Takes root. */
-void cli_job_config(config_t *cfg, json_t *root, const char *what, int from_ckpt, const char *const *sets,
-                    int nsets);
-/* Collective: cli_job_config of CKPT's saved config; *step its step. A
+void ckpt_job_config(config_t *cfg, json_t *root, const char *what, int from_ckpt, const char *const *sets,
+                     int nsets);
+/* Collective: ckpt_job_config of CKPT's saved config; *step its step. A
  * config that cannot be read ends the job on every rank with its code. */
-void cli_checkpoint_config(config_t *cfg, const char *ckpt, const char *const *sets, int nsets, long *step);
+void ckpt_job_config_read(config_t *cfg, const char *ckpt, const char *const *sets, int nsets, long *step);
 
 #endif

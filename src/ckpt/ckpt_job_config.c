@@ -1,15 +1,15 @@
 /* A checkpoint's saved config (or a command's own) as the config of
- * `fabula eval` or `fabula generate` (cli/cli_ckpt_config.h). */
+ * `fabula eval` or `fabula generate` (ckpt/ckpt_job_config.h). */
 #include <jansson.h>
 #include <stdlib.h>
 
 #include "ckpt/ckpt.h"
-#include "cli/cli_ckpt_config.h"
+#include "ckpt/ckpt_job_config.h"
 #include "parallel/world.h"
 #include "util/error.h"
 
-void cli_job_config(config_t *cfg, json_t *root, const char *what, int from_ckpt, const char *const *sets,
-                    int nsets)
+void ckpt_job_config(config_t *cfg, json_t *root, const char *what, int from_ckpt, const char *const *sets,
+                     int nsets)
 {
     const int world = parallel_size();
     if (!json_is_object(root))
@@ -42,7 +42,7 @@ void cli_job_config(config_t *cfg, json_t *root, const char *what, int from_ckpt
     json_decref(root);
 }
 
-void cli_checkpoint_config(config_t *cfg, const char *ckpt, const char *const *sets, int nsets, long *step)
+void ckpt_job_config_read(config_t *cfg, const char *ckpt, const char *const *sets, int nsets, long *step)
 {
     char *json_text = NULL, why[512] = "";
     int code = ckpt_read_config(ckpt, &json_text, step, why, sizeof why);
@@ -55,7 +55,7 @@ void cli_checkpoint_config(config_t *cfg, const char *ckpt, const char *const *s
         fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: its config is not JSON: %s", ckpt, err.text);
     char what[600];
     snprintf(what, sizeof what, "checkpoint %s", ckpt);
-    cli_job_config(cfg, root, what, 1, sets, nsets);
+    ckpt_job_config(cfg, root, what, 1, sets, nsets);
     /* the model is sized by that config, which is the file's word: its
      * tensors must be there, and stored, before anything is allocated */
     code = ckpt_check_model(ckpt, &cfg->model, why, sizeof why);

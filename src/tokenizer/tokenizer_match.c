@@ -1,4 +1,4 @@
-#include "cli/cli_tokenizer_match.h"
+#include "tokenizer/tokenizer_match.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +66,8 @@ static int corpus_record(const char *corpus, char **digest, char **kind, int *vo
     return 1;
 }
 
-void cli_tokenizer_match(const char *ckpt, const char *trained, const char *corpus, const tokenizer_t *tok,
-                         const char *spec)
+void tokenizer_check_match(const char *ckpt, const char *trained, const char *corpus, const tokenizer_t *tok,
+                           const char *spec)
 {
     char why[256];
     tokenizer_t *ref = load_trained(trained);
