@@ -44,6 +44,8 @@ ALLOWED["train"].add("hf")
 ALLOWED["infer"] = {"ckpt", "zero", "model", "tokenizer", "config", "parallel", "io", "util", "kernels"}
 # a model opens from a checkpoint or a Hugging Face directory (infer_model_open)
 ALLOWED["infer"].add("hf")
+# train --dry-run sizes a rank's memory with the planner's functions
+ALLOWED["train"].add("plan")
 # eval's logits of a Hugging Face directory open the model as inference does
 ALLOWED["train"].add("infer")
 # the report reads run directories back: files and JSON, nothing of training

@@ -5,8 +5,8 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
-#include "cli/cli_train_preflight.h"
-#include "cli/cli_train_resume.h"
+#include "train/preflight.h"
+#include "train/resume_schedule.h"
 #include "config/config.h"
 #include "parallel/world.h"
 #include "train/preempt.h"
@@ -142,19 +142,19 @@ int cli_train(int argc, char **argv)
     config_load(&cfg, (const char *const *)a.positional, a.npositional, (const char *const *)sets,
                 nsets, world, rank == 0);
     model_config_resolve(&cfg, rank == 0);
-    cli_train_resume_schedule(&cfg, rank == 0);
+    train_resume_schedule(&cfg, rank == 0);
     preempt_install(cfg.run.preempt_signals, cfg.run.n_preempt_signals);
     /* the dry run's report, then the effective config: its JSON ends the
      * output, as tools that read it expect */
     if (dry_run)
-        cli_train_preflight(&cfg, world, rank == 0);
+        train_preflight(&cfg, world, rank == 0);
     if (rank == 0) {
         printf("fabula: effective config:\n%s\n", cfg.effective_json);
         fflush(stdout);
     }
     int code = FB_EXIT_OK;
     if (!dry_run) {
-        cli_train_inputs_check(&cfg);
+        train_inputs_check(&cfg);
         code = trainer_run(&cfg);
     }
     config_free(&cfg);

@@ -1,4 +1,4 @@
-#include "cli/cli_train_resume.h"
+#include "train/resume_schedule.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -51,7 +51,7 @@ static char *designated(const config_t *cfg)
     return path;
 }
 
-char *cli_train_resume_point(const config_t *cfg, long *step, char *why, size_t why_len)
+char *train_resume_point(const config_t *cfg, long *step, char *why, size_t why_len)
 {
     *step = 0;
     why[0] = '\0';
@@ -152,7 +152,7 @@ static void differences(const config_t *old, const config_t *now, char *buf, siz
 #undef DIFF
 }
 
-void cli_train_resume_schedule(const config_t *cfg, int verbose)
+void train_resume_schedule(const config_t *cfg, int verbose)
 {
     long step;
     char *path;

@@ -1,8 +1,8 @@
 /* `fabula train --dry-run [--world N]`: the whole job checked before any
  * compute (docs/config.md, "Pre-flight"), and the inputs check every
  * `fabula train` makes first. */
-#ifndef FABULA_CLI_CLI_TRAIN_PREFLIGHT_H
-#define FABULA_CLI_CLI_TRAIN_PREFLIGHT_H
+#ifndef FABULA_TRAIN_PREFLIGHT_H
+#define FABULA_TRAIN_PREFLIGHT_H
 
 #include "config/config.h"
 
@@ -10,7 +10,7 @@
  * data.train), data.tokenizer unless "bytes". A missing one ends every
  * rank with FB_EXIT_IO naming the key, and for the default config's
  * data.train (relative to the working directory) where it is found. */
-void cli_train_inputs_check(const config_t *cfg);
+void train_inputs_check(const config_t *cfg);
 
 /* Collective (any number of processes; the figures are for a world of
  * `world` ranks, which cfg was loaded for). Opens the corpus and the
@@ -19,6 +19,6 @@ void cli_train_inputs_check(const config_t *cfg);
  * `fabula plan memory`'s functions and says what the run would do: the
  * layout, the model, the data against train_batch_size and data.seq_len,
  * the memory, where it resumes. Rank 0 prints (when `verbose`). */
-void cli_train_preflight(const config_t *cfg, int world, int verbose);
+void train_preflight(const config_t *cfg, int world, int verbose);
 
 #endif

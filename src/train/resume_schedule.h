@@ -1,7 +1,7 @@
 /* A resumed run's learning-rate schedule against the one its checkpoint
  * was trained with (docs/config.md, "Resuming with another schedule"). */
-#ifndef FABULA_CLI_CLI_TRAIN_RESUME_H
-#define FABULA_CLI_CLI_TRAIN_RESUME_H
+#ifndef FABULA_TRAIN_RESUME_SCHEDULE_H
+#define FABULA_TRAIN_RESUME_SCHEDULE_H
 
 #include "config/config.h"
 
@@ -14,12 +14,12 @@
  * --steps, is a warning with the --set that keeps the checkpoint's.
  * Rank 0 reads the file and speaks (when `verbose`); a checkpoint that
  * cannot be read is left to the resume itself to report. */
-void cli_train_resume_schedule(const config_t *cfg, int verbose);
+void train_resume_schedule(const config_t *cfg, int verbose);
 
 /* Serial: the checkpoint run.resume designates (a new string) and its step
  * in *step, or NULL when the run starts at step 0 (run.resume "none", no
  * checkpoint in checkpoint.dir) or the file cannot be read (*why then says
  * why, else it is ""). */
-char *cli_train_resume_point(const config_t *cfg, long *step, char *why, size_t why_len);
+char *train_resume_point(const config_t *cfg, long *step, char *why, size_t why_len);
 
 #endif

@@ -1,4 +1,4 @@
-#include "cli/cli_train_preflight.h"
+#include "train/preflight.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli_train_resume.h"
+#include "train/resume_schedule.h"
 #include "io/data_path.h"
 #include "loader/data_source.h"
 #include "loader/step_plan.h"
@@ -43,7 +43,7 @@ static int unreadable(const char *path)
     return err;
 }
 
-void cli_train_inputs_check(const config_t *cfg)
+void train_inputs_check(const config_t *cfg)
 {
     const data_config_t *d = &cfg->data;
     int err;
@@ -178,14 +178,14 @@ static void open_data(void *arg)
     step_plan_free(&plan);
 }
 
-void cli_train_preflight(const config_t *cfg, int world, int verbose)
+void train_preflight(const config_t *cfg, int world, int verbose)
 {
     plan_layout_t lay;
     plan_layout_from_config(cfg, world, &lay);
     char err[512];
     if (plan_layout_check(cfg, &lay, err, sizeof err) != 0)
         fb_fatal_all(FB_EXIT_USAGE, "pre-flight for %d rank(s): %s", world, err);
-    cli_train_inputs_check(cfg);
+    train_inputs_check(cfg);
     preflight_t p = {.cfg = cfg, .world = world, .dp = lay.dp, .verbose = verbose};
     static char msg[1 << 14];
     parallel_agree_outcome(fb_catch(open_data, &p, msg, sizeof msg), msg);
@@ -197,7 +197,7 @@ void cli_train_preflight(const config_t *cfg, int world, int verbose)
         say_memory(cfg, &lay);
         long step;
         char why[1024];
-        char *from = cli_train_resume_point(cfg, &step, why, sizeof why);
+        char *from = train_resume_point(cfg, &step, why, sizeof why);
         if (from)
             printf("  resume: from %s at step %ld (run.resume \"%s\")\n", from, step, cfg->run.resume);
         else if (why[0])
