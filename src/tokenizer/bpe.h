@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "tokenizer/bytemap.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/token_vec.h"
 
 typedef struct bpe bpe_t;
 typedef struct bpe_work bpe_work_t;

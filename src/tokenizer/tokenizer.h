@@ -7,16 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tokenizer/token_vec.h"
+
 typedef struct tokenizer tokenizer_t;
-
-/* A growable id buffer (encode appends). */
-typedef struct token_vec {
-    int32_t *ids;
-    size_t n, cap;
-} token_vec_t;
-
-void token_vec_push(token_vec_t *v, int32_t id);
-void token_vec_free(token_vec_t *v);
 
 /* "bytes", a fabula tokenizer file, or a tokenizer.json (detected by
  * content). Errors: FB_EXIT_IO (unreadable) or FB_EXIT_DATA (malformed),
@@ -45,9 +38,6 @@ void tokenizer_encode(const tokenizer_t *t, const uint8_t *text, size_t n, token
 uint8_t *tokenizer_decode(const tokenizer_t *t, const int32_t *ids, size_t n, size_t *len);
 
 /* ---- additions (tokenizer.c) ---- */
-
-/* Makes room for `extra` more ids. */
-void token_vec_reserve(token_vec_t *v, size_t extra);
 
 /* The special (and, for a tokenizer.json, added) tokens: i in
  * [0, tokenizer_nspecial); returns the text, id in *id. */

@@ -5,8 +5,6 @@
 
 #include "zero/zero.h"
 
-#define ZERO_GRAD_SLOTS 3   /* gradient workspaces per group (stage 2/3) */
-#define ZERO_PARAM_SLOTS 4  /* gathered-parameter workspaces per group (stage 3) */
 #define ZERO_MAX_INFLIGHT 64
 
 /* One reduction group (dense over dp, experts over edp). Rank r owns the

@@ -3,7 +3,6 @@
  * engine it reports on. */
 #include <string.h>
 
-#include "zero/zero_impl.h"
 #include "zero/zero_memory.h"
 
 void zero_group_shape_of(const param_table_t *t, int group, zero_group_shape_t *shape)

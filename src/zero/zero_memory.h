@@ -11,6 +11,11 @@
 #include "config/config.h"
 #include "model/params.h"
 
+/* The workspaces a group holds: the engine allocates them (zero_impl.h)
+ * and the formulas count them. */
+#define ZERO_GRAD_SLOTS 3   /* gradient workspaces per group (stage 2/3) */
+#define ZERO_PARAM_SLOTS 4  /* gathered-parameter workspaces per group (stage 3) */
+
 /* Bytes this rank holds, by kind (docs/zero.md has the formulas). */
 typedef struct zero_memory {
     size_t params, grads, optimizer;    /* persistent state */
