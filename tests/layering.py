@@ -6,6 +6,13 @@
    explain it); an include outside it fails, and so does any cycle.
 2. Build: every source file of a folder is listed in that folder's
    Makemodule.am, and a Makemodule.am lists only its own folder's files.
+3. Parse, then one call: a src/cli file includes, besides cli/ and the
+   rooms every command reads its input through (CLI_PARSING: util, io,
+   config, parallel, and the config's resolution against the model), the
+   headers of at most one room, the one its subcommand calls.
+4. No include cycle between the files of one folder either: a file pair
+   that includes each other is one concept cut in two, or two concepts
+   with a third beneath them.
 
 Runs from make check with FB_SRCDIR set, or from the top of a checkout.
 """
@@ -57,6 +64,17 @@ ALLOWED["plan"] = {"zero", "loader", "model", "corpus", "tokenizer", "config", "
 ALLOWED["probe"] = {"train", "hf", "loader", "model", "monitor", "parallel", "config", "io", "util", "kernels"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}
 ALLOWED["main"] = {"cli", "util"}
+
+# what any subcommand reads its input through: the command line (cli/),
+# the config (config/ and its resolution against the model), files (io/),
+# errors (util/), MPI's start and end (parallel/)
+CLI_PARSING = {"cli", "util", "io", "config", "parallel"}
+CLI_PARSING_HEADERS = {"model/config_resolve.h"}
+# (file, room) pairs allowed beside the one room, each with its reason
+CLI_EXCEPTIONS = {
+    ("src/cli/cli_generate.c", "train"): "train_choose_threads, the thread count train gives a rank, "
+                                         "until it moves below both train and infer",
+}
 
 SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -166,14 +184,99 @@ def check_makemodules(problems):
                 problems.append(f"{rel} is listed in {listed[rel]}, not in its own folder's")
 
 
+def includes_of(rel):
+    with open(os.path.join(SRC, rel), encoding="utf-8") as fh:
+        return INCLUDE.findall(fh.read())
+
+
+def check_cli_calls(problems):
+    """Rule 3: a cli file parses, then calls one room."""
+    n = 0
+    for rel in sorted(sources("src/cli")):
+        rooms = set()
+        for inc in includes_of(rel):
+            room = room_of_include(inc)
+            if room is None or room in CLI_PARSING or inc in CLI_PARSING_HEADERS:
+                continue
+            if (rel, room) in CLI_EXCEPTIONS:
+                continue
+            rooms.add(room)
+        n += 1
+        if len(rooms) > 1:
+            problems.append(f"{rel}: includes {len(rooms)} rooms besides {', '.join(sorted(CLI_PARSING))} "
+                            f"({', '.join(sorted(rooms))}): a subcommand parses, then calls one room")
+    return n
+
+
+def check_file_cycles(problems):
+    """Rule 4: no include cycle among the code units of one folder. A unit
+    is a .c file with its .h; a unit uses another when its .c or .h
+    includes the other's .h, directly or through a header that has no .c
+    (a private header of types, model_impl.h, is a part of whoever includes
+    it)."""
+    folders = {}
+    for rel in list(sources("src")) + list(sources("kernels")):
+        folders.setdefault(os.path.dirname(rel), set()).add(rel)
+    for folder, files in sorted(folders.items()):
+        def local(inc):
+            path = os.path.normpath(os.path.join("src" if folder.startswith("src") else "kernels", inc))
+            if folder.startswith("kernels") and "/" not in inc:
+                path = os.path.normpath(os.path.join("kernels", inc))
+            return path if path in files else None
+        stem = lambda path: os.path.splitext(path)[0]
+        units = {stem(f) for f in files if f.endswith((".c", ".cu"))}
+
+        def used(path, seen):
+            """The units path's includes reach, through header-only files."""
+            out = set()
+            for inc in includes_of(path):
+                target = local(inc)
+                if target is None or target in seen:
+                    continue
+                seen.add(target)
+                if stem(target) in units:
+                    out.add(stem(target))
+                else:
+                    out |= used(target, seen)
+            return out
+
+        graph = {}
+        for u in units:
+            deps = set()
+            for ext in (".c", ".cu", ".h", ".cuh"):
+                if u + ext in files:
+                    deps |= used(u + ext, set())
+            graph[u] = deps - {u}
+
+        def reaches(a, b):
+            todo, got = [a], {a}
+            while todo:
+                for m in graph.get(todo.pop(), ()):
+                    if m == b:
+                        return True
+                    if m not in got:
+                        got.add(m)
+                        todo.append(m)
+            return False
+
+        for a in sorted(graph):
+            for b in sorted(graph[a]):
+                if reaches(b, a) and (a < b or a not in graph.get(b, ())):
+                    problems.append(f"{a}: uses {os.path.basename(b)} and is used by it in turn "
+                                    f"(an include cycle inside {folder}/)")
+
+
 def main():
     problems = []
     edges = check_layering(problems)
     check_makemodules(problems)
+    ncli = check_cli_calls(problems)
+    check_file_cycles(problems)
     for p in problems:
         print("FAIL " + p)
     n = sum(len(v) for v in edges.values())
-    print(f"{n} folder-to-folder include edges among {len(edges)} folders checked against the layering; "
+    print(f"{n} folder-to-folder include edges among {len(edges)} folders checked against the layering, "
+          f"{ncli} cli files against parse-then-one-call, file-level cycles in every folder; "
           f"{len(problems)} problem(s)")
     return 1 if problems else 0
 

@@ -6,10 +6,9 @@
 #include "cli/cli_tokenizer.h"
 #include "corpus/tokenizer_job.h"
 #include "parallel/world.h"
-#include "tokenizer/bytetok.h"
 #include "util/error.h"
 
-#define SPECIALS (BYTETOK_VOCAB - 256)
+#define SPECIALS (TOKENIZER_JOB_MIN_VOCAB - 256)
 
 static void train_usage(FILE *f)
 {
@@ -34,7 +33,7 @@ static void train_usage(FILE *f)
             "\n"
             "exit codes: 0 ok, 2 usage (e.g. existing output), 3 bad input (e.g. no novel,\n"
             "            an input directory without input files), 4 I/O\n",
-            SPECIALS, BYTETOK_VOCAB);
+            SPECIALS, TOKENIZER_JOB_MIN_VOCAB);
 }
 
 int cli_tokenizer_train(int argc, char **argv)
@@ -58,7 +57,7 @@ int cli_tokenizer_train(int argc, char **argv)
             job.output = a.value;
             break;
         case OPT_VOCAB:
-            job.vocab_size = cli_args_int(&a, BYTETOK_VOCAB, 1 << 30);
+            job.vocab_size = cli_args_int(&a, TOKENIZER_JOB_MIN_VOCAB, 1 << 30);
             break;
         case OPT_MIN_FREQ:
             job.min_frequency = cli_args_int(&a, 1, 1LL << 62);

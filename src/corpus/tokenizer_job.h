@@ -6,11 +6,17 @@
 #ifndef FABULA_CORPUS_TOKENIZER_JOB_H
 #define FABULA_CORPUS_TOKENIZER_JOB_H
 
+#include "tokenizer/bytetok.h"
+
+/* The tokens a trained tokenizer has besides its merges: the 256 bytes and
+ * the specials; vocab_size is at least this. */
+#define TOKENIZER_JOB_MIN_VOCAB BYTETOK_VOCAB
+
 typedef struct tokenizer_job {
     const char *const *inputs; /* files or directories */
     int ninputs;
     const char *output;        /* the tokenizer file */
-    long long vocab_size;      /* specials included, >= BYTETOK_VOCAB */
+    long long vocab_size;      /* specials included, >= TOKENIZER_JOB_MIN_VOCAB */
     long long min_frequency;   /* >= 1 */
     int force;                 /* replace an existing output */
 } tokenizer_job_t;
