@@ -71,3 +71,34 @@ void *fb_module_symbol(const char *file, const char *sym, char *err, size_t errl
     }
     return p;
 }
+
+int fb_module_load_once(fb_module_once_t *m, const char *file, const char *sym, fb_module_call_fn call, int version,
+                        char *err, size_t errlen)
+{
+    if (!m->tried) {
+        m->tried = 1;
+        char why[4400];
+        void *entry = fb_module_symbol(file, sym, why, sizeof why);
+        if (!entry) {
+            snprintf(m->err, sizeof m->err, "%s", why);
+        } else {
+            const void *table = call(entry);
+            /* a table's first member is its int version: a pointer to a
+             * struct is a pointer to its first member */
+            const int have = table ? *(const int *)table : -1;
+            if (have != version) {
+                /* The path fitted: fb_module_symbol just opened it. */
+                char path[4200] = "";
+                (void)fb_module_path(file, path, sizeof path);
+                snprintf(m->err, sizeof m->err,
+                         "module %s has table version %d, this fabula needs %d (a module of another build?)", path, have,
+                         version);
+            } else {
+                m->table = table;
+            }
+        }
+    }
+    if (!m->table && err && errlen)
+        snprintf(err, errlen, "%s", m->err);
+    return m->table ? 0 : -1;
+}

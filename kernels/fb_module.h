@@ -18,4 +18,24 @@ int fb_module_path(const char *file, char *path, size_t len);
  * NULL on failure, with "PATH: dlerror()" in err[errlen]. */
 void *fb_module_symbol(const char *file, const char *sym, char *err, size_t errlen);
 
+/* One module loaded once and kept: its table (NULL until loaded) and, after
+ * a failed try, why. {0} is "not tried yet". */
+typedef struct fb_module_once {
+    int tried;
+    const void *table;
+    char err[4400];
+} fb_module_once_t;
+
+/* Calls a module's entry point (fb_module_symbol's pointer, converted to
+ * the module's own function type by its caller) and returns its table.
+ * Every module table starts with `int version`. */
+typedef const void *(*fb_module_call_fn)(void *entry);
+
+/* The first call opens `file`, calls its `sym` through `call` and keeps the
+ * table when its version is `version`; later calls give the same outcome.
+ * 0 with m->table set, or -1 with why in err[errlen] (when err) and in
+ * m->err. */
+int fb_module_load_once(fb_module_once_t *m, const char *file, const char *sym, fb_module_call_fn call, int version,
+                        char *err, size_t errlen);
+
 #endif

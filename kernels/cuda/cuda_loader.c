@@ -14,44 +14,30 @@
 #include "util/error.h"
 
 static const cuda_api_t *g_api;
-static int g_tried;
-static char g_err[4400];
+static fb_module_once_t g_module;
+
+/* dlsym hands back an object pointer; POSIX guarantees that it converts
+ * to the function pointer it names. */
+static const void *call_entry(void *entry)
+{
+    cuda_api_fn get;
+    memcpy(&get, &entry, sizeof get);
+    return get();
+}
 
 int cuda_module_load(char *err, size_t errlen)
 {
-    if (!g_tried) {
-        g_tried = 1;
-        char why[4400];
-        void *sym = fb_module_symbol(CUDA_MODULE_FILE, CUDA_API_SYMBOL, why, sizeof why);
-        if (!sym) {
-            snprintf(g_err, sizeof g_err, "%s", why);
-        } else {
-            /* dlsym hands back an object pointer; POSIX guarantees that
-             * it converts to the function pointer it names. */
-            cuda_api_fn get;
-            memcpy(&get, &sym, sizeof get);
-            const cuda_api_t *api = get();
-            if (!api || api->version != CUDA_API_VERSION) {
-                /* The path fitted: fb_module_symbol just opened it. */
-                char path[4200] = "";
-                (void)fb_module_path(CUDA_MODULE_FILE, path, sizeof path);
-                snprintf(g_err, sizeof g_err, "module %s has table version %d, this fabula needs %d (a module of another build?)",
-                         path, api ? api->version : -1, CUDA_API_VERSION);
-            } else {
-                g_api = api;
-            }
-        }
-    }
-    if (!g_api && err && errlen)
-        snprintf(err, errlen, "%s", g_err);
-    return g_api ? 0 : -1;
+    const int rc = fb_module_load_once(&g_module, CUDA_MODULE_FILE, CUDA_API_SYMBOL, call_entry, CUDA_API_VERSION,
+                                       err, errlen);
+    g_api = g_module.table;
+    return rc;
 }
 
 /* The table, loading it first; without it the job cannot go on. */
 static const cuda_api_t *api(void)
 {
     if (!g_api && cuda_module_load(NULL, 0) != 0)
-        fb_fatal(FB_EXIT_USAGE, "CUDA backend: %s", g_err);
+        fb_fatal(FB_EXIT_USAGE, "CUDA backend: %s", g_module.err);
     return g_api;
 }
 

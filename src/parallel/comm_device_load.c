@@ -11,43 +11,29 @@
 #include "util/error.h"
 
 static const comm_device_api_t *g_api;
-static int g_tried;
-static char g_err[4400];
+static fb_module_once_t g_module;
 static int g_force_staging;
+
+/* POSIX: dlsym's object pointer converts to the function it names. */
+static const void *call_entry(void *entry)
+{
+    comm_device_api_fn get;
+    memcpy(&get, &entry, sizeof get);
+    return get();
+}
 
 int comm_device_module_load(char *err, size_t errlen)
 {
-    if (!g_tried) {
-        g_tried = 1;
-        char why[4400];
-        void *sym = fb_module_symbol(COMM_DEVICE_MODULE_FILE, COMM_DEVICE_API_SYMBOL, why, sizeof why);
-        if (!sym) {
-            snprintf(g_err, sizeof g_err, "%s", why);
-        } else {
-            /* POSIX: dlsym's object pointer converts to the function it names. */
-            comm_device_api_fn get;
-            memcpy(&get, &sym, sizeof get);
-            const comm_device_api_t *api = get();
-            if (!api || api->version != COMM_DEVICE_API_VERSION) {
-                /* The path fitted: fb_module_symbol just opened it. */
-                char path[4200] = "";
-                (void)fb_module_path(COMM_DEVICE_MODULE_FILE, path, sizeof path);
-                snprintf(g_err, sizeof g_err, "module %s has table version %d, this fabula needs %d (a module of another build?)",
-                         path, api ? api->version : -1, COMM_DEVICE_API_VERSION);
-            } else {
-                g_api = api;
-            }
-        }
-    }
-    if (!g_api && err && errlen)
-        snprintf(err, errlen, "%s", g_err);
-    return g_api ? 0 : -1;
+    const int rc = fb_module_load_once(&g_module, COMM_DEVICE_MODULE_FILE, COMM_DEVICE_API_SYMBOL, call_entry,
+                                       COMM_DEVICE_API_VERSION, err, errlen);
+    g_api = g_module.table;
+    return rc;
 }
 
 comm_t *comm_device_create(comm_t *host)
 {
     if (comm_device_module_load(NULL, 0) != 0)
-        fb_fatal(FB_EXIT_USAGE, "device comm: %s", g_err);
+        fb_fatal(FB_EXIT_USAGE, "device comm: %s", g_module.err);
     g_api->set_force_staging(g_force_staging);
     return g_api->create(host);
 }
