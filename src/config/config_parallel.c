@@ -2,6 +2,7 @@
  * that `fabula train --dry-run` reports a layout that cannot be built;
  * groups_create checks again when it builds the groups. */
 #include "config/config_internal.h"
+#include "parallel/groups.h"
 
 #include <string.h>
 
@@ -114,19 +115,11 @@ void config_read_parallel(cj_ctx_t *c, config_t *cfg, int world_size)
         cj_invalid(c, EP, "a positive integer");
         ep = 1;
     }
-    if (experts <= 1 && ep > 1)
-        cj_invalid(c, EP, "1 for a dense model (model.num_local_experts = %d: no experts to distribute)", experts);
     const int tp = cfg->parallel.tensor_parallel_size, pp = cfg->parallel.pipeline_parallel_size;
-    if (world_size / tp / pp % ep != 0 && tp == 1 && pp == 1)
-        cj_invalid(c, EP, "a divisor of the world size (%d ranks)", world_size);
-    else if (world_size / tp / pp % ep != 0 && pp == 1)
-        cj_invalid(c, EP, "a divisor of the world size (%d ranks) / " TP " = %d, i.e. of %d", world_size, tp,
-                   world_size / tp);
-    else if (world_size / tp / pp % ep != 0)
-        cj_invalid(c, EP, "a divisor of the world size (%d ranks) / (" TP " = %d x " PP " = %d), i.e. of %d",
-                   world_size, tp, pp, world_size / tp / pp);
-    if (experts > 1 && experts % ep != 0)
-        cj_invalid(c, EP, "a divisor of model.num_local_experts = %d", experts);
+    char why[3][GROUPS_EP_WHY];
+    const int broken = groups_ep_check(world_size, tp, pp, ep, experts, why, 3);
+    for (int i = 0; i < broken && i < 3; i++)
+        cj_invalid(c, EP, "%s", why[i]);
     cfg->parallel.expert_parallel_size = ep;
     int chunks = cj_int(c, "parallel.moe_a2a_chunks", 1);
     if (chunks < 1 || chunks > 64)

@@ -55,21 +55,30 @@ static void validate(const comm_t *world, int pp, int tp, int ep, int experts)
         refuse(world, "config key '" TP_KEY "' = %d: expected a positive integer", tp);
     if (n % tp != 0)
         refuse(world, "config key '" TP_KEY "' = %d: expected a divisor of the world size (%d ranks)", tp, n);
-    n /= tp;
     if (ep < 1)
         refuse(world, "config key '" EP_KEY "' = %d: expected a positive integer", ep);
+    char why[1][GROUPS_EP_WHY];
+    if (groups_ep_check(comm_size(world), tp, pp, ep, experts, why, 1) > 0)
+        refuse(world, "config key '" EP_KEY "' = %d: expected %s", ep, why[0]);
+}
+
+int groups_ep_check(int world, int tp, int pp, int ep, int experts, char why[][GROUPS_EP_WHY], int max)
+{
+    int n = 0;
+#define BROKEN(...) (n < max ? snprintf(why[n], GROUPS_EP_WHY, __VA_ARGS__) : 0, n++)
     if (experts <= 1 && ep > 1)
-        refuse(world,
-               "config key '" EP_KEY "' = %d: expected 1 for a dense model (model.num_local_experts = %d: no "
-               "experts to distribute)", ep, experts);
-    if (n % ep != 0 && tp == 1)
-        refuse(world, "config key '" EP_KEY "' = %d: expected a divisor of the world size (%d ranks)", ep, n);
-    if (n % ep != 0)
-        refuse(world, "config key '" EP_KEY "' = %d: expected a divisor of the world size (%d ranks) / " TP_KEY
-               " = %d, i.e. of %d", ep, n * tp, tp, n);
+        BROKEN("1 for a dense model (model.num_local_experts = %d: no experts to distribute)", experts);
+    if (world / tp / pp % ep != 0 && tp == 1 && pp == 1)
+        BROKEN("a divisor of the world size (%d ranks)", world);
+    else if (world / tp / pp % ep != 0 && pp == 1)
+        BROKEN("a divisor of the world size (%d ranks) / " TP_KEY " = %d, i.e. of %d", world, tp, world / tp);
+    else if (world / tp / pp % ep != 0)
+        BROKEN("a divisor of the world size (%d ranks) / (" TP_KEY " = %d x " PP_KEY " = %d), i.e. of %d", world, tp,
+               pp, world / tp / pp);
     if (experts > 1 && experts % ep != 0)
-        refuse(world, "config key '" EP_KEY "' = %d: expected a divisor of model.num_local_experts = %d", ep,
-               experts);
+        BROKEN("a divisor of model.num_local_experts = %d", experts);
+#undef BROKEN
+    return n;
 }
 
 void groups_create(groups_t *g, int ep_size, int num_local_experts)

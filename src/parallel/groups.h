@@ -35,6 +35,15 @@ typedef struct groups {
     int edp_rank, edp_size;     /* q / (tp ep), S / (tp ep) */
 } groups_t;
 
+/* The rule of an expert-parallel size, one statement of it for the config
+ * and for groups_create: ep (>= 1) on a world of `world` ranks laid out
+ * pp x tp x (world / pp / tp) must be 1 for a dense model (experts 0 or
+ * 1), divide world / tp / pp and divide the experts. Writes what ep must
+ * be ("a divisor of ...", after "expected") for each rule it breaks into
+ * why[0..max) and returns how many it breaks (0: ep fits). */
+#define GROUPS_EP_WHY 160
+int groups_ep_check(int world, int tp, int pp, int ep, int experts, char why[][GROUPS_EP_WHY], int max);
+
 /* Collective over all processes (after parallel_init). `num_local_experts`
  * is the model's (0 or 1: dense). A layout that cannot be built (ep < 1, ep
  * not dividing the world size or the number of experts, ep > 1 on a dense
