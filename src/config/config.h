@@ -54,6 +54,21 @@ typedef struct model_config {
     int sequence_parallel;
 } model_config_t;
 
+/* A dense model is one expert: num_local_experts 0 and 1 both mean dense.
+ * Every count of expert rows, routes and per-expert statistics goes through
+ * these, not through its own "> 1 ? : 1". */
+static inline int config_model_is_moe(const model_config_t *mc) { return mc->num_local_experts > 1; }
+/* The experts of an MoE layer; 1 for a dense model. */
+static inline int config_model_experts(const model_config_t *mc)
+{
+    return config_model_is_moe(mc) ? mc->num_local_experts : 1;
+}
+/* The experts a token is routed to; 1 for a dense model. */
+static inline int config_model_experts_per_token(const model_config_t *mc)
+{
+    return config_model_is_moe(mc) ? mc->num_experts_per_tok : 1;
+}
+
 enum { MODEL_AUX_SCOPE_MICRO_BATCH = 0, MODEL_AUX_SCOPE_GLOBAL_BATCH = 1 };
 enum { MODEL_RECOMPUTE_NONE = 0, MODEL_RECOMPUTE_SELECTIVE = 1, MODEL_RECOMPUTE_FULL = 2 };
 

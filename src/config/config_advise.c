@@ -13,7 +13,7 @@
 static void micro_batch_from_world(cj_ctx_t *c, const config_t *cfg, int world_size)
 {
     const model_config_t *m = &cfg->model;
-    if (m->num_local_experts <= 1 || cj_given(c, c->user, "train_micro_batch_size_per_gpu") ||
+    if (!config_model_is_moe(m) || cj_given(c, c->user, "train_micro_batch_size_per_gpu") ||
         !cj_given(c, c->user, "train_batch_size"))
         return;
     const int capacity = m->capacity_factor > 0;

@@ -65,7 +65,7 @@ void config_check_memory(cj_ctx_t *c, const config_t *cfg, int world_size)
         {"model.hidden_size", D, (double)cj_default_integer(c, "model.hidden_size")},
         {"model.intermediate_size", I, (double)cj_default_integer(c, "model.intermediate_size")},
         {"model.num_hidden_layers", L, (double)cj_default_integer(c, "model.num_hidden_layers")},
-        {"model.num_local_experts", E > 1 ? E : 1, (double)cj_default_integer(c, "model.num_local_experts")},
+        {"model.num_local_experts", config_model_experts(m), (double)cj_default_integer(c, "model.num_local_experts")},
     };
     const factor_t batch[] = {
         {"model.vocab_size", V, size[0].def},

@@ -84,10 +84,10 @@ void config_read_model(cj_ctx_t *c, config_t *cfg)
                    m->hidden_size, m->num_attention_heads, head_dim);
     if (m->num_local_experts < 0)
         cj_invalid(c, "model.num_local_experts", "an integer >= 0 (0 or 1: dense model)");
-    if (m->num_local_experts > 1 && (m->num_experts_per_tok < 1 || m->num_experts_per_tok > m->num_local_experts))
+    if (config_model_is_moe(m) && (m->num_experts_per_tok < 1 || m->num_experts_per_tok > m->num_local_experts))
         cj_invalid(c, "model.num_experts_per_tok", "an integer in [1, model.num_local_experts = %d]",
                    m->num_local_experts);
-    if (m->num_local_experts <= 1 && m->num_experts_per_tok < 0)
+    if (!config_model_is_moe(m) && m->num_experts_per_tok < 0)
         cj_invalid(c, "model.num_experts_per_tok", "an integer >= 0");
     if (!(m->rope_theta > 0))
         cj_invalid(c, "model.rope_theta", "a number > 0");

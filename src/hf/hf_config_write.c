@@ -67,7 +67,7 @@ void hf_model_from_config(const char *ckpt, const char *config_json, model_confi
     json_decref(root);
 }
 
-int hf_model_is_moe(const model_config_t *mc) { return mc->num_local_experts > 1; }
+int hf_model_is_moe(const model_config_t *mc) { return config_model_is_moe(mc); }
 
 void hf_model_check(const char *ckpt, const model_config_t *mc, int allow_dropless, int quiet)
 {

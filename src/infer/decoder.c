@@ -79,7 +79,7 @@ decoder_t *decoder_create(model_t *m, int max_len)
     d->hd = D / mc->num_attention_heads;
     d->qdim = mc->num_attention_heads * d->hd;
     d->kvdim = mc->num_key_value_heads * d->hd;
-    d->E = mc->num_local_experts > 1 ? mc->num_local_experts : 0;
+    d->E = config_model_is_moe(mc) ? mc->num_local_experts : 0;
     d->K = d->E ? mc->num_experts_per_tok : 0;
     d->embed = weight(d, "model.embed_tokens.weight", 0);
     d->norm = weight(d, "model.norm.weight", 0);

@@ -130,7 +130,7 @@ void model_forward(model_t *m, const model_input_t *in, const model_scales_t *sc
     /* the layers this pass does not run count nothing (interleaved stages:
      * another chunk's pass left its figures there) */
     if (empty || m->nchunks > 1) {
-        const size_t nexp = (size_t)L * (mc->num_local_experts > 1 ? mc->num_local_experts : 1);
+        const size_t nexp = (size_t)L * config_model_experts(mc);
         memset(m->tokens_per_expert, 0, nexp * sizeof(long));
         memset(m->routed_per_expert, 0, nexp * sizeof(long));
         memset(m->dropped_per_layer, 0, (size_t)L * sizeof(long));

@@ -51,8 +51,8 @@ static void carve_layer(model_t *m, layer_acts_t *a, int parts, int moe, size_t 
     const size_t T = (size_t)m->max_tokens, D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
     const size_t S = shard_cap(m);
     const size_t H = (size_t)mc->num_attention_heads;
-    const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
-    const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
+    const size_t E = (size_t)config_model_experts(mc);
+    const size_t K = (size_t)config_model_experts_per_token(mc);
     const size_t R = T * K; /* most rows a dispatch can produce */
     if (parts & PART_KEPT) {
         a->h1 = balloc_a(m, S * D);
@@ -129,8 +129,8 @@ static void carve_buffers(model_t *m)
     const model_config_t *mc = &m->mc;
     const size_t T = (size_t)m->max_tokens, D = (size_t)mc->hidden_size, I = (size_t)mc->intermediate_size;
     const size_t V = (size_t)mc->vocab_size;
-    const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
-    const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
+    const size_t E = (size_t)config_model_experts(mc);
+    const size_t K = (size_t)config_model_experts_per_token(mc);
     const size_t R = T * K; /* most rows a dispatch can produce */
     const size_t S = shard_cap(m);
     const int own = mc->recompute == MODEL_RECOMPUTE_NONE ? PART_KEPT | PART_SELECTIVE
@@ -563,8 +563,8 @@ model_t *model_create_chunks(const model_config_t *mc, const ops_t *ops, int max
     m->dlogits = m->logits;
 
     const size_t T = (size_t)max_tokens;
-    const size_t E = mc->num_local_experts > 1 ? (size_t)mc->num_local_experts : 1;
-    const size_t K = mc->num_local_experts > 1 ? (size_t)mc->num_experts_per_tok : 1;
+    const size_t E = (size_t)config_model_experts(mc);
+    const size_t K = (size_t)config_model_experts_per_token(mc);
     m->host_probs = fb_calloc(T * E, sizeof(float));
     m->host_rlse = fb_calloc(T, sizeof(float));
     m->host_loss = fb_calloc(T, sizeof(float));

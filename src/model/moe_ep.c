@@ -229,7 +229,7 @@ static size_t ep_bytes(const model_config_t *mc, size_t ab, size_t layer_rows, s
  * scratch_reserve(T*K); model_create checks the sum. */
 size_t model_ep_buffer_bytes(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
 {
-    if (ep_size <= 1 || mc->num_local_experts <= 1)
+    if (ep_size <= 1 || !config_model_is_moe(mc))
         return 0;
     const size_t tk = (size_t)max_tokens * (size_t)mc->num_experts_per_tok;
     return ep_bytes(mc, act_bytes, tk, tk, tk);
@@ -242,7 +242,7 @@ size_t model_ep_buffer_bytes(const model_config_t *mc, size_t act_bytes, int max
  * the exchange grows the buffers to grown(rows) (exchange_layout). */
 size_t model_ep_buffer_bytes_at_capacity(const model_config_t *mc, size_t act_bytes, int max_tokens, int ep_size)
 {
-    if (ep_size <= 1 || mc->num_local_experts <= 1)
+    if (ep_size <= 1 || !config_model_is_moe(mc))
         return 0;
     const size_t tk = (size_t)max_tokens * (size_t)mc->num_experts_per_tok;
     const int cap = moe_capacity(mc->capacity_factor, max_tokens, mc->num_experts_per_tok, mc->num_local_experts);

@@ -10,7 +10,7 @@
 void model_moe_stats_begin(model_t *m, const model_input_t *in, model_stats_t *stats)
 {
     const size_t L = (size_t)m->mc.num_hidden_layers;
-    const size_t E = m->mc.num_local_experts > 1 ? (size_t)m->mc.num_local_experts : 1;
+    const size_t E = (size_t)config_model_experts(&m->mc);
     memset(m->aux_per_layer, 0, L * sizeof *m->aux_per_layer);
     memset(m->z_per_layer, 0, L * sizeof *m->z_per_layer);
     stats->aux_per_layer = m->aux_per_layer;

@@ -9,7 +9,7 @@
 
 int model_layer_is_moe(const model_config_t *mc, int l)
 {
-    return mc->num_local_experts > 1 && l % mc->moe_layer_freq == 0;
+    return config_model_is_moe(mc) && l % mc->moe_layer_freq == 0;
 }
 
 
@@ -120,10 +120,10 @@ void param_table_build_chunks(param_table_t *t, const model_config_t *mc, int ep
     t->tp_size = tp_size;
     t->tp_rank = tp_rank;
     FB_ASSERT(ep_size >= 1 && ep_rank >= 0 && ep_rank < ep_size);
-    FB_ASSERT(mc->num_local_experts <= 1 ? ep_size == 1 : mc->num_local_experts % ep_size == 0);
+    FB_ASSERT(config_model_is_moe(mc) ? mc->num_local_experts % ep_size == 0 : ep_size == 1);
     t->ep_size = ep_size;
     t->ep_rank = ep_rank;
-    t->experts_local = mc->num_local_experts > 1 ? mc->num_local_experts / ep_size : 0;
+    t->experts_local = config_model_is_moe(mc) ? mc->num_local_experts / ep_size : 0;
     t->expert_lo = ep_rank * t->experts_local;
     const int64_t D = mc->hidden_size, V = mc->vocab_size, I = mc->intermediate_size;
     const int64_t hd = D / mc->num_attention_heads;

@@ -157,7 +157,7 @@ int plan_layout_parse(const char *spec, const config_t *cfg, plan_layout_t *lay,
 int plan_layout_check(const config_t *cfg, const plan_layout_t *lay, char *err, size_t errlen)
 {
     const model_config_t *mc = &cfg->model;
-    const int experts = mc->num_local_experts > 1 ? mc->num_local_experts : 1;
+    const int experts = config_model_experts(mc);
     if (lay->dp < 1 || lay->tp < 1 || lay->pp < 1 || lay->ep < 1 || lay->virtual_stages < 1)
         FAIL("dp, tp, pp, ep and vpp must be positive");
     if ((long long)lay->dp * lay->tp * lay->pp != lay->world)

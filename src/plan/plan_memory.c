@@ -126,7 +126,7 @@ static double backward_scratch(const model_config_t *mc, const plan_layout_t *la
     const double hd = (double)(mc->hidden_size / mc->num_attention_heads), qd = hd * H;
     const int kv = mc->num_key_value_heads;
     const double kvd = hd * (kv >= lay->tp ? (double)kv / tp : 1.0);
-    const int moe = mc->num_local_experts > 1;
+    const int moe = config_model_is_moe(mc);
     const double E = moe ? mc->num_local_experts : 1, K = moe ? mc->num_experts_per_tok : 1, R = T * K;
     const double sp = lay->sequence_parallel ? tp : 1.0;
     const double widest = qd > D ? qd : D;

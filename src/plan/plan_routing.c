@@ -123,10 +123,10 @@ void plan_routing_read(const char *path, const char *flag, const model_config_t 
             used++;
         }
         json_t *et = json_object_get(o, "expert_tokens");
-        if (et && mc->num_local_experts > 1)
+        if (et && config_model_is_moe(mc))
             read_loads(r, et, mc, flag, path, lineno);
         json_t *ml = json_object_get(o, "moe_layers");
-        if (ml && mc->num_local_experts > 1)
+        if (ml && config_model_is_moe(mc))
             read_spread(r, ml, d && t ? t : NULL, mc, flag, path, lineno);
         json_decref(o);
     }

@@ -192,7 +192,7 @@ int plan_search(const config_t *cfg, const plan_machine_t *mach, const plan_sear
     walk_t w = {.cfg = cfg, .mach = mach, .o = o, .best = best, .cap = o->top, .st = st};
     plan_layout_from_config(cfg, o->world, &w.base);
     const int N = o->world, layers = cfg->model.num_hidden_layers;
-    const int experts = cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1;
+    const int experts = config_model_experts(&cfg->model);
     for (int tp = 1; tp <= mach->devices_per_node; tp++) {
         /* tensor parallelism stays inside a node: its collectives are per layer */
         if (mach->devices_per_node % tp || N % tp)

@@ -31,7 +31,7 @@ int eval_run_logits(const char *ckpt, const char *model, const int32_t *ids, int
         long step = 0;
         config_t cfg;
         ckpt_job_config_read(&cfg, ckpt, NULL, 0, &step);
-        capacity = cfg.model.num_local_experts > 1 ? cfg.model.capacity_factor : 0.0;
+        capacity = config_model_is_moe(&cfg.model) ? cfg.model.capacity_factor : 0.0;
         config_free(&cfg);
         ckpt_job_config_read(&cfg, ckpt, dropless, 1, &step);
         model_config_resolve(&cfg, 0);

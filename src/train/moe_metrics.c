@@ -13,7 +13,7 @@ void moe_metrics_init(moe_metrics_t *mm, const model_config_t *mc, int ntags, in
 {
     memset(mm, 0, sizeof *mm);
     mm->ep_size = ep_size;
-    if (mc->num_local_experts <= 1)
+    if (!config_model_is_moe(mc))
         return;
     mm->L = mc->num_hidden_layers;
     mm->E = mc->num_local_experts;

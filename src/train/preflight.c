@@ -90,7 +90,7 @@ static void say_model(const config_t *cfg)
     param_table_build(&t, m);
     printf("  model: %d layers, hidden %d, %d heads (%d kv), vocabulary %d", m->num_hidden_layers, m->hidden_size,
            m->num_attention_heads, m->num_key_value_heads, m->vocab_size);
-    if (m->num_local_experts > 1)
+    if (config_model_is_moe(m))
         printf(", %d experts top-%d (capacity factor %g%s)", m->num_local_experts, m->num_experts_per_tok,
                m->capacity_factor, m->capacity_factor > 0 ? "" : ": dropless");
     printf("; %.3fM parameters, %.3fM active a token%s\n", param_table_total(&t) / 1e6, model_active_params(m) / 1e6,

@@ -329,7 +329,7 @@ void train_log_step(train_log_t *log, const step_record_t *r)
     json_object_set_new(j, "step_cpu_time", json_real(r->step_cpu_time));
     json_object_set_new(j, "elapsed", json_real(r->elapsed));
     json_object_set_new(j, "eta_s", json_real(eta_s));
-    if (cfg->model.num_local_experts > 1) {
+    if (config_model_is_moe(&cfg->model)) {
         json_object_set_new(j, "dropped", json_integer(r->dropped));
         if (r->moe && r->moe->E > 0) {
             json_object_set_new(j, "expert_tokens", expert_tokens_json(cfg, r->moe->expert_tokens));
