@@ -131,7 +131,7 @@ typedef struct sched_config {
     long total_num_steps;                    /* WarmupDecayLR, WarmupCosineLR */
     /* total_num_steps was not given: it follows run.steps (the default's
      * schedule, "auto", or left out), so a resume with another --steps
-     * moves it (cli_train_resume.c says so) */
+     * moves it (train/resume_schedule.c says so) */
     int total_follows_steps;
     double warmup_min_ratio, cos_min_ratio;  /* WarmupCosineLR */
 } sched_config_t;
