@@ -105,16 +105,7 @@ int cli_plan_memory(int argc, char **argv)
     model_config_resolve(&cfg, 0);
     free(sets);
     plan_layout_t lay;
-    char err[512];
-    if (spec) {
-        if (plan_layout_parse(spec, &cfg, &lay, err, sizeof err) != 0)
-            fb_fatal(FB_EXIT_USAGE, "fabula plan memory: %s", err);
-    } else {
-        plan_layout_from_config(&cfg, world, &lay);
-    }
-    if (plan_layout_check(&cfg, &lay, err, sizeof err) != 0)
-        fb_fatal(FB_EXIT_USAGE, "fabula plan memory: layout dp=%d,tp=%d,pp=%d,ep=%d,zero=%d: %s", lay.dp, lay.tp,
-                 lay.pp, lay.ep, lay.zero, err);
+    plan_layout_resolve(&cfg, spec, world, "fabula plan memory", &lay);
     cli_args_free(&args);
 
     plan_memory_t m;

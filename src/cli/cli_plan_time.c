@@ -219,15 +219,7 @@ int cli_plan_time(int argc, char **argv)
     free(sets);
     cli_args_free(&args);
     plan_layout_t lay;
-    if (spec) {
-        if (plan_layout_parse(spec, &cfg, &lay, err, sizeof err) != 0)
-            fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s", err);
-    } else {
-        plan_layout_from_config(&cfg, world, &lay);
-    }
-    if (plan_layout_check(&cfg, &lay, err, sizeof err) != 0)
-        fb_fatal(FB_EXIT_USAGE, "fabula plan time: layout dp=%d,tp=%d,pp=%d,ep=%d,zero=%d: %s", lay.dp, lay.tp, lay.pp,
-                 lay.ep, lay.zero, err);
+    plan_layout_resolve(&cfg, spec, world, "fabula plan time", &lay);
 
     plan_workload_t w;
     char source[600];

@@ -201,6 +201,11 @@ void plan_workload_uniform(double len, double samples, int dp, int microbatches,
  * unless the config asks; ep, ZeRO, offload, micro-batch tokens and
  * accumulation from the config). */
 void plan_layout_from_config(const config_t *cfg, int world, plan_layout_t *lay);
+/* The layout a plan command plans: spec parsed over cfg (NULL: cfg's own
+ * on `world` ranks, as train lays them out), then checked; a spec or
+ * layout that fails ends the process, exit 2, its message after `what`
+ * (the command, "fabula plan time"). */
+void plan_layout_resolve(const config_t *cfg, const char *spec, int world, const char *what, plan_layout_t *lay);
 /* dp x tp x pp of a layout spec ("world=W" when given): the world a
  * config is validated for before the spec is parsed over it (a malformed
  * part gives 1 here and its message from plan_layout_parse). */

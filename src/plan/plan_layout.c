@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/plan.h"
+#include "util/error.h"
 
 /* Bytes of one stored activation on the backend the config asks for: the
  * CUDA backend and cpu16 store 16-bit activations; "cpu" and "auto" are
@@ -222,4 +223,18 @@ int plan_layout_spec_world(const char *spec)
         }
     }
     return w > 0 && w < (1 << 30) ? (int)w : 1;
+}
+
+void plan_layout_resolve(const config_t *cfg, const char *spec, int world, const char *what, plan_layout_t *lay)
+{
+    char err[768];
+    if (spec) {
+        if (plan_layout_parse(spec, cfg, lay, err, sizeof err) != 0)
+            fb_fatal(FB_EXIT_USAGE, "%s: %s", what, err);
+    } else {
+        plan_layout_from_config(cfg, world, lay);
+    }
+    if (plan_layout_check(cfg, lay, err, sizeof err) != 0)
+        fb_fatal(FB_EXIT_USAGE, "%s: layout dp=%d,tp=%d,pp=%d,ep=%d,zero=%d: %s", what, lay->dp, lay->tp, lay->pp,
+                 lay->ep, lay->zero, err);
 }
