@@ -61,7 +61,7 @@ ALLOWED["report"] = {"io", "util"}
 ALLOWED["plan"] = {"zero", "loader", "model", "corpus", "tokenizer", "config", "io", "util", "kernels"}
 # measuring this machine for the planner: model passes on train's backend,
 # the ops table's rates, the links between ranks
-ALLOWED["probe"] = {"train", "hf", "loader", "model", "monitor", "parallel", "config", "io", "util", "kernels"}
+ALLOWED["probe"] = {"train", "hf", "loader", "model", "monitor", "parallel", "config", "util", "kernels"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}
 ALLOWED["main"] = {"cli", "util"}
 
