@@ -73,7 +73,7 @@ trainer_t *trainer_open(const config_t *cfg)
     if (tr->groups.pp_size > 1)
         tr->pipe = pipeline_create(tr->model, tr->groups.pp, cfg->loader.max_tokens_per_batch, tr->plan.nmicro);
     const size_t nexp = (size_t)cfg->model.num_hidden_layers *
-                        (size_t)(cfg->model.num_local_experts > 1 ? cfg->model.num_local_experts : 1);
+                        (size_t)config_model_experts(&cfg->model);
     tr->routed = fb_calloc(nexp, sizeof *tr->routed);
     tr->aux_freq = fb_calloc(nexp, sizeof *tr->aux_freq);
     moe_metrics_init(&tr->moe, &cfg->model, BYTETOK_NGENRES, tr->groups.ep_size);

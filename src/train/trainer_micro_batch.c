@@ -50,7 +50,7 @@ static model_t *pass_model(trainer_t *tr, int mb, int chunk)
 
 static int global_aux(const model_config_t *mc)
 {
-    return mc->router_aux_loss_scope == MODEL_AUX_SCOPE_GLOBAL_BATCH && mc->num_local_experts > 1;
+    return mc->router_aux_loss_scope == MODEL_AUX_SCOPE_GLOBAL_BATCH && config_model_is_moe(mc);
 }
 
 /* The global-batch load-balancing loss needs the step's expert frequencies
