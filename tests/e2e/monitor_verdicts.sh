@@ -104,14 +104,14 @@ check "cpu: the advice names OMP_NUM_THREADS and binding" \
 check "cpu: metrics record the CPU share below 50%" \
     '"$PY" -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; sys.exit(not r[\"ranks\"][\"cpu_share_max\"] < 0.5)" "$SCRATCH/cpu/metrics.jsonl"'
 
-# data.seq_len 1024 cut to 64 tokens by the warm-up: a step's 16 samples
+# data.seq_len 1024 cut to 256 tokens by the warm-up: a step's 16 samples
 # fit one micro-batch of 8192 tokens, the other rank has none
 verdict packing 2 imbalance --steps 4 --set steps_per_print=10 --set data.seq_len=1024 \
-    --set data.seq_len_warmup.enabled=true --set data.seq_len_warmup.start=64 --set data.seq_len_warmup.steps=100
+    --set data.seq_len_warmup.enabled=true --set data.seq_len_warmup.start=256 --set data.seq_len_warmup.steps=100
 check "packing: the advice names data.packing balanced and the warm-up" \
-    'last_field "$SCRATCH/packing/metrics.jsonl" advice | grep -q "data.packing is \"best_fit\".*warmup cuts them to 64 tokens.*set data.packing to \"balanced\""'
+    'last_field "$SCRATCH/packing/metrics.jsonl" advice | grep -q "data.packing is \"best_fit\".*warmup cuts them to 256 tokens.*set data.packing to \"balanced\""'
 run_fabula 2 train --run-dir "$SCRATCH/balanced" --steps 4 --set data.seq_len=1024 --set data.packing=balanced \
-    --set data.seq_len_warmup.enabled=true --set data.seq_len_warmup.start=64 --set data.seq_len_warmup.steps=100
+    --set data.seq_len_warmup.enabled=true --set data.seq_len_warmup.start=256 --set data.seq_len_warmup.steps=100
 check "packing: with data.packing balanced the plan's imbalance is 0 (was 1)" \
     '[ $RC -eq 0 ] && "$PY" -c "import json,sys; sys.exit(any(json.loads(l)[\"imbalance\"] > 0.05 for l in open(sys.argv[1])))" "$SCRATCH/balanced/metrics.jsonl" &&
      "$PY" -c "import json,sys; sys.exit(any(json.loads(l)[\"imbalance\"] < 0.99 for l in open(sys.argv[1])))" "$SCRATCH/packing/metrics.jsonl"'
