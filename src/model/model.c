@@ -294,7 +294,7 @@ static void bind_weights(model_t *m, int block, float *const base[PARAM_NGROUPS]
 {
     fb_act *cbase[PARAM_NGROUPS] = {0};
     for (int g = 0; g < PARAM_NGROUPS; g++) {
-        if (!m->wc[g]) {
+        if (m->hooks.compute_bases || !m->wc[g]) {
             cbase[g] = (fb_act *)base[g];
             continue;
         }
@@ -542,10 +542,12 @@ model_t *model_create_chunks(const model_config_t *mc, const ops_t *ops, int max
         if (!(flags & MODEL_NO_GRAD_BUFFER))
             m->grads[g] = ops->alloc(m->table.numel[g] * sizeof(float));
     }
-    if (ops->act_dtype != FB_DTYPE_F32)
+    if (ops->act_dtype != FB_DTYPE_F32 && !(flags & MODEL_NO_COMPUTE_BUFFER)) {
         for (int g = 0; g < PARAM_NGROUPS; g++)
             if (m->table.numel[g])
                 m->wc[g] = ops->alloc(m->table.numel[g] * ops->act_bytes);
+        m->wc_owned = 1;
+    }
     find_views(m);
     m->w.layers = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->w.layers);
     m->dw.layers = fb_calloc((size_t)mc->num_hidden_layers, sizeof *m->dw.layers);
@@ -609,8 +611,12 @@ model_t *model_create_chunks(const model_config_t *mc, const ops_t *ops, int max
 model_t *model_create_sibling(model_t *m)
 {
     model_t *s = model_create_chunks(&m->full, m->ops, m->max_tokens,
-                                     MODEL_NO_PARAM_BUFFER | MODEL_NO_GRAD_BUFFER | MODEL_NO_KV_GROUP, m->ep, m->tp,
-                                     m->nchunks, m->chunk_lo, m->chunk_hi);
+                                     MODEL_NO_PARAM_BUFFER | MODEL_NO_GRAD_BUFFER | MODEL_NO_COMPUTE_BUFFER |
+                                         MODEL_NO_KV_GROUP,
+                                     m->ep, m->tp, m->nchunks, m->chunk_lo, m->chunk_hi);
+    /* one compute copy for all micro-batches in flight: rounding a block
+     * into it again writes the same values */
+    memcpy(s->wc, m->wc, sizeof s->wc);
     s->kv = m->kv;
     s->kv_host = m->kv_host;
     /* m's hooks: ZeRO's, or the defaults, whose ctx is m (its buffers) */
@@ -665,7 +671,7 @@ void model_free(model_t *m)
         return;
     const ops_t *o = m->ops;
     for (int g = 0; g < PARAM_NGROUPS; g++) {
-        if (m->wc[g])
+        if (m->wc[g] && m->wc_owned)
             o->release(m->wc[g]);
         if (m->params[g])
             o->release(m->params[g]);
@@ -723,6 +729,7 @@ const model_config_t *model_config(const model_t *m) { return &m->full; }
 const ops_t *model_ops(const model_t *m) { return m->ops; }
 size_t model_activation_bytes(const model_t *m) { return m->alloc_bytes; }
 float *model_params(model_t *m, int group) { return m->params[group]; }
+fb_act *model_compute_weights(model_t *m, int group) { return m->wc[group]; }
 float *model_grads(model_t *m, int group) { return m->grads[group]; }
 
 void model_set_keep_logits(model_t *m, int keep)

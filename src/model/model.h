@@ -75,11 +75,16 @@ typedef struct model_hooks {
     void (*grads_acquire)(void *ctx, int block, float *base[PARAM_NGROUPS]);
     /* the block's gradients of this micro-batch are final */
     void (*grads_release)(void *ctx, int block);
+    /* params_acquire's bases point at weights already in the compute dtype
+     * (fb_act, passed as float *): ZeRO's gathered 16-bit copies, which the
+     * model then uses as they are instead of rounding fp32 ones */
+    int compute_bases;
 } model_hooks_t;
 
 enum {
     MODEL_NO_PARAM_BUFFER = 1, /* parameters live elsewhere (ZeRO-3): hooks required */
-    MODEL_NO_GRAD_BUFFER = 2   /* gradients live elsewhere (ZeRO-2/3): hooks required */
+    MODEL_NO_GRAD_BUFFER = 2,  /* gradients live elsewhere (ZeRO-2/3): hooks required */
+    MODEL_NO_COMPUTE_BUFFER = 4 /* no 16-bit copy of the weights: the hooks hand out compute-dtype bases */
 };
 
 /* max_tokens: the largest micro-batch (tokens) the activations must hold. */
@@ -156,6 +161,11 @@ const model_config_t *model_config(const model_t *m);
 const ops_t *model_ops(const model_t *m);
 /* Flat buffers of one group, in backend memory (NULL when created without). */
 float *model_params(model_t *m, int group);
+/* The whole compute-dtype copy of group `group`'s weights on a 16-bit
+ * backend (NULL in fp32 or with MODEL_NO_COMPUTE_BUFFER): ZeRO 1/2 in mixed
+ * precision keep the weights there and gather each owner's rounded update
+ * into it. */
+fb_act *model_compute_weights(model_t *m, int group);
 float *model_grads(model_t *m, int group);
 
 /* Deterministic init from a seed (docs/model.md "Initialisation"). */

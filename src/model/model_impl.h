@@ -75,6 +75,7 @@ struct model {
      * fp32 (NULL on the CPU, where the fp32 parameters are used as they
      * are): each block's range is rounded into it as the block is acquired. */
     fb_act *wc[PARAM_NGROUPS];
+    int wc_owned;                   /* a sibling shares its parent's */
     weights_t w;                    /* bound for the block being computed */
     grads_t dw;
     const param_view_t *v_embed, *v_norm, *v_head;
