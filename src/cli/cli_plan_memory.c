@@ -66,11 +66,11 @@ static void stage_lines(const config_t *cfg, const plan_layout_t *lay, int json)
         if (json)
             printf("%s{\"stage\":%d,\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
                    "\"activations\":%zu,\"inflight_microbatches\":%zu,\"predicted\":%s}",
-                   s ? "," : "", s, params, m.grads, optimizer, m.workspace_zero, acts, m.inflight_microbatches,
+                   s ? "," : "", s, params, m.grads + m.host_grads, optimizer, m.workspace_zero, acts, m.inflight_microbatches,
                    m.predicted ? "true" : "false");
         else
             printf("memory bytes stage %d: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", s,
-                   params, m.grads, optimizer, m.workspace_zero, acts);
+                   params, m.grads + m.host_grads, optimizer, m.workspace_zero, acts);
     }
     if (json)
         printf("]");
@@ -117,6 +117,7 @@ int cli_plan_memory(int argc, char **argv)
     /* train's line: params and optimizer include their offloaded parts,
      * activations the expert-parallel buffers */
     const size_t params = m.params + m.host_params, optimizer = m.optimizer + m.host_optimizer;
+    const size_t grads = m.grads + m.host_grads, weights16 = m.weight_copy + m.host_weight_copy;
     const size_t acts = m.activations_peak + m.moe_buffers;
     if (json) {
         printf("{\"world\":%d,\"dp\":%d,\"tp\":%d,\"pp\":%d,\"ep\":%d,\"zero\":%d,\"offload_optimizer\":%s,"
@@ -124,21 +125,22 @@ int cli_plan_memory(int argc, char **argv)
                "\"micro_batch_tokens\":%d,\"grad_accum\":%d,\"act_bytes\":%d,\"compute_dtype\":\"%s\","
                "\"stage\":%d,\"predicted\":%s,"
                "\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"host_params\":%zu,\"host_optimizer\":%zu,"
-               "\"host_staging\":%zu,\"workspace\":%zu,\"comm_buckets\":%zu,\"weight_copy\":%zu,\"activations\":%zu,"
+               "\"host_staging\":%zu,\"workspace\":%zu,\"comm_buckets\":%zu,\"weight_copy\":%zu,\"host_grads\":%zu,"
+               "\"host_weight_copy\":%zu,\"activations\":%zu,"
                "\"inflight_microbatches\":%zu,\"activations_peak\":%zu,\"moe_buffers\":%zu,"
                "\"moe_buffers_capacity\":%zu,"
                "\"device_total\":%zu,\"host_total\":%zu,"
                "\"train_line\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
-               "\"activations\":%zu}",
+               "\"activations\":%zu,\"weights16\":%zu}",
                lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero, lay.offload_optimizer ? "true" : "false",
                lay.offload_param ? "true" : "false", lay.sequence_parallel ? "true" : "false",
                recompute_name(lay.recompute), lay.virtual_stages, lay.micro_batch_tokens, lay.grad_accum,
                lay.act_bytes, lay.act_bytes == 4 ? "fp32" : cfg.fp16.enabled ? "fp16" : "bf16", m.stage,
                m.predicted ? "true" : "false", m.params, m.grads, m.optimizer,
                m.host_params, m.host_optimizer, m.host_staging, m.workspace_zero, m.comm_buckets, m.weight_copy,
-               m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
+               m.host_grads, m.host_weight_copy, m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
                m.device_total,
-               m.host_total, params, m.grads, optimizer, m.workspace_zero, acts);
+               m.host_total, params, grads, optimizer, m.workspace_zero, acts, weights16);
         if (lay.pp > 1)
             stage_lines(&cfg, &lay, 1);
         printf("}\n");
@@ -160,12 +162,12 @@ int cli_plan_memory(int argc, char **argv)
             printf("  pipeline stage %d\n", m.stage);
         printf("  %-34s %12s %12s   %s\n", "", "device MiB", "host MiB", "bytes device / host");
         row("parameters (fp32)", m.params, m.host_params);
-        row("gradients (fp32)", m.grads, 0);
+        row("gradients (fp32)", m.grads, m.host_grads);
         row("optimizer state (Adam m, v)", m.optimizer, m.host_optimizer);
         row("offload staging", 0, m.host_staging);
         row("ZeRO workspaces", m.workspace_zero, 0);
         row("reduction buckets in flight", m.comm_buckets, 0);
-        row("16-bit weight copy", m.weight_copy, 0);
+        row("16-bit weights", m.weight_copy, m.host_weight_copy);
         row("activations, one micro-batch", m.activations, 0);
         printf("  %-34s %12zu\n", "micro-batches in flight", m.inflight_microbatches);
         row("activations held at peak", m.activations_peak, 0);
@@ -175,8 +177,8 @@ int cli_plan_memory(int argc, char **argv)
         if (m.predicted)
             printf("note: a layout train cannot build: these figures are predictions of the "
                    "Megatron-style implementation, not train's own sizing (docs/plan.md)\n");
-        printf("memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", params, m.grads,
-               optimizer, m.workspace_zero, acts);
+        printf("memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu weights16=%zu\n", params,
+               grads, optimizer, m.workspace_zero, acts, weights16);
         if (lay.pp > 1)
             stage_lines(&cfg, &lay, 0);
     }

@@ -47,7 +47,9 @@ typedef struct plan_memory {
     size_t moe_buffers;                 /* expert-parallel dispatch/compute buffers at the configured capacity */
     size_t device_total, host_total;
     /* added by plan_memory.c */
-    size_t weight_copy;                 /* 16-bit compute copy of the weights (cuda, cpu16) */
+    size_t weight_copy;                 /* 16-bit weights (cuda, cpu16): whole at ZeRO 0-2, the shard at 3 */
+    size_t host_weight_copy;            /* their host-resident part (ZeRO-3 offload_param) */
+    size_t host_grads;                  /* fp32 gradient shard on the host (16-bit, offload_optimizer) */
     size_t host_staging;                /* offload: host copies of the owned parameters and gradients */
     size_t workspace_zero;              /* the part of `workspace` train's "memory bytes" line reports */
     size_t comm_buckets;                /* transient reduction buffers at most in flight (in `workspace`) */

@@ -154,17 +154,19 @@ static void fill_states(const config_t *cfg, const plan_layout_t *lay, const zer
      * holding the same ones; rank 0 holds the largest shard */
     const int size[PARAM_NGROUPS] = {lay->dp, lay->dp / lay->ep};
     const int rank[PARAM_NGROUPS] = {0, 0};
-    zero_memory_t z = zero_memory_of(&c, shape, size, rank);
+    zero_memory_t z = zero_memory_of(&c, shape, size, rank, (size_t)lay->act_bytes);
     o->params = z.params - z.host_params;
     o->host_params = z.host_params;
-    o->grads = z.grads;
+    o->grads = z.grads - z.host_grads;
+    o->host_grads = z.host_grads;
     o->optimizer = z.optimizer - z.host_optimizer;
     o->host_optimizer = z.host_optimizer;
     o->host_staging = z.host_staging;
     o->workspace = z.workspace + z.buckets;
     o->workspace_zero = z.workspace;
     o->comm_buckets = z.buckets;
-    o->weight_copy = lay->act_bytes != 4 ? (shape[0].numel + shape[1].numel) * (size_t)lay->act_bytes : 0;
+    o->weight_copy = z.weights16 - z.host_weights16;
+    o->host_weight_copy = z.host_weights16;
 }
 
 int plan_memory_exact(const config_t *cfg, const plan_layout_t *lay)
@@ -281,7 +283,7 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
             (size_t)lay->pp;
     }
     o->device_total = device_total(o);
-    o->host_total = o->host_params + o->host_optimizer + o->host_staging;
+    o->host_total = o->host_params + o->host_optimizer + o->host_staging + o->host_grads + o->host_weight_copy;
 }
 
 void plan_memory_stage(const config_t *cfg, const plan_layout_t *lay, int stage, plan_memory_t *out)

@@ -141,7 +141,7 @@ static void say_memory(const config_t *cfg, const plan_layout_t *lay)
     plan_memory(cfg, lay, &m);
     printf("  memory per rank%s (fabula plan memory): parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f "
            "MiB, workspaces %.2f MiB, activations %.2f MiB at peak; %.2f MiB device%s",
-           lay->pp > 1 ? " (the fullest stage)" : "", mib(m.params + m.host_params), mib(m.grads),
+           lay->pp > 1 ? " (the fullest stage)" : "", mib(m.params + m.host_params), mib(m.grads + m.host_grads),
            mib(m.optimizer + m.host_optimizer), mib(m.workspace), mib(m.activations_peak + m.moe_buffers_capacity),
            mib(m.device_total), cfg->run.backend == RUN_BACKEND_CUDA ? "" : " (CPU backend: host memory)");
     if (m.host_total)

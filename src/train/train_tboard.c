@@ -119,7 +119,7 @@ void train_tboard_histograms(train_tboard_t *t, zero_t *z, long step, int grads_
             if (!piece(local, &t->global.views[i], sh, &a, &b, &off, &s))
                 continue;
             const float *src = (k == 0 ? s->params : s->grads) + off;
-            const int host = ops == ops_cpu() || (k == 0 && s->params_host);
+            const int host = ops == ops_cpu() || (k == 0 && s->params_host) || (k == 1 && s->grads_host);
             if (!host) {
                 if (b - a > stage_cap) {
                     free(stage);

@@ -101,8 +101,9 @@ static void print_setup(const trainer_t *tr, const int64_t stage_mem[][7])
            cfg->zero.offload_param && cfg->zero.stage == 3 ? ", parameters offloaded" : "",
            mem.params / 1048576.0, mem.grads / 1048576.0, mem.optimizer / 1048576.0,
            mem.host_optimizer ? " (host)" : "", mem.workspace / 1048576.0, acts / 1048576.0);
-    printf("fabula: memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu parameters=%zu activations=%zu\n",
-           mem.params, mem.grads, mem.optimizer, mem.workspace, param_table_total(t), acts);
+    printf("fabula: memory bytes: params=%zu grads=%zu optimizer=%zu workspace=%zu parameters=%zu activations=%zu "
+           "weights16=%zu\n",
+           mem.params, mem.grads, mem.optimizer, mem.workspace, param_table_total(t), acts, mem.weights16);
     for (int s = 0; s < tr->groups.pp_size && tr->pipe; s++) {
         const int64_t *r = stage_mem[s];
         printf("fabula: memory bytes stage %d: params=%lld grads=%lld optimizer=%lld workspace=%lld parameters=%lld "

@@ -7,11 +7,19 @@
 #include "zero/zero_impl.h"
 #include "util/error.h"
 
-static float *balloc(zero_t *z, size_t n)
+static void *balloc_bytes(zero_t *z, size_t bytes)
 {
-    z->workspace_bytes += n * sizeof(float);
-    return z->ops->alloc(n * sizeof(float));
+    z->workspace_bytes += bytes;
+    return z->ops->alloc(bytes);
 }
+
+static float *balloc(zero_t *z, size_t n) { return balloc_bytes(z, n * sizeof(float)); }
+
+const ops_t *zero_grad_ops(const zero_t *z) { return z->pl.grad_host ? ops_cpu() : z->ops; }
+
+/* Bytes of one gathered parameter (stage 3): 16-bit in mixed precision. */
+static size_t param_elem(const zero_t *z) { return z->pl.mixed ? z->ops->act_bytes : sizeof(float); }
+static comm_dtype_t param_dtype(const zero_t *z) { return z->pl.mixed ? z->half_dt : COMM_F32; }
 
 size_t zero_split_range(zgroup_t *g, size_t a, size_t b)
 {
@@ -30,7 +38,13 @@ static void finish(zero_t *z, inflight_t *f)
 {
     if (f->bounce) {
         if (f->n) {
-            if (f->add)
+            if (f->add && z->pl.grad_host) {
+                /* the shard is on the host: the piece comes down, then the
+                 * same fp32 add as on the backend */
+                float *h = z->g[f->group].host_red;
+                z->ops->to_host(h, f->bounce, f->n * sizeof(float));
+                ops_cpu()->axpy(f->dest, h, f->n, 1.0f);
+            } else if (f->add)
                 z->ops->axpy(f->dest, f->bounce, f->n, 1.0f);
             else
                 z->ops->copy(f->dest, f->bounce, f->n * sizeof(float));
@@ -146,15 +160,18 @@ static int gather_block(zero_t *z, int gi, int block, int blocking)
     g->pslot_block[s] = block;
     g->pslot_users[s] = 0;
     size_t mine = zero_split_range(g, lo, hi);
+    const size_t e = param_elem(z);
     if (mine) {
-        float *dst = g->pslot[s] + g->displs[g->rank];
-        const float *src = g->param_shard + (lo + g->displs[g->rank] - g->lo);
-        if (z->offload_param)
-            z->ops->to_backend(dst, src, mine * sizeof(float));
+        /* what the block computes with: the 16-bit shard in mixed precision */
+        char *dst = (char *)g->pslot[s] + g->displs[g->rank] * e;
+        const char *src = (const char *)(z->pl.mixed ? g->half_shard : (void *)g->param_shard) +
+                          (lo + g->displs[g->rank] - g->lo) * e;
+        if (z->pl.mixed ? z->pl.half_host : z->pl.master_host)
+            z->ops->to_backend(dst, src, mine * e);
         else
-            z->ops->copy(dst, src, mine * sizeof(float));
+            z->ops->copy(dst, src, mine * e);
     }
-    g->pslot_req[s] = comm_iallgatherv_inplace(g->comm, g->pslot[s], g->counts, g->displs, COMM_F32);
+    g->pslot_req[s] = comm_iallgatherv_inplace(g->comm, g->pslot[s], g->counts, g->displs, param_dtype(z));
     if (blocking)
         comm_wait(&g->pslot_req[s]);
     return s;
@@ -185,7 +202,10 @@ static void hook_params_acquire(void *ctx, int block, int backward, float *base[
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
         size_t lo, hi;
-        if (hook_base_without_slot(z, block, gi, 3, model_params(z->model, gi), &base[gi], &lo, &hi))
+        /* below stage 3 the whole weights: the model's fp32 parameters, or
+         * in mixed precision its 16-bit copy, which the owners update */
+        float *whole = z->pl.mixed ? (float *)model_compute_weights(z->model, gi) : model_params(z->model, gi);
+        if (hook_base_without_slot(z, block, gi, 3, whole, &base[gi], &lo, &hi))
             continue;
         int s = find_pslot(g, block);
         if (s < 0)
@@ -194,7 +214,7 @@ static void hook_params_acquire(void *ctx, int block, int backward, float *base[
         if (g->pslot_req[s])
             comm_wait(&g->pslot_req[s]);
         g->pslot_users[s]++;
-        base[gi] = g->pslot[s] - lo;
+        base[gi] = (float *)((char *)g->pslot[s] - lo * param_elem(z));
         /* prefetch the block that runs next */
         int next = backward ? block - 1 : block + 1;
         if (next >= 1 && next <= z->nblocks - 1 && !(backward && next == 0)) {
@@ -345,17 +365,28 @@ static void group_init(zero_t *z, int gi, comm_t *comm, comm_t *hcomm)
 static void group_alloc(zero_t *z, int gi)
 {
     zgroup_t *g = &z->g[gi];
-    const size_t own = g->hi - g->lo, cap = own ? own : 1;
+    const zero_placement_t *pl = &z->pl;
+    const size_t own = g->hi - g->lo, cap = own ? own : 1, f = sizeof(float);
     if (z->stage >= 2)
-        g->grad_shard = z->ops->alloc(cap * sizeof(float));
-    if (z->stage == 3)
-        g->param_shard = z->offload_param ? z->ops->host_alloc(cap * sizeof(float)) : z->ops->alloc(cap * sizeof(float));
+        g->grad_shard = pl->grad_host ? z->ops->host_alloc(cap * f) : z->ops->alloc(cap * f);
+    if (z->stage == 3 || pl->mixed)
+        g->param_shard = pl->master_host ? z->ops->host_alloc(cap * f) : z->ops->alloc(cap * f);
+    if (pl->mixed && z->stage == 3) {
+        const size_t ab = z->ops->act_bytes;
+        g->half_shard = pl->half_host ? z->ops->host_alloc(cap * ab) : z->ops->alloc(cap * ab);
+    }
     if (z->offload_opt) {
         /* page-locked on CUDA: the step's copies overlap the host update */
-        g->m = z->ops->host_alloc(cap * sizeof(float));
-        g->v = z->ops->host_alloc(cap * sizeof(float));
-        g->host_p = z->ops->host_alloc(cap * sizeof(float));
-        g->host_g = z->ops->host_alloc(cap * sizeof(float));
+        g->m = z->ops->host_alloc(cap * f);
+        g->v = z->ops->host_alloc(cap * f);
+        if (!pl->master_host)
+            g->host_p = z->ops->host_alloc(cap * f);
+        if (!pl->grad_host)
+            g->host_g = z->ops->host_alloc(cap * f);
+        if (pl->grad_host && own) {
+            size_t nb = g->max_block < z->reduce_bucket ? g->max_block : z->reduce_bucket;
+            g->host_red = z->ops->host_alloc((nb < own ? nb : own) * f);
+        }
     } else {
         g->m = z->ops->alloc(cap * sizeof(float));
         g->v = z->ops->alloc(cap * sizeof(float));
@@ -370,16 +401,17 @@ static void group_alloc(zero_t *z, int gi)
     }
     if (z->stage == 3 && g->max_block)
         for (int s = 0; s < ZERO_PARAM_SLOTS; s++)
-            g->pslot[s] = balloc(z, g->max_block);
+            g->pslot[s] = balloc_bytes(z, g->max_block * param_elem(z));
 }
 
 static void init_params(zero_t *z, uint64_t seed, const zero_init_source_t *src)
 {
-    if (z->stage < 3 && !src) {
+    const int whole = z->stage < 3 && !z->pl.mixed; /* the model holds the whole fp32 parameters */
+    if (whole && !src) {
         model_init_weights(z->model, seed);
         return;
     }
-    if (z->stage < 3) {
+    if (whole) {
         /* one staging buffer of the largest view for all of them */
         size_t most = 1;
         for (int i = 0; i < z->t->n; i++)
@@ -408,12 +440,14 @@ static void init_params(zero_t *z, uint64_t seed, const zero_init_source_t *src)
             model_init_view(z->model, v, seed, host);
         float *dst = g->param_shard + (lo - g->lo);
         const float *from = src ? host : host + (lo - v->offset);
-        if (z->offload_param)
+        if (z->pl.master_host)
             memcpy(dst, from, (hi - lo) * sizeof(float));
         else
             z->ops->to_backend(dst, from, (hi - lo) * sizeof(float));
         free(host);
     }
+    if (z->pl.mixed)
+        zero_publish_params(z);
 }
 
 zero_t *zero_create(const config_t *cfg, const groups_t *groups, const ops_t *ops, int max_tokens, uint64_t seed)
@@ -435,11 +469,18 @@ zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_
     z->reduce_bucket = (size_t)cfg->zero.reduce_bucket_size;
     z->allgather_bucket = (size_t)cfg->zero.allgather_bucket_size;
     z->ep = groups->ep;
+    z->pl = zero_placement_of(cfg, ops->act_bytes);
+    z->half_dt = ops->act_dtype == FB_DTYPE_F16 ? COMM_F16 : COMM_BF16;
     unsigned flags = 0;
     if (z->stage >= 2)
         flags |= MODEL_NO_GRAD_BUFFER;
-    if (z->stage == 3)
+    /* mixed precision keeps the fp32 master only for the owned shard; the
+     * model computes with the 16-bit weights, whole below stage 3, gathered
+     * into the engine's workspaces at stage 3 */
+    if (z->stage == 3 || z->pl.mixed)
         flags |= MODEL_NO_PARAM_BUFFER;
+    if (z->stage == 3 && z->pl.mixed)
+        flags |= MODEL_NO_COMPUTE_BUFFER;
     const int dev = ops->device_memory;
     FB_ASSERT(!dev || (groups->dp_dev && groups->ep_dev && groups->edp_dev));
     FB_ASSERT(!dev || groups->tp_size == 1 || groups->tp_dev);
@@ -475,13 +516,20 @@ zero_t *zero_create_from(const config_t *cfg, const groups_t *groups, const ops_
     group_init(z, PARAM_GROUP_EXPERT, dev ? groups->edp_dev : groups->edp, groups->edp);
     for (int gi = 0; gi < PARAM_NGROUPS; gi++)
         group_alloc(z, gi);
-    if (flags) {
-        model_hooks_t h = {z, hook_params_acquire, hook_params_release, hook_grads_acquire, hook_grads_release};
-        model_set_hooks(z->model, &h);
-    } else {
-        model_hooks_t h = {z, hook_params_acquire, NULL, hook_grads_acquire, hook_grads_release};
-        model_set_hooks(z->model, &h);
+    if (z->pl.mixed && (z->pl.master_host || z->pl.half_host)) {
+        size_t most = 0;
+        for (int gi = 0; gi < PARAM_NGROUPS; gi++)
+            if (z->g[gi].hi - z->g[gi].lo > most)
+                most = z->g[gi].hi - z->g[gi].lo;
+        z->stage_len = most < ZERO_OFFLOAD_CHUNK ? most : ZERO_OFFLOAD_CHUNK;
+        if (z->pl.master_host)
+            z->stage32 = balloc(z, z->stage_len);
+        if (z->pl.half_host)
+            z->stage16 = balloc_bytes(z, z->stage_len * ops->act_bytes);
     }
+    model_hooks_t h = {z, hook_params_acquire, flags ? hook_params_release : NULL, hook_grads_acquire,
+                       hook_grads_release, z->pl.mixed};
+    model_set_hooks(z->model, &h);
     loss_scale_init(&z->scaler, &cfg->fp16);
     init_params(z, seed, src);
     return z;
@@ -495,18 +543,20 @@ void zero_free(zero_t *z)
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
         if (g->grad_shard)
-            z->ops->release(g->grad_shard);
-        if (g->param_shard) {
-            if (z->offload_param)
-                z->ops->host_release(g->param_shard);
-            else
-                z->ops->release(g->param_shard);
-        }
+            (z->pl.grad_host ? z->ops->host_release : z->ops->release)(g->grad_shard);
+        if (g->param_shard)
+            (z->pl.master_host ? z->ops->host_release : z->ops->release)(g->param_shard);
+        if (g->half_shard)
+            (z->pl.half_host ? z->ops->host_release : z->ops->release)(g->half_shard);
         if (z->offload_opt) {
             z->ops->host_release(g->m);
             z->ops->host_release(g->v);
-            z->ops->host_release(g->host_p);
-            z->ops->host_release(g->host_g);
+            if (g->host_p)
+                z->ops->host_release(g->host_p);
+            if (g->host_g)
+                z->ops->host_release(g->host_g);
+            if (g->host_red)
+                z->ops->host_release(g->host_red);
         } else {
             z->ops->release(g->m);
             z->ops->release(g->v);
@@ -525,6 +575,10 @@ void zero_free(zero_t *z)
     }
     if (z->tied_ws)
         z->ops->release(z->tied_ws);
+    if (z->stage32)
+        z->ops->release(z->stage32);
+    if (z->stage16)
+        z->ops->release(z->stage16);
     model_free(z->model);
     free(z);
 }
@@ -542,7 +596,7 @@ void zero_begin_step(zero_t *z)
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
         if (g->hi > g->lo)
-            z->ops->zero(g->grad_shard, (g->hi - g->lo) * sizeof(float));
+            zero_grad_ops(z)->zero(g->grad_shard, (g->hi - g->lo) * sizeof(float));
     }
 }
 
@@ -567,16 +621,21 @@ static void tied_sum(zero_t *z)
     const size_t a = v->offset, b = v->offset + v->numel;
     const size_t lo = a > g->lo ? a : g->lo, hi = b < g->hi ? b : g->hi;
     float *own = z->stage >= 2 ? g->grad_shard - g->lo : model_grads(z->model, PARAM_GROUP_DENSE);
-    if (hi > lo)
-        z->ops->copy(z->tied_ws + (lo - a), own + lo, (hi - lo) * sizeof(float));
+    const size_t bytes = (hi - lo) * sizeof(float);
+    if (hi > lo && z->pl.grad_host)
+        z->ops->to_backend(z->tied_ws + (lo - a), own + lo, bytes);
+    else if (hi > lo)
+        z->ops->copy(z->tied_ws + (lo - a), own + lo, bytes);
     if (z->stage > 0) {
         zero_split_range(g, a, b);
         comm_request_t *r = comm_iallgatherv_inplace(g->comm, z->tied_ws, g->counts, g->displs, COMM_F32);
         comm_wait(&r);
     }
     comm_allreduce(z->emb, z->tied_ws, v->numel, COMM_F32, COMM_SUM);
-    if (hi > lo)
-        z->ops->copy(own + lo, z->tied_ws + (lo - a), (hi - lo) * sizeof(float));
+    if (hi > lo && z->pl.grad_host)
+        z->ops->to_host(own + lo, z->tied_ws + (lo - a), bytes);
+    else if (hi > lo)
+        z->ops->copy(own + lo, z->tied_ws + (lo - a), bytes);
 }
 
 void zero_end_backward(zero_t *z)

@@ -101,14 +101,15 @@ zero_memory_t zero_memory(const zero_t *z);
 typedef struct zero_shard {
     size_t numel, lo, hi, write_lo, write_hi;
     float *params, *m, *v, *grads;
-    int params_host, moments_host;
+    int params_host, moments_host, grads_host;
 } zero_shard_t;
 zero_shard_t zero_shard(zero_t *z, int group);
 /* Optimizer updates applied so far (Adam's bias correction uses it). */
 long zero_step_count(const zero_t *z);
 void zero_set_step_count(zero_t *z, long step);
 /* After a checkpoint load has set every rank's [lo, hi) parameters:
- * rebuilds the replicated copies the stage keeps (stage 1/2 all-gather). */
+ * rebuilds the copies the stage keeps (the 16-bit weights in mixed
+ * precision; the stage 1/2 all-gather). */
 void zero_sync_params(zero_t *z);
 
 /* The full value of a parameter on every rank (collective): checkpoints,

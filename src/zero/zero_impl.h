@@ -16,10 +16,13 @@ typedef struct zgroup {
     size_t numel, shard, lo, hi;
     size_t *own_lo;             /* size+1 entries */
     size_t *counts, *displs;    /* scratch for one collective, size entries */
-    float *param_shard;         /* stage 3: owned parameters (backend, or host with offload_param) */
-    float *grad_shard;          /* stage 2/3: owned reduced gradients (backend) */
+    float *param_shard;         /* stage 3, and 1/2 in mixed precision: the owned fp32 parameters, the
+                                 * master (host where placement.master_host) */
+    void *half_shard;           /* mixed stage 3: the owned 16-bit weights (host with offload_param) */
+    float *grad_shard;          /* stage 2/3: owned reduced gradients (host where placement.grad_host) */
     float *m, *v;               /* Adam moments of the owned range (host with offload) */
-    float *host_p, *host_g;     /* offload staging of the owned range */
+    float *host_p, *host_g;     /* offload staging of the owned range, where it is not host-resident */
+    float *host_red;            /* grad_host: a reduced piece on its way into grad_shard */
     size_t pend_lo, pend_hi;    /* stage 0/1: finished but not yet launched range */
     size_t max_block;           /* largest block range in this group */
     /* stage 2/3 gradient workspaces */
@@ -27,8 +30,8 @@ typedef struct zgroup {
     int gslot_block[ZERO_GRAD_SLOTS];   /* block written into it, -1 free */
     int gslot_pending[ZERO_GRAD_SLOTS]; /* reductions still reading it */
     float *gslot_tied;                  /* block 0 when embeddings are tied */
-    /* stage 3 parameter workspaces */
-    float *pslot[ZERO_PARAM_SLOTS];
+    /* stage 3 parameter workspaces (16-bit in mixed precision) */
+    void *pslot[ZERO_PARAM_SLOTS];
     int pslot_block[ZERO_PARAM_SLOTS];  /* -1 free */
     int pslot_users[ZERO_PARAM_SLOTS];
     comm_request_t *pslot_req[ZERO_PARAM_SLOTS];
@@ -50,6 +53,13 @@ struct zero {
     model_t *model;
     const param_table_t *t;
     int stage, overlap, offload_opt, offload_param, tied, nblocks;
+    zero_placement_t pl;        /* where the states live (zero_memory.h) */
+    comm_dtype_t half_dt;       /* the comm dtype of 16-bit weights */
+    /* mixed precision, a host-resident master or 16-bit shard: backend
+     * staging of one ZERO_OFFLOAD_CHUNK piece for rounding */
+    float *stage32;
+    void *stage16;
+    size_t stage_len;
     size_t reduce_bucket, allgather_bucket;
     comm_t *ep;
     comm_t *tp;         /* host comm of the tensor-parallel group; NULL without tp */
@@ -74,5 +84,11 @@ struct zero {
  * relative to a). Returns this rank's count. */
 size_t zero_split_range(zgroup_t *g, size_t a, size_t b);
 void zero_complete_all(zero_t *z);
+/* The ops of the memory the gradient shard lives in (the CPU's on the host). */
+const ops_t *zero_grad_ops(const zero_t *z);
+/* After the owners' fp32 parameters changed (an update, an initialisation,
+ * a checkpoint load): mixed precision rounds each owner's range into the
+ * 16-bit weights; stages 1/2 then all-gather the whole buffer. */
+void zero_publish_params(zero_t *z);
 
 #endif

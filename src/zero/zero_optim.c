@@ -19,7 +19,7 @@ static float *owned_grads(zero_t *z, int gi)
 static float *owned_params(zero_t *z, int gi)
 {
     zgroup_t *g = &z->g[gi];
-    return z->stage == 3 ? g->param_shard : model_params(z->model, gi) + g->lo;
+    return z->stage == 3 || z->pl.mixed ? g->param_shard : model_params(z->model, gi) + g->lo;
 }
 
 /* The sum of squares of group gi's owned gradient [g->lo, g->hi). Under
@@ -34,7 +34,7 @@ static double owned_sumsq(zero_t *z, int gi)
     zgroup_t *g = &z->g[gi];
     const float *grads = owned_grads(z, gi);
     if (!z->tp)
-        return z->ops->sumsq(grads, g->hi - g->lo);
+        return zero_grad_ops(z)->sumsq(grads, g->hi - g->lo);
     double split = 0.0, repl = 0.0, kvrep = 0.0;
     for (int i = 0; i < z->t->n; i++) {
         const param_view_t *v = &z->t->views[i];
@@ -42,7 +42,7 @@ static double owned_sumsq(zero_t *z, int gi)
         const size_t hi = v->offset + v->numel < g->hi ? v->offset + v->numel : g->hi;
         if (v->group != gi || hi <= lo)
             continue;
-        const double ss = z->ops->sumsq(grads + (lo - g->lo), hi - lo);
+        const double ss = zero_grad_ops(z)->sumsq(grads + (lo - g->lo), hi - lo);
         if (v->tp_dim < 0)
             repl += ss;
         else if (v->tp_copies > 1)
@@ -59,7 +59,7 @@ static double view_owned_sumsq(zero_t *z, const param_view_t *v)
     zgroup_t *g = &z->g[v->group];
     const size_t lo = v->offset > g->lo ? v->offset : g->lo;
     const size_t hi = v->offset + v->numel < g->hi ? v->offset + v->numel : g->hi;
-    return hi > lo ? z->ops->sumsq(owned_grads(z, v->group) + (lo - g->lo), hi - lo) : 0.0;
+    return hi > lo ? zero_grad_ops(z)->sumsq(owned_grads(z, v->group) + (lo - g->lo), hi - lo) : 0.0;
 }
 
 /* Global L2 norm of the reduced gradient (collective). */
@@ -99,15 +99,18 @@ static void scale_grads(zero_t *z, double coef)
     for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         zgroup_t *g = &z->g[gi];
         if (g->hi > g->lo)
-            z->ops->scale(owned_grads(z, gi), g->hi - g->lo, (float)coef);
+            zero_grad_ops(z)->scale(owned_grads(z, gi), g->hi - g->lo, (float)coef);
     }
 }
 
-/* Stage 1/2: every rank gets the updated parameters of every owner. */
+/* Stage 1/2: every rank gets the updated parameters of every owner: the
+ * fp32 ones, or in mixed precision their 16-bit rounding. */
 static void gather_params(zero_t *z, int gi)
 {
     zgroup_t *g = &z->g[gi];
-    float *full = model_params(z->model, gi);
+    const size_t e = z->pl.mixed ? z->ops->act_bytes : sizeof(float);
+    const comm_dtype_t dt = z->pl.mixed ? z->half_dt : COMM_F32;
+    char *full = z->pl.mixed ? (char *)model_compute_weights(z->model, gi) : (char *)model_params(z->model, gi);
     comm_request_t *reqs[ZERO_MAX_INFLIGHT];
     int n = 0;
     size_t bucket = z->allgather_bucket ? z->allgather_bucket : g->numel;
@@ -118,7 +121,7 @@ static void gather_params(zero_t *z, int gi)
             comm_waitall(reqs, n);
             n = 0;
         }
-        reqs[n++] = comm_iallgatherv_inplace(g->comm, full + a, g->counts, g->displs, COMM_F32);
+        reqs[n++] = comm_iallgatherv_inplace(g->comm, full + a * e, g->counts, g->displs, dt);
         if (!z->overlap) {
             comm_waitall(reqs, n);
             n = 0;
@@ -128,25 +131,27 @@ static void gather_params(zero_t *z, int gi)
     comm_waitall(reqs, n);
 }
 
-/* Elements per piece of the offloaded update: 16 MiB of each stream. */
-#define OFFLOAD_CHUNK ((size_t)1 << 22)
+#define OFFLOAD_CHUNK ZERO_OFFLOAD_CHUNK
 
-/* Offload: the moments and the update stay on the host; the gradients and
- * parameters come down in pieces, so piece k+1's copy down runs while the
- * host updates piece k (whose copy up follows). */
+/* Offload: the moments and the update stay on the host; what is not
+ * host-resident already (the parameters below a host master, the gradients
+ * below a host gradient shard) comes down in pieces, so piece k+1's copy
+ * down runs while the host updates piece k (whose copy up follows). */
 static void offload_update(zero_t *z, zgroup_t *g, float *p, const float *grad, size_t n, double lr)
 {
     const optim_config_t *c = &z->cfg->optim;
     const ops_t *o = z->ops, *host_ops = ops_cpu();
+    const int p_host = z->pl.master_host, g_host = z->pl.grad_host;
+    float *hp = p_host ? p : g->host_p;
+    const float *hg = g_host ? grad : g->host_g;
     const size_t nch = (n + OFFLOAD_CHUNK - 1) / OFFLOAD_CHUNK;
     for (size_t k = 0; k <= nch; k++) {
         if (k < nch) {
             /* piece k down (piece 0 before the loop's first update) */
             const size_t lo = k * OFFLOAD_CHUNK, len = k + 1 < nch ? OFFLOAD_CHUNK : n - lo;
-            o->to_host_async(g->host_g + lo, grad + lo, len * sizeof(float));
-            if (z->offload_param)
-                memcpy(g->host_p + lo, p + lo, len * sizeof(float));
-            else
+            if (!g_host)
+                o->to_host_async(g->host_g + lo, grad + lo, len * sizeof(float));
+            if (!p_host)
                 o->to_host_async(g->host_p + lo, p + lo, len * sizeof(float));
         }
         if (k == 0) {
@@ -154,13 +159,55 @@ static void offload_update(zero_t *z, zgroup_t *g, float *p, const float *grad, 
             continue;
         }
         const size_t lo = (k - 1) * OFFLOAD_CHUNK, len = k < nch ? OFFLOAD_CHUNK : n - lo;
-        host_ops->adamw(g->host_p + lo, g->host_g + lo, g->m + lo, g->v + lo, len, (float)lr, (float)c->beta1,
-                        (float)c->beta2, (float)c->eps, (float)c->weight_decay, c->adam_w_mode, z->step);
-        if (z->offload_param)
-            memcpy(p + lo, g->host_p + lo, len * sizeof(float));
-        else
+        host_ops->adamw(hp + lo, hg + lo, g->m + lo, g->v + lo, len, (float)lr, (float)c->beta1, (float)c->beta2,
+                        (float)c->eps, (float)c->weight_decay, c->adam_w_mode, z->step);
+        if (!p_host)
             o->to_backend(p + lo, g->host_p + lo, len * sizeof(float));
         o->synchronize();
+    }
+}
+
+/* Mixed precision: the 16-bit rounding of this rank's fp32 master [lo, hi),
+ * into the model's whole copy (stages 1/2, all-gathered after) or the 16-bit
+ * shard (stage 3). The backend rounds (the kernel the model's own rounding
+ * uses); a host-resident master or shard goes through its staging a piece
+ * at a time. */
+static void publish(zero_t *z, int gi)
+{
+    zgroup_t *g = &z->g[gi];
+    const size_t n = g->hi - g->lo, ab = z->ops->act_bytes;
+    if (n == 0)
+        return;
+    char *dst = z->stage == 3 ? (char *)g->half_shard : (char *)model_compute_weights(z->model, gi) + g->lo * ab;
+    const int dst_host = z->stage == 3 && z->pl.half_host;
+    if (!z->pl.master_host && !dst_host) {
+        z->ops->to_act((fb_act *)dst, g->param_shard, n);
+        return;
+    }
+    for (size_t a = 0; a < n; a += z->stage_len) {
+        const size_t len = n - a < z->stage_len ? n - a : z->stage_len;
+        const float *src = g->param_shard + a;
+        if (z->pl.master_host) {
+            z->ops->to_backend(z->stage32, src, len * sizeof(float));
+            src = z->stage32;
+        }
+        if (dst_host) {
+            z->ops->to_act(z->stage16, src, len);
+            z->ops->to_host(dst + a * ab, z->stage16, len * ab);
+        } else {
+            z->ops->to_act((fb_act *)(dst + a * ab), src, len);
+        }
+        z->ops->synchronize(); /* the staging is reused by the next piece */
+    }
+}
+
+void zero_publish_params(zero_t *z)
+{
+    for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
+        if (z->pl.mixed)
+            publish(z, gi);
+        if ((z->stage == 1 || z->stage == 2) && z->g[gi].size > 1)
+            gather_params(z, gi);
     }
 }
 
@@ -184,12 +231,9 @@ static void update(zero_t *z, double lr)
     }
     /* host-resident parameters updated by a backend kernel: readable by the
      * host (checkpoints, zero_get_param) only once it has finished */
-    if (z->offload_param && !z->offload_opt)
+    if (z->pl.master_host && !z->offload_opt)
         z->ops->synchronize();
-    if (z->stage == 1 || z->stage == 2)
-        for (int gi = 0; gi < PARAM_NGROUPS; gi++)
-            if (z->g[gi].size > 1)
-                gather_params(z, gi);
+    zero_publish_params(z);
 }
 
 zero_step_report_t zero_step(zero_t *z, double lr, double loss)
@@ -229,26 +273,30 @@ zero_memory_t zero_memory(const zero_t *z)
     }
     if (z->tied_view)
         shape[PARAM_GROUP_DENSE].tied_pp = z->tied_view->numel;
-    zero_memory_t m = zero_memory_of(z->cfg, shape, size, rank);
+    zero_memory_t m = zero_memory_of(z->cfg, shape, size, rank, z->ops->act_bytes);
     /* the arithmetic `fabula plan memory` uses must be what was allocated */
-    size_t own = 0;
-    for (int gi = 0; gi < PARAM_NGROUPS; gi++)
+    size_t own = 0, master = 0;
+    for (int gi = 0; gi < PARAM_NGROUPS; gi++) {
         own += z->g[gi].hi - z->g[gi].lo;
-    FB_ASSERT(m.workspace == z->workspace_bytes && m.optimizer == 2 * own * sizeof(float));
+        master += z->g[gi].param_shard ? z->g[gi].hi - z->g[gi].lo : z->g[gi].numel;
+    }
+    FB_ASSERT(m.workspace == z->workspace_bytes && m.optimizer == 2 * own * sizeof(float) &&
+              m.params == master * sizeof(float));
     return m;
 }
 
 void zero_get_param(zero_t *z, const param_view_t *v, float *host)
 {
-    if (z->stage < 3) {
+    if (z->stage < 3 && !z->pl.mixed) {
         model_get_param(z->model, v, host);
         return;
     }
+    /* the owners' fp32 masters */
     zgroup_t *g = &z->g[v->group];
     size_t mine = zero_split_range(g, v->offset, v->offset + v->numel);
     if (mine) {
         const float *src = g->param_shard + (v->offset + g->displs[g->rank] - g->lo);
-        if (z->offload_param)
+        if (z->pl.master_host)
             memcpy(host + g->displs[g->rank], src, mine * sizeof(float));
         else
             z->ops->to_host(host + g->displs[g->rank], src, mine * sizeof(float));
@@ -269,8 +317,9 @@ zero_shard_t zero_shard(zero_t *z, int group)
         .m = g->m,
         .v = g->v,
         .grads = owned_grads(z, group),
-        .params_host = z->stage == 3 && z->offload_param,
+        .params_host = z->pl.master_host,
         .moments_host = z->offload_opt,
+        .grads_host = z->pl.grad_host,
     };
     return sh;
 }
@@ -278,10 +327,4 @@ zero_shard_t zero_shard(zero_t *z, int group)
 long zero_step_count(const zero_t *z) { return z->step; }
 void zero_set_step_count(zero_t *z, long step) { z->step = step; }
 
-void zero_sync_params(zero_t *z)
-{
-    if (z->stage == 1 || z->stage == 2)
-        for (int gi = 0; gi < PARAM_NGROUPS; gi++)
-            if (z->g[gi].size > 1)
-                gather_params(z, gi);
-}
+void zero_sync_params(zero_t *z) { zero_publish_params(z); }
