@@ -12,10 +12,11 @@
       must be sorted by tokens/s, and tokens/s must be the global batch over
       the step time.
   plan_layout_check.py deepspeed CONFIG.json WORLD
-      fabula's per-rank model states at ZeRO-2/3, with and without offload,
+      fabula's per-rank model states at ZeRO-1/2/3, with and without offload,
       against DeepSpeed's byte counts where the definitions agree
-      (plan_deepspeed_ref.py): fp32 master weights, fp32 gradients and
-      Adam's moments sharded over the world, and the 16-bit weight copy.
+      (plan_deepspeed_ref.py): at ZeRO-1/2/3, with and without the
+      offloads, each state's bytes and place (device or host) and the
+      device and host totals.
 """
 import itertools
 import json
@@ -113,7 +114,7 @@ def deepspeed(config, world):
     def near(a, b):
         return abs(a - b) <= tol
 
-    for stage, oo, op in ((2, 0, 0), (2, 1, 0), (3, 0, 0), (3, 1, 0), (3, 1, 1)):
+    for stage, oo, op in ((1, 0, 0), (1, 1, 0), (2, 0, 0), (2, 1, 0), (3, 0, 0), (3, 1, 0), (3, 1, 1)):
         sets = [f"zero_optimization.stage={stage}",
                 f"zero_optimization.offload_optimizer.device={'cpu' if oo else 'none'}",
                 f"zero_optimization.offload_param.device={'cpu' if op else 'none'}"]
@@ -122,33 +123,50 @@ def deepspeed(config, world):
         if mm is None:
             check(f"{name}: plan memory runs", False)
             continue
-        check(f"{name}: Adam's moments are DeepSpeed's 8 bytes/param over the world",
-              near(mm["optimizer"] + mm["host_optimizer"], terms["moments"]))
-        check(f"{name}: fp32 gradients are DeepSpeed's 4 bytes/param over the world",
-              near(mm["grads"], terms["fp32_grads"]))
-        check(f"{name}: the 16-bit weight copy is DeepSpeed's 2 bytes/param, whole", mm["weight_copy"] == 2 * total)
-        params = mm["params"] + mm["host_params"]
+        # DeepSpeed's placement (its stage 1/2 and 3 engines): the fp32 master, Adam's moments and (stage 2/3)
+        # the fp32 gradient partitioned; the optimizer's state on the host with offload_optimizer; the 16-bit
+        # weights whole at stages 1-2, partitioned at 3, on the host with offload_param
+        # plan memory's JSON gives each state's device bytes and its host_ bytes apart
+        def placed(key, want, host):
+            dev, hst = mm[key], mm["host_" + key]
+            return near(hst if host else dev, want) and (dev if host else hst) == 0
+
+        where = lambda host: "host" if host else "device"
+        check(f"{name}: Adam's moments are DeepSpeed's 8 bytes/param over the world, {where(oo)}",
+              placed("optimizer", terms["moments"], oo))
+        check(f"{name}: fp32 master weights are DeepSpeed's 4 bytes/param over the world, {where(oo)}",
+              placed("params", terms["fp32_params"], oo))
+        w16 = 2 * total / world if stage == 3 else 2 * total
+        check(f"{name}: 16-bit weights are DeepSpeed's 2 bytes/param{' over the world' if stage == 3 else ', whole'}"
+              f", {where(op)}", placed("weight_copy", w16, op))
+        if stage == 1:
+            # the documented difference: fabula's ZeRO-1 sums the fp32 gradient whole before the update
+            check(f"{name}: fp32 gradients whole on the device (docs/zero.md: ZeRO-1's gradient)",
+                  placed("grads", 4 * total, 0))
+            continue
+        check(f"{name}: fp32 gradients are DeepSpeed's 4 bytes/param over the world, {where(oo)}",
+              placed("grads", terms["fp32_grads"], oo))
+        device = mm["params"] + mm["grads"] + mm["optimizer"] + mm["weight_copy"]
+        host = mm["host_params"] + mm["host_grads"] + mm["host_optimizer"] + mm["host_weight_copy"]
         if stage == 3:
-            check(f"{name}: fp32 weights are DeepSpeed's 4 bytes/param over the world",
-                  near(params, terms["fp32_params"]))
-            # DeepSpeed's ZeRO-3 GPU figure less its gathered layer is 18 (no offload) or 2 bytes/param over
-            # the world; fabula keeps 16 (no 16-bit gradient) or 8 (fp32 weights and gradients stay)
             cpu, gpu = ref.zero3(total, largest, 1, world, oo, op)
-            ds_sharded = gpu - 4 * largest
-            fab = mm["params"] + mm["grads"] + mm["optimizer"]
-            if not oo:
-                check(f"{name}: DeepSpeed's sharded GPU bytes = fabula's + its 2-byte gradient shard",
-                      near(ds_sharded, fab + 2 * total / world))
+            # DeepSpeed's GPU figure less its gathered largest layer (fabula's are its workspaces); its
+            # host figure over its 1.5 pinned-buffer factor
+            check(f"{name}: device model states = DeepSpeed's GPU bytes less its gathered layer",
+                  near(device, gpu - 4 * largest))
+            if oo:
+                check(f"{name}: host model states = DeepSpeed's CPU bytes over its buffer factor",
+                      near(host, cpu / 1.5))
         else:
-            check(f"{name}: fp32 weights replicated (DeepSpeed shards them: 4 bytes/param over the world)",
-                  params == 4 * total)
             cpu, gpu = ref.zero2(total, 1, world, oo)
-            if not oo:
-                # DeepSpeed: 2 (16-bit weights, whole) + 18 over the world. fabula: the same 2, 4 whole,
-                # 12 over the world (no 16-bit gradient, fp32 weights not sharded)
-                fab = mm["params"] + mm["grads"] + mm["optimizer"] + mm["weight_copy"]
-                check(f"{name}: DeepSpeed's GPU bytes = fabula's - 4 bytes/param whole + 6 over the world",
-                      near(gpu, fab - 4 * total + 6 * total / world))
+            if oo:
+                check(f"{name}: device model states = DeepSpeed's GPU bytes (the 16-bit weights)",
+                      near(device, gpu))
+            else:
+                # DeepSpeed also keeps a 16-bit gradient partition (2 bytes/param over the world); fabula
+                # reduces into the fp32 one
+                check(f"{name}: DeepSpeed's GPU bytes = fabula's + its 16-bit gradient partition",
+                      near(gpu, device + 2 * total / world))
 
 
 def main():
