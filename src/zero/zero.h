@@ -11,6 +11,14 @@
  *            workspace before it runs (the next one prefetched) and dropped
  *            after
  *
+ * In mixed precision (bf16/fp16 compute, stage >= 1) the fp32 master is a
+ * shard like the moments, the model computes from a 16-bit copy (whole at
+ * stages 1-2, a shard gathered per block at 3) that the engine rounds from
+ * the master after each update, and offload moves the master, the moments,
+ * the fp32 gradient shard and (stage 3) the 16-bit shard to the host, as
+ * DeepSpeed places them (zero_placement_of). In fp32 the master is the
+ * compute copy.
+ *
  * Dense parameters are sharded over the `dp` group, expert parameters over
  * `edp`. The engine plugs into the model through model_hooks_t, so the model
  * code is the same for every stage. The CPU and GPU backends share this
