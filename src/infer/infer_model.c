@@ -8,9 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ckpt/ckpt.h"
 #include "ckpt/ckpt_job_config.h"
+#include "ckpt/ckpt_weights.h"
 #include "hf/hf_import.h"
+#include "infer/plain_model.h"
 #include "tokenizer/bytetok.h"
 #include "tokenizer/tokenizer_match.h"
 #include "util/error.h"
@@ -26,8 +27,8 @@ static tokenizer_t *load_tokenizer(const char *spec, const char *what, int vocab
     return tok;
 }
 
-/* The model source: a checkpoint's weights through ckpt_read (as `fabula
- * eval` reads them), on this one process. */
+/* The model source: a checkpoint's weights alone (ckpt_read_weights), on
+ * this one process: no optimizer state, no gradients. */
 static void open_checkpoint(infer_model_t *g, const char *ckpt, const char *tokenizer, int max_tokens)
 {
     static const char *const sets[] = {"zero_optimization.stage=0", "parallel.expert_parallel_size=1",
@@ -35,16 +36,8 @@ static void open_checkpoint(infer_model_t *g, const char *ckpt, const char *toke
     long step = 0;
     ckpt_job_config_read(&g->cfg, ckpt, sets, 3, &step);
     g->have_cfg = 1;
-    groups_create(&g->groups, 1, g->cfg.model.num_local_experts);
-    g->have_groups = 1;
-    g->zero = zero_create(&g->cfg, &g->groups, ops_cpu(), max_tokens, g->cfg.run.seed);
-    g->model = zero_model(g->zero);
-    ckpt_target_t target = {&g->cfg, g->zero, ops_cpu(), NULL, &g->groups, NULL};
-    ckpt_progress_t prog;
-    ckpt_io_stats_t st;
-    char why[512] = "";
-    if (ckpt_read(&target, ckpt, &prog, why, sizeof why, &st) != 0)
-        fb_fatal(FB_EXIT_DATA, "checkpoint %s: %s", ckpt, why);
+    g->model = plain_model_create(&g->cfg.model, ops_cpu(), max_tokens, NULL);
+    ckpt_read_weights(ckpt, g->model);
     if (tokenizer && !*tokenizer)
         return;
     g->tok = load_tokenizer(tokenizer ? tokenizer : g->cfg.data.tokenizer,
@@ -64,7 +57,7 @@ static void open_hf_dir(infer_model_t *g, const char *dir, const char *tokenizer
     model_config_t mc;
     hf_import_config(dir, &mc);
     if (tokenizer && !*tokenizer) {
-        g->model = model_create(&mc, ops_cpu(), max_tokens);
+        g->model = plain_model_create(&mc, ops_cpu(), max_tokens, NULL);
         hf_import_weights(dir, g->model);
         return;
     }
@@ -82,7 +75,7 @@ static void open_hf_dir(infer_model_t *g, const char *dir, const char *tokenizer
     if (tokenizer_vocab_size(g->tok) > mc.vocab_size)
         mc.vocab_size = tokenizer_vocab_size(g->tok);
     free(tok_path);
-    g->model = model_create(&mc, ops_cpu(), max_tokens);
+    g->model = plain_model_create(&mc, ops_cpu(), max_tokens, NULL);
     hf_import_weights(dir, g->model);
 }
 
@@ -90,12 +83,8 @@ void infer_model_close(infer_model_t *g)
 {
     if (g->tok)
         tokenizer_free(g->tok);
-    if (g->zero)
-        zero_free(g->zero);
-    else if (g->model)
+    if (g->model)
         model_free(g->model);
-    if (g->have_groups)
-        groups_free(&g->groups);
     if (g->have_cfg)
         config_free(&g->cfg);
 }

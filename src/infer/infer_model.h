@@ -7,27 +7,22 @@
 
 #include "config/config.h"
 #include "model/model.h"
-#include "parallel/groups.h"
 #include "tokenizer/tokenizer.h"
-#include "zero/zero.h"
 
 typedef struct infer_model {
     model_t *model;
     tokenizer_t *tok;   /* NULL when opened with INFER_NO_TOKENIZER */
-    /* a checkpoint's: its config, groups and ZeRO state (the model's owner) */
-    config_t cfg;
+    config_t cfg;       /* a checkpoint's config */
     int have_cfg;
-    groups_t groups;
-    int have_groups;
-    zero_t *zero;       /* owns model when set; else model_free(model) */
 } infer_model_t;
 
 /* The `tokenizer` that opens the weights alone. */
 #define INFER_NO_TOKENIZER ""
 
-/* One of checkpoint (a checkpoint file, read through ckpt_read as `fabula
- * eval` reads it, on this one process, CPU backend) and hf_dir (its
- * config.json and safetensors). tokenizer: NULL for the source's own (the
+/* One of checkpoint (a checkpoint file: its weights alone, read through
+ * ckpt_read_weights as `fabula eval` reads them, on this one process, CPU
+ * backend) and hf_dir (its config.json and safetensors), into a
+ * forward-only model (plain_model_create). tokenizer: NULL for the source's own (the
  * checkpoint's data.tokenizer, DIR/tokenizer.json), a file or "bytes"
  * given instead (checked against the one a checkpoint was trained with),
  * or INFER_NO_TOKENIZER. A tokenizer with more tokens than a directory's

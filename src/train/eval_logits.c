@@ -5,15 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/ckpt.h"
+#include "ckpt/ckpt_weights.h"
 #include "infer/infer_model.h"
+#include "infer/plain_model.h"
 #include "model/model.h"
 #include "util/timer.h"
 #include "ops.h"
-#include "parallel/groups.h"
 #include "train/backend.h"
 #include "util/error.h"
-#include "zero/zero.h"
 
 static void check_ids(const int32_t *ids, int T, int V)
 {
@@ -64,24 +63,13 @@ float *eval_logits_model(const char *dir, const int32_t *ids, int T, int *vocab)
 float *eval_logits_checkpoint(const config_t *cfg, const char *ckpt_path, const int32_t *ids, int T, int *vocab)
 {
     check_ids(ids, T, cfg->model.vocab_size);
-    groups_t groups;
-    groups_create(&groups, 1, cfg->model.num_local_experts);
     backend_t be;
     backend_open(&be, cfg);
-    if (be.ops->device_memory)
-        groups_attach_device(&groups);
-    zero_t *zero = zero_create(cfg, &groups, be.ops, T, cfg->run.seed);
-    model_t *model = zero_model(zero);
-    ckpt_target_t target = {cfg, zero, model_ops(model), NULL, &groups, NULL};
-    ckpt_progress_t prog;
-    ckpt_io_stats_t st;
-    char why[512];
-    if (ckpt_read(&target, ckpt_path, &prog, why, sizeof why, &st) != 0)
-        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: %s", ckpt_path, why);
+    model_t *model = plain_model_create(&cfg->model, be.ops, T, NULL);
+    ckpt_read_weights(ckpt_path, model);
     float *out = forward_logits(model, ids, T);
     *vocab = cfg->model.vocab_size;
-    zero_free(zero);
-    groups_free(&groups);
+    model_free(model);
     backend_close(&be);
     return out;
 }
