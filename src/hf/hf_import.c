@@ -385,15 +385,9 @@ static void source_read(void *ctx, const param_view_t *v, size_t lo, size_t hi, 
 
 zero_init_source_t hf_weights_source(hf_weights_t *w) { return (zero_init_source_t){w, source_read}; }
 
-void hf_import_weights(const char *dir, model_t *m)
+void hf_weights_load(hf_weights_t *w, model_t *m)
 {
-    char why[1024];
-    hf_weights_t *w;
-    int code = hf_weights_open(&w, dir, model_config(m), why, sizeof why);
-    if (code)
-        fb_fatal(code, "%s", why);
     const param_table_t *t = model_params_table(m);
-    FB_ASSERT(t->ep_size == 1);
     /* one staging buffer for all tensors: a fresh one per tensor costs a
      * page fault per 4 KiB (a third of the time on a 1 GB model) */
     size_t most = 1;
@@ -407,5 +401,16 @@ void hf_import_weights(const char *dir, model_t *m)
         model_set_param(m, v, host);
     }
     free(host);
+}
+
+void hf_import_weights(const char *dir, model_t *m)
+{
+    char why[1024];
+    hf_weights_t *w;
+    int code = hf_weights_open(&w, dir, model_config(m), why, sizeof why);
+    if (code)
+        fb_fatal(code, "%s", why);
+    FB_ASSERT(model_params_table(m)->ep_size == 1);
+    hf_weights_load(w, m);
     hf_weights_close(w);
 }

@@ -39,6 +39,11 @@ int hf_weights_open(hf_weights_t **out, const char *dir, const model_config_t *m
 int hf_weights_read(hf_weights_t *w, const param_view_t *v, size_t lo, size_t hi, float *dst, char *why,
                     size_t cap);
 void hf_weights_close(hf_weights_t *w);
+/* Every view of m's table (an expert-parallel rank's experts, a
+ * tensor-parallel slice: hf_weights_read's) from w into m's parameters,
+ * for a model that owns its parameter buffers (a forward-only one:
+ * `fabula eval --model`). A read error ends the process. */
+void hf_weights_load(hf_weights_t *w, model_t *m);
 /* hf_weights_read as ZeRO's init source (a read error ends the job). */
 zero_init_source_t hf_weights_source(hf_weights_t *w);
 

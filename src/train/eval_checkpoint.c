@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/ckpt.h"
+#include "ckpt/ckpt_weights.h"
 #include "hf/hf_import.h"
+#include "infer/plain_model.h"
 #include "loader/batch.h"
 #include "loader/data_source.h"
 #include "model/model.h"
@@ -17,7 +18,6 @@
 #include "train/evaluate.h"
 #include "train/train_threads.h"
 #include "util/error.h"
-#include "zero/zero.h"
 
 typedef struct open_args {
     data_source_t *src;
@@ -37,6 +37,21 @@ static void open_step(void *arg)
                  "was trained on text (data.train); give --corpus C.h5 made by `fabula prep --valid-fraction F` "
                  "with the same tokenizer, or --split train");
     data_source_open_valid(a->src, a->cfg, a->verbose, "fabula eval --split val");
+}
+
+typedef struct weights_args {
+    const char *ckpt_path;  /* NULL: from hfw */
+    hf_weights_t *hfw;
+    model_t *model;
+} weights_args_t;
+
+static void read_weights(void *arg)
+{
+    weights_args_t *a = arg;
+    if (a->ckpt_path)
+        ckpt_read_weights(a->ckpt_path, a->model);
+    else
+        hf_weights_load(a->hfw, a->model);
 }
 
 static void print_row(const char *name, long samples, double targets, double loss)
@@ -78,16 +93,15 @@ int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, 
         if (code)
             fb_fatal_all(code, "--model: %s", why);
     }
-    zero_init_source_t hsrc = hfw ? hf_weights_source(hfw) : (zero_init_source_t){0};
-    zero_t *zero = zero_create_from(cfg, &groups, be.ops, cfg->loader.max_tokens_per_batch, cfg->run.seed,
-                                    hfw ? &hsrc : NULL);
+    /* the weights alone: every rank reads them into its own forward-only
+     * model, the experts of its ep rank (docs/monitoring.md, "fabula eval") */
+    model_t *model = plain_model_create(&cfg->model, be.ops, cfg->loader.max_tokens_per_batch,
+                                        be.ops->device_memory ? groups.ep_dev : groups.ep);
+    model_set_a2a_chunks(model, cfg->parallel.moe_a2a_chunks);
+    model_set_ep_host_comm(model, groups.ep);
+    weights_args_t wa = {ckpt_path, hfw, model};
+    parallel_agree_outcome(fb_catch(read_weights, &wa, msg, sizeof msg), msg);
     hf_weights_close(hfw);
-    model_t *model = zero_model(zero);
-    ckpt_target_t target = {cfg, zero, model_ops(model), NULL, &groups, NULL};
-    ckpt_progress_t prog;
-    ckpt_io_stats_t st;
-    if (ckpt_path && ckpt_read(&target, ckpt_path, &prog, why, sizeof why, &st) != 0)
-        fb_fatal_all(FB_EXIT_DATA, "checkpoint %s: %s", ckpt_path, why);
 
     batch_t batch = {0};
     eval_result_t r;
@@ -109,7 +123,7 @@ int eval_checkpoint(const config_t *cfg, const char *ckpt_path, long ckpt_step, 
         fflush(stdout);
     }
     batch_free(&batch);
-    zero_free(zero);
+    model_free(model);
     groups_free(&groups);
     backend_close(&be);
     data_source_close(&src);
