@@ -23,7 +23,7 @@ static void no_grads(void *ctx, int block, float *base[PARAM_NGROUPS])
 model_t *plain_model_create(const model_config_t *mc, const ops_t *ops, int max_tokens, comm_t *ep)
 {
     model_t *m = model_create_ep(mc, ops, max_tokens, MODEL_NO_GRAD_BUFFER, ep);
-    const model_hooks_t hooks = {m, own_params, NULL, no_grads, NULL};
+    const model_hooks_t hooks = {m, own_params, NULL, no_grads, NULL, 0};
     model_set_hooks(m, &hooks);
     return m;
 }
