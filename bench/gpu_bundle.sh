@@ -160,7 +160,7 @@ for t in $TESTS_LIST; do
   esac
 done
 # Helpers the scripts read from FB_SRCDIR (compare_losses.py and the like).
-for f in "$SRC"/tests/cuda/*.py "$SRC"/tests/cuda/*.sh "$SRC"/tests/e2e/compare_losses.py; do
+for f in "$SRC"/tests/cuda/*.py "$SRC"/tests/cuda/*.sh "$SRC"/tests/e2e/compare_losses.py "$SRC"/tests/e2e/memory_lib.sh; do
   [ -f "$f" ] && SCRIPTS="$SCRIPTS ${f#"$SRC"/}"
 done
 PROGS=$(printf '%s\n' $PROGS | sort -u | tr '\n' ' ')
