@@ -36,8 +36,9 @@ static void layout_usage(FILE *f)
             "  --top K                 layouts printed (default 10, at most 100)\n"
             "  --headroom F            fraction of device memory kept free (default 0.1)\n"
             "  --global-batch-tokens T tokens per optimizer step, the same for every layout\n"
-            "                          (default: train_batch_size x data.seq_len, the config's\n"
-            "                          batch by DeepSpeed's rule for N data-parallel ranks)\n"
+            "                          (default: train_batch_size x data.seq_len; without\n"
+            "                          train_batch_size the config's per-GPU micro-batch x\n"
+            "                          accumulation x N / (tp pp), which grows with N: warned)\n"
             "  --keep-zero             keep the config's ZeRO stage and offload; search the rest\n"
             "  --set KEY=VALUE         config override, as for train\n"
             "  --compare SPEC          also evaluate this layout (`plan memory --layout` syntax,\n"
@@ -151,7 +152,8 @@ static void print_table(const plan_search_opts_t *o, const plan_machine_t *m, co
            o->world, m->name, m->devices_per_node, o->global_batch_tokens, 100 * o->headroom,
            m->device_memory / (1024.0 * 1024 * 1024));
     printf("searched %lld layouts: %lld refused by the model's divisions, %lld do not divide the batch, %lld over "
-           "device memory (and %lld skipped: larger micro-batches or less recomputation of those), %lld over host "
+           "device memory (and %lld skipped: larger micro-batches, less recomputation or less offload of those, or "
+           "every ZeRO stage of a split whose weight copy and activations alone are over), %lld over host "
            "memory, %lld fit\n",
            st->evaluated, st->invalid, st->batch, st->device, st->pruned, st->host, st->feasible);
     printf("%4s %12s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s %6s | %s\n", "rank", "tokens/s", "step s", "compute",
@@ -214,7 +216,7 @@ int cli_plan_layout(int argc, char **argv)
     };
     plan_search_opts_t o = {.headroom = 0.1, .top = 10};
     const char *machine_path = NULL, *compare = NULL;
-    int json = 0;
+    int json = 0, opt_gbt = 0;
     const char **sets = fb_calloc((size_t)argc + 1, sizeof *sets);
     int nsets = 0, opt;
     cli_args_t args;
@@ -225,7 +227,7 @@ int cli_plan_layout(int argc, char **argv)
         case OPT_MACHINE: machine_path = args.value; break;
         case OPT_TOP: o.top = (int)cli_args_int(&args, 1, PLAN_SEARCH_MAX_TOP); break;
         case OPT_HEADROOM: o.headroom = cli_args_real(&args, 0.0, 1.0, 1); break;
-        case OPT_GBT: o.global_batch_tokens = cli_args_int(&args, 1, 1LL << 50); break;
+        case OPT_GBT: o.global_batch_tokens = cli_args_int(&args, 1, 1LL << 50); opt_gbt = 1; break;
         case OPT_KEEP_ZERO: o.keep_zero = 1; break;
         case OPT_SET: sets[nsets++] = args.value; break;
         case OPT_JSON: json = 1; break;
@@ -244,16 +246,28 @@ int cli_plan_layout(int argc, char **argv)
     if (plan_machine_load(machine_path, &mach, err, sizeof err) != 0)
         fb_fatal(FB_EXIT_USAGE, "fabula plan layout: %s", err);
     config_t cfg;
-    /* validated for the whole world, as train would be on N data-parallel
-     * ranks: its size checks divide the model states over N and its batch
-     * rule (DeepSpeed's) gives the default global batch */
-    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
-                o.world, !json);
+    /* validated for the whole world, each layout choosing its dp: a given
+     * train_batch_size is the global batch of every layout; without one
+     * the batch rule (DeepSpeed's) makes it for N / (tp pp) data-parallel
+     * ranks of the config's tp and pp */
+    const config_plan_ranks_t ranks = {.world = o.world, .dp = CONFIG_PLAN_ANY_DP};
+    config_load_plan(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
+                     &ranks, !json);
     model_config_resolve(&cfg, !json);
     free(sets);
     cli_args_free(&args);
-    if (o.global_batch_tokens == 0)
+    if (o.global_batch_tokens == 0) {
         o.global_batch_tokens = (long long)cfg.train_batch_size * cfg.data.seq_len;
+        /* a per-GPU micro-batch makes a batch that grows with --gpus: the
+         * layouts of another N are not of the same run */
+        if (cfg.batch_per_rank)
+            fprintf(stderr,
+                    "fabula: warning: plan layout: the global batch, %lld tokens, is train_micro_batch_size_per_gpu "
+                    "%d x gradient_accumulation_steps %d x %d data-parallel ranks x data.seq_len %d, so it grows with "
+                    "--gpus; give --global-batch-tokens (or train_batch_size) to plan one batch\n",
+                    o.global_batch_tokens, cfg.micro_batch, cfg.grad_accum,
+                    cfg.train_batch_size / (cfg.micro_batch * cfg.grad_accum), cfg.data.seq_len);
+    }
 
     plan_candidate_t ref;
     int ref_fit = -1;
@@ -264,8 +278,10 @@ int cli_plan_layout(int argc, char **argv)
         if (lay.world != o.world)
             fb_fatal(FB_EXIT_USAGE, "fabula plan layout: --compare '%s' is a layout of %d ranks, not --gpus %d",
                      compare, lay.world, o.world);
-        /* the same global batch as every searched layout, unless the spec says otherwise */
-        if (!strstr(compare, "accum=")) {
+        /* the same global batch as every searched layout, unless the spec
+         * gives both tokens= and accum= (neither: the config's micro-batch
+         * tokens, the accumulation made from the batch) */
+        if (!plan_layout_spec_has(compare, "tokens") && !plan_layout_spec_has(compare, "accum")) {
             long long per_step = (long long)lay.dp * lay.micro_batch_tokens;
             if (o.global_batch_tokens % per_step != 0)
                 fb_fatal(FB_EXIT_USAGE,
@@ -273,6 +289,10 @@ int cli_plan_layout(int argc, char **argv)
                          "global batch of %lld tokens",
                          compare, lay.dp, lay.micro_batch_tokens, o.global_batch_tokens);
             lay.grad_accum = (int)(o.global_batch_tokens / per_step);
+        } else if (plan_layout_batch(&lay, compare, o.global_batch_tokens,
+                                     opt_gbt ? "--global-batch-tokens" : "train_batch_size x data.seq_len", err,
+                                     sizeof err) != 0) {
+            fb_fatal(FB_EXIT_USAGE, "fabula plan layout: --compare: %s", err);
         }
         if (plan_layout_check(&cfg, &lay, err, sizeof err) != 0)
             fb_fatal(FB_EXIT_USAGE, "fabula plan layout: --compare '%s': %s", compare, err);

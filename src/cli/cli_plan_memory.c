@@ -100,8 +100,11 @@ int cli_plan_memory(int argc, char **argv)
         cli_args_fail(&args, 1, "give exactly one of --layout SPEC and --world N");
 
     config_t cfg;
-    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
-                spec ? plan_layout_spec_world(spec) : world, 1);
+    config_plan_ranks_t ranks = {.world = world, .dp = 0};
+    if (spec)
+        plan_layout_spec_ranks(spec, &ranks);
+    config_load_plan(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
+                     &ranks, 1);
     model_config_resolve(&cfg, 0);
     free(sets);
     plan_layout_t lay;

@@ -4,6 +4,7 @@
  * and the imbalance the step plan leaves, from the sample lengths of a
  * corpus (the step plan run on them) or one given length. */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,25 +214,46 @@ int cli_plan_time(int argc, char **argv)
     if (plan_machine_load(machine, &m, err, sizeof err))
         fb_fatal(FB_EXIT_USAGE, "fabula plan time: %s", err);
     config_t cfg;
-    config_load(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
-                spec ? plan_layout_spec_world(spec) : world, 1);
+    config_plan_ranks_t ranks = {.world = world, .dp = 0};
+    if (spec)
+        plan_layout_spec_ranks(spec, &ranks);
+    config_load_plan(&cfg, (const char *const *)args.positional, args.npositional, (const char *const *)sets, nsets,
+                     &ranks, 1);
     model_config_resolve(&cfg, 0);
     free(sets);
     cli_args_free(&args);
     plan_layout_t lay;
     plan_layout_resolve(&cfg, spec, world, "fabula plan time", &lay);
 
+    /* the step of the layout: its micro-batch and accumulation (a spec's
+     * tokens= and accum=, the one not given made from the config's batch
+     * by plan_layout_resolve; both given: the batch they make) */
+    const int tokens_given = spec && plan_layout_spec_has(spec, "tokens");
+    config_t step = cfg;
+    step.loader.max_tokens_per_batch = lay.micro_batch_tokens;
+    step.grad_accum = lay.grad_accum;
+    if (tokens_given && spec && plan_layout_spec_has(spec, "accum")) {
+        const long long samples = (long long)lay.dp * lay.grad_accum * lay.micro_batch_tokens / cfg.data.seq_len;
+        step.train_batch_size = samples < lay.dp ? lay.dp : samples > INT_MAX ? INT_MAX : (int)samples;
+    }
     plan_workload_t w;
     char source[600];
     if (jsonl || lengths) {
         int64_t *lens, cut;
         int64_t n = plan_lengths_read(jsonl, lengths, split, cfg.data.seq_len, &lens, &cut);
-        plan_workload_from_lengths(&cfg, lens, n, lay.dp, steps, &w);
+        plan_workload_from_lengths(&step, lens, n, lay.dp, steps, &w);
         snprintf(source, sizeof source, "step plan over %s, %ld steps", jsonl ? jsonl : lengths, steps);
         free(lens);
     } else {
         const double len = mean_len > 0 ? mean_len : cfg.data.seq_len;
-        plan_workload_uniform(len, cfg.train_batch_size, lay.dp, lay.grad_accum, &w);
+        if (tokens_given && len > lay.micro_batch_tokens)
+            fb_fatal(FB_EXIT_USAGE, "fabula plan time: --mean-len %g is longer than the layout's tokens=%d: a "
+                     "micro-batch holds whole samples", len, lay.micro_batch_tokens);
+        /* tokens= is the micro-batch, of samples len long; else the
+         * batch's samples spread over the micro-batches */
+        const double samples = tokens_given ? (double)lay.dp * lay.grad_accum * lay.micro_batch_tokens / len
+                                            : (double)step.train_batch_size;
+        plan_workload_uniform(len, samples, lay.dp, lay.grad_accum, &w);
         snprintf(source, sizeof source, "every sample %g tokens", len);
     }
     plan_routing_t rr = {0};

@@ -162,19 +162,33 @@ static void note_list(const cj_ctx_t *c, const char *what, const cj_strs_t *s)
     free(text);
 }
 
+/* The data-parallel ranks DeepSpeed's batch identity counts: world / (tp
+ * pp) as train lays the ranks out, or a plan's layout's
+ * (config_plan_ranks_t). */
+static int batch_ranks(const config_plan_ranks_t *plan, int world_size, int tp, int pp)
+{
+    if (plan && plan->dp > 0)
+        return plan->dp;
+    if (plan && plan->tp > 0)
+        tp = plan->tp;
+    if (plan && plan->pp > 0)
+        pp = plan->pp;
+    return world_size / tp / pp > 0 ? world_size / tp / pp : 1;
+}
+
 /* Every section of the merged tree, in the order the readers need
- * (config_internal.h). */
-static void read_sections(cj_ctx_t *c, config_t *cfg, int world_size, int linked)
+ * (config_internal.h); `plan`: the ranks a plan reads it for, or NULL. */
+static void read_sections(cj_ctx_t *c, config_t *cfg, int world_size, int linked, const config_plan_ranks_t *plan)
 {
     config_read_run(c, cfg);
     config_read_checkpoint(c, cfg);
     config_read_tboard(c, cfg);
     config_read_model(c, cfg);
     config_read_data(c, cfg);
-    /* DeepSpeed's batch identity counts data-parallel ranks: world / (tp pp) */
     const int tp = config_read_tensor_parallel(c, cfg, world_size);
     const int pp = config_read_pipeline_parallel(c, cfg, world_size);
-    config_read_batch(c, cfg, world_size / tp / pp);
+    const int any_dp = plan && plan->dp == CONFIG_PLAN_ANY_DP, dp = batch_ranks(plan, world_size, tp, pp);
+    config_read_batch(c, cfg, dp, any_dp);
     config_read_loader(c, cfg);
     config_read_optimizer(c, cfg);
     config_read_scheduler(c, cfg, linked);
@@ -186,8 +200,10 @@ static void read_sections(cj_ctx_t *c, config_t *cfg, int world_size, int linked
     config_check_tensor_parallel(c, cfg);
     config_check_pipeline_parallel(c, cfg);
     if (cj_nerrors(c) == 0) {
-        config_check_memory(c, cfg, world_size);
-        config_advise(c, cfg, world_size);
+        /* sized by this machine's memory: a plan is of another */
+        if (!plan)
+            config_check_memory(c, cfg, world_size);
+        config_advise(c, cfg, any_dp ? 0 : dp);
     }
 }
 
@@ -195,7 +211,7 @@ static void read_sections(cj_ctx_t *c, config_t *cfg, int world_size, int linked
  * made (config_load_object): only a user's file is read as a DeepSpeed
  * config whose missing keys mean DeepSpeed's defaults. */
 static void load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
-                 int world_size, int verbose, int users_files)
+                 int world_size, int verbose, int users_files, const config_plan_ranks_t *plan)
 {
     memset(cfg, 0, sizeof *cfg);
     cj_ctx_t c;
@@ -240,7 +256,7 @@ static void load(config_t *cfg, const char *const *paths, int npaths, const char
     free(ss);
     cfg->init_from = config_init_from(&c);
 
-    read_sections(&c, cfg, world_size, linked);
+    read_sections(&c, cfg, world_size, linked, plan);
 
     cj_warn_unknown(&c);
     /* every problem of the config at once, not one per run */
@@ -257,14 +273,21 @@ static void load(config_t *cfg, const char *const *paths, int npaths, const char
 void config_load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
                  int world_size, int verbose)
 {
-    load(cfg, paths, npaths, sets, nsets, world_size, verbose, 1);
+    load(cfg, paths, npaths, sets, nsets, world_size, verbose, 1, NULL);
+}
+
+void config_load_plan(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
+                      const config_plan_ranks_t *ranks, int verbose)
+{
+    FB_ASSERT(ranks && ranks->world >= 1);
+    load(cfg, paths, npaths, sets, nsets, ranks->world, verbose, 1, ranks);
 }
 
 void config_load_made(config_t *cfg, const char *path, const char *const *sets, int nsets, int world_size,
                       int verbose)
 {
     const char *paths[1] = {path};
-    load(cfg, paths, 1, sets, nsets, world_size, verbose, 0);
+    load(cfg, paths, 1, sets, nsets, world_size, verbose, 0, NULL);
 }
 
 const char *config_key_for_word(const char *word)
@@ -288,7 +311,7 @@ const char *config_key_for_word(const char *word)
     FB_ASSERT(c.root && c.user);
     config_t cfg;
     memset(&cfg, 0, sizeof cfg);
-    read_sections(&c, &cfg, 1, 1);
+    read_sections(&c, &cfg, 1, 1, NULL);
     const char *key = NULL;
     int matches = 0;
     for (size_t i = 0; i < c.known.n; i++) {

@@ -238,8 +238,12 @@ typedef struct config {
     tboard_config_t tensorboard, csv_monitor;
     prep_config_t prep;
     /* DeepSpeed batch triple, after the identity rule and inference:
-     * train_batch_size = micro_batch * grad_accum * world_size. */
+     * train_batch_size = micro_batch * grad_accum * data-parallel ranks
+     * (world / (tp pp)). */
     int train_batch_size;
+    /* 1 when train_batch_size was not given but made by the rule from the
+     * micro-batch and accumulation: it grows with the data-parallel ranks */
+    int batch_per_rank;
     int micro_batch;            /* train_micro_batch_size_per_gpu: samples per micro-batch */
     int grad_accum;             /* gradient_accumulation_steps */
     double gradient_clipping;   /* 0 = off */
@@ -257,6 +261,24 @@ typedef struct config {
  * (printed when `verbose`). */
 void config_load(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
                  int world_size, int verbose);
+/* The ranks a plan (src/plan, `fabula plan`) reads a config for: `world`
+ * ranks whose batch identity counts `dp` data-parallel ranks, those of the
+ * planned layout. dp 0: world / (tp pp), tp and pp the layout's where not 0,
+ * else the config's (train's count). CONFIG_PLAN_ANY_DP: the layout
+ * search, whose layouts each pick their dp, micro-batch and accumulation,
+ * so a given train_batch_size is the batch of all of them and is checked
+ * against none (without it the batch is train's for world / (tp pp)). */
+typedef struct config_plan_ranks {
+    int world, dp, tp, pp;
+} config_plan_ranks_t;
+#define CONFIG_PLAN_ANY_DP (-1)
+
+/* config_load as a plan reads it: validated as train is for the planned
+ * ranks, less train's guard against sizes this machine's memory cannot
+ * hold (config_memory.c): a plan is of another machine, and `plan memory`
+ * says what a rank holds. */
+void config_load_plan(config_t *cfg, const char *const *paths, int npaths, const char *const *sets, int nsets,
+                      const config_plan_ranks_t *ranks, int verbose);
 /* config_load of one JSON object (a config made by a command, or a
  * checkpoint's saved one) in place of the files. */
 void config_load_object(config_t *cfg, json_t *root, const char *const *sets, int nsets, int world_size,

@@ -10,17 +10,16 @@
  * cut differently on another rank count, and an MoE's capacity and
  * micro-batch load-balancing loss, statistics of one micro-batch, with them
  * (docs/loader.md). */
-static void micro_batch_from_world(cj_ctx_t *c, const config_t *cfg, int world_size)
+static void micro_batch_from_world(cj_ctx_t *c, const config_t *cfg, int dp)
 {
     const model_config_t *m = &cfg->model;
-    if (!config_model_is_moe(m) || cj_given(c, c->user, "train_micro_batch_size_per_gpu") ||
+    if (dp < 1 || !config_model_is_moe(m) || cj_given(c, c->user, "train_micro_batch_size_per_gpu") ||
         !cj_given(c, c->user, "train_batch_size"))
         return;
     const int capacity = m->capacity_factor > 0;
     const int aux = m->router_aux_loss_coef > 0 && m->router_aux_loss_scope == MODEL_AUX_SCOPE_MICRO_BATCH;
     if (!capacity && !aux)
         return;
-    const int dp = world_size / cfg->parallel.tensor_parallel_size / cfg->parallel.pipeline_parallel_size;
     const char *what = capacity && aux ? "expert capacity and load-balancing loss act"
                        : capacity ? "expert capacity acts" : "load-balancing loss (router_aux_loss_scope \"micro_batch\") acts";
     cj_warn(c, "train_batch_size %d%s leaves the micro-batch to the rank count "
@@ -32,7 +31,7 @@ static void micro_batch_from_world(cj_ctx_t *c, const config_t *cfg, int world_s
             cfg->train_batch_size, dp, cfg->grad_accum, cfg->micro_batch, what);
 }
 
-void config_advise(cj_ctx_t *c, const config_t *cfg, int world_size)
+void config_advise(cj_ctx_t *c, const config_t *cfg, int dp)
 {
-    micro_batch_from_world(c, cfg, world_size);
+    micro_batch_from_world(c, cfg, dp);
 }

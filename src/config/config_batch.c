@@ -4,6 +4,9 @@
  *   train_batch_size = train_micro_batch_size_per_gpu
  *                      * gradient_accumulation_steps * world_size
  *
+ * where world_size is the data-parallel ranks, world / (tp pp): DeepSpeed's
+ * when a model-parallel unit gives it the data-parallel group.
+ *
  * Given all three they must satisfy it; given two, the third is inferred;
  * train_batch_size alone: gas = 1; micro alone: gas = 1; gas alone: error.
  * DeepSpeed infers with floor division and then asserts the identity; here
@@ -68,9 +71,9 @@ static long long auto_micro(cj_ctx_t *c, const config_t *cfg)
     return cj_default_integer(c, batch_keys[1]);
 }
 
-void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
+void config_read_batch(cj_ctx_t *c, config_t *cfg, int dp, int any_dp)
 {
-    FB_ASSERT(world_size >= 1);
+    FB_ASSERT(dp >= 1);
     int was_auto[3], user_gave = 0;
     for (int i = 0; i < 3; i++)
         was_auto[i] = cj_is_auto(cj_lookup(c, c->user, batch_keys[i]));
@@ -93,29 +96,36 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
     const int read[3] = {batch_key(c, batch_keys[0], &tb), batch_key(c, batch_keys[1], &mb),
                          batch_key(c, batch_keys[2], &ga)};
     const int has_t = read[0] > 0, has_m = read[1] > 0, has_g = read[2] > 0;
-    long long w = world_size;
+    long long w = dp;
     if (read[0] < 0 || read[1] < 0 || read[2] < 0) {
         /* a bad batch key is its own error: the rule over the others
          * would only repeat it in other words */
+    } else if (any_dp && has_t) {
+        /* the layout search: each layout's dp, micro-batch and
+         * accumulation make up this batch (the search checks they do) */
+        mb = has_m ? mb : 1;
+        ga = has_g ? ga : 1;
     } else if (has_t && has_m && has_g) {
         if ((long long)mb * ga * w != tb)
             cj_error(c,
                      "inconsistent batch sizes: train_batch_size (%d) must equal train_micro_batch_size_per_gpu "
-                     "(%d) * gradient_accumulation_steps (%d) * world size (%d) = %lld",
-                     tb, mb, ga, world_size, (long long)mb * ga * w);
+                     "(%d) * gradient_accumulation_steps (%d) * data-parallel ranks (%d) = %lld",
+                     tb, mb, ga, dp, (long long)mb * ga * w);
     } else if (has_t && has_m) {
         if (tb % ((long long)mb * w) != 0)
             cj_error(c,
                      "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
-                     "train_micro_batch_size_per_gpu (%d) * world size (%d) to infer gradient_accumulation_steps",
-                     tb, mb, world_size);
+                     "train_micro_batch_size_per_gpu (%d) * data-parallel ranks (%d) to infer "
+                     "gradient_accumulation_steps",
+                     tb, mb, dp);
         ga = (int)(tb / ((long long)mb * w));
     } else if (has_t && has_g) {
         if (tb % ((long long)ga * w) != 0)
             cj_error(c,
                      "inconsistent batch sizes: train_batch_size (%d) must be a multiple of "
-                     "gradient_accumulation_steps (%d) * world size (%d) to infer train_micro_batch_size_per_gpu",
-                     tb, ga, world_size);
+                     "gradient_accumulation_steps (%d) * data-parallel ranks (%d) to infer "
+                     "train_micro_batch_size_per_gpu",
+                     tb, ga, dp);
         mb = (int)(tb / ((long long)ga * w));
     } else if (has_m && has_g) {
         store_int(c, batch_keys[0], (long long)mb * ga * w);
@@ -123,9 +133,10 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
     } else if (has_t) {
         if (tb % w != 0)
             cj_error(c,
-                     "inconsistent batch sizes: train_batch_size (%d) must be a multiple of the world size (%d) "
-                     "(gradient_accumulation_steps = 1, train_micro_batch_size_per_gpu = train_batch_size / world size)",
-                     tb, world_size);
+                     "inconsistent batch sizes: train_batch_size (%d) must be a multiple of the data-parallel ranks "
+                     "(%d) (gradient_accumulation_steps = 1, train_micro_batch_size_per_gpu = train_batch_size / "
+                     "data-parallel ranks)",
+                     tb, dp);
         ga = 1;
         mb = (int)(tb / w);
     } else if (has_m) {
@@ -142,7 +153,7 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
         /* reported at the end; the readers after this one need sizes > 0 */
         mb = mb > 0 ? mb : 1;
         ga = ga > 0 ? ga : 1;
-        tb = tb > 0 ? tb : world_size;
+        tb = tb > 0 ? tb : dp;
     }
     store_int(c, batch_keys[0], tb);
     store_int(c, batch_keys[1], mb);
@@ -150,6 +161,7 @@ void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size)
     cfg->train_batch_size = tb;
     cfg->micro_batch = mb;
     cfg->grad_accum = ga;
+    cfg->batch_per_rank = !has_t;
     const int final[3] = {tb, mb, ga};
     for (int i = 0; i < 3; i++) {
         if (was_auto[i]) {

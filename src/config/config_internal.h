@@ -27,8 +27,10 @@ void config_read_model_hf(cj_ctx_t *c);
 void config_check_model_hf(cj_ctx_t *c, const model_config_t *m);
 /* data.*, checked against the model (vocabulary, positions). */
 void config_read_data(cj_ctx_t *c, config_t *cfg);
-/* The DeepSpeed batch triple for `world_size` data-parallel ranks. */
-void config_read_batch(cj_ctx_t *c, config_t *cfg, int world_size);
+/* The DeepSpeed batch triple for `dp` data-parallel ranks; `any_dp` (the
+ * layout search, config_plan_ranks_t): a given train_batch_size is kept
+ * unchecked against dp, the search choosing the rest. */
+void config_read_batch(cj_ctx_t *c, config_t *cfg, int dp, int any_dp);
 /* data.sampler, packing, max_tokens_per_batch, attention_cost, curriculum,
  * seq_len_warmup: after the batch (max_tokens_per_batch defaults to micro x seq_len). */
 void config_read_loader(cj_ctx_t *c, config_t *cfg);
@@ -65,8 +67,9 @@ void config_check_memory(cj_ctx_t *c, const config_t *cfg, int world_size);
 /* monitor.* and wall_clock_breakdown (config_monitor.c). */
 void config_read_monitor(cj_ctx_t *c, config_t *cfg, int world_size);
 /* After every section of a valid config: the warnings of a config whose
- * run depends on something it does not say (config_advise.c). */
-void config_advise(cj_ctx_t *c, const config_t *cfg, int world_size);
+ * run depends on something it does not say (config_advise.c), on `dp`
+ * data-parallel ranks (0: not one count, the layout search). */
+void config_advise(cj_ctx_t *c, const config_t *cfg, int dp);
 /* Top-level DeepSpeed keys accepted without effect, and the refused ones. */
 void config_read_compat(cj_ctx_t *c, config_t *cfg);
 

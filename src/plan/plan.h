@@ -208,10 +208,19 @@ void plan_layout_from_config(const config_t *cfg, int world, plan_layout_t *lay)
  * layout that fails ends the process, exit 2, its message after `what`
  * (the command, "fabula plan time"). */
 void plan_layout_resolve(const config_t *cfg, const char *spec, int world, const char *what, plan_layout_t *lay);
-/* dp x tp x pp of a layout spec ("world=W" when given): the world a
- * config is validated for before the spec is parsed over it (a malformed
- * part gives 1 here and its message from plan_layout_parse). */
-int plan_layout_spec_world(const char *spec);
+/* The ranks a config is validated for before a spec is parsed over it
+ * (config_load_plan): dp x tp x pp ("world=W" when given), and the dp the
+ * batch identity counts (a malformed part counts 1 here and gets its
+ * message from plan_layout_parse). */
+void plan_layout_spec_ranks(const char *spec, config_plan_ranks_t *r);
+/* 1 when the spec has part `key` ("tokens", "sp"). */
+int plan_layout_spec_has(const char *spec, const char *key);
+/* A spec giving one of tokens= and accum=: the other is the global batch
+ * of `global_tokens` (named `batch_name` in the message) over dp and it; 0,
+ * or -1 with a message when it does not divide. Both or neither: as they
+ * are. */
+int plan_layout_batch(plan_layout_t *lay, const char *spec, long long global_tokens, const char *batch_name,
+                      char *err, size_t errlen);
 /* Parses "dp=8,tp=8,pp=16,ep=1,zero=1[,offload=optimizer|param|both][,sp]
  * [,recompute=none|selective|full][,vpp=V][,tokens=T][,accum=G]" over the
  * config's defaults; 0 ok, -1 with a message in err. "world=W" may stand

@@ -193,36 +193,70 @@ int plan_layout_check(const config_t *cfg, const plan_layout_t *lay, char *err, 
         FAIL("sequence parallelism needs tp > 1 (it splits the tensor-parallel group's tokens)");
     if (lay->zero < 0 || lay->zero > 3)
         FAIL("zero = %d: expected a ZeRO stage 0..3", lay->zero);
-    if (lay->zero == 3 && lay->pp > 1)
-        FAIL("ZeRO-3 with pp = %d: stage 3 gathers every layer on every step, which pipelining does not support "
-             "(use zero <= 2)",
-             lay->pp);
     if (lay->offload_param && lay->zero != 3)
         FAIL("offload=param needs zero = 3 (only stage 3 keeps a parameter shard to offload)");
-    if (lay->micro_batch_tokens < 1)
-        FAIL("tokens = %d: a micro-batch needs at least one token", lay->micro_batch_tokens);
+    if (lay->micro_batch_tokens < cfg->data.seq_len)
+        FAIL("tokens = %d: a micro-batch holds at least one sample of data.seq_len = %d tokens (as "
+             "data.max_tokens_per_batch)", lay->micro_batch_tokens, cfg->data.seq_len);
     return 0;
 }
-int plan_layout_spec_world(const char *spec)
+/* The value of part `key` ("dp") of a spec, or 0 when the spec has no such
+ * part or a malformed one (plan_layout_parse says so). */
+static int spec_part(const char *spec, const char *key)
 {
-    const char *at = strstr(spec, "world=");
-    if (at && (at == spec || at[-1] == ',')) {
-        long v = strtol(at + 6, NULL, 10);
-        return v > 0 && v < (1 << 30) ? (int)v : 1;
+    const size_t n = strlen(key);
+    for (const char *p = spec; (p = strstr(p, key)) != NULL; p += n) {
+        if ((p != spec && p[-1] != ',') || p[n] != '=')
+            continue;
+        char *end;
+        long v = strtol(p + n + 1, &end, 10);
+        return v > 0 && v < (1 << 24) && (*end == ',' || *end == 0) ? (int)v : 0;
     }
-    long long w = 1;
-    const char *keys[] = {"dp=", "tp=", "pp="};
-    for (int i = 0; i < 3; i++) {
-        for (const char *p = spec; (p = strstr(p, keys[i])) != NULL; p++) {
-            if (p != spec && p[-1] != ',')
-                continue;
-            long v = strtol(p + 3, NULL, 10);
-            if (v > 0 && v < (1 << 24))
-                w *= v;
-            break;
-        }
+    return 0;
+}
+
+int plan_layout_spec_has(const char *spec, const char *key)
+{
+    const size_t n = strlen(key);
+    for (const char *p = spec; (p = strstr(p, key)) != NULL; p += n)
+        if ((p == spec || p[-1] == ',') && (p[n] == '=' || p[n] == ',' || p[n] == 0))
+            return 1;
+    return 0;
+}
+
+void plan_layout_spec_ranks(const char *spec, config_plan_ranks_t *r)
+{
+    const int world = spec_part(spec, "world"), dp = spec_part(spec, "dp");
+    r->tp = spec_part(spec, "tp");
+    r->pp = spec_part(spec, "pp");
+    /* as plan_layout_parse reads it: dp given; else what world leaves over
+     * tp and pp (the config's where the spec has none: config_load_plan's
+     * count); else 1 */
+    r->dp = dp ? dp : world ? 0 : 1;
+    long long w = world ? world : (long long)(dp ? dp : 1) * (r->tp ? r->tp : 1) * (r->pp ? r->pp : 1);
+    r->world = w > 0 && w < (1 << 30) ? (int)w : 1;
+}
+
+int plan_layout_batch(plan_layout_t *lay, const char *spec, long long global_tokens, const char *batch_name,
+                      char *err, size_t errlen)
+{
+    const int has_tokens = plan_layout_spec_has(spec, "tokens"), has_accum = plan_layout_spec_has(spec, "accum");
+    if (has_tokens == has_accum)
+        return 0;
+    const long long per = (long long)lay->dp * (has_tokens ? lay->micro_batch_tokens : lay->grad_accum);
+    if (global_tokens % per != 0 || global_tokens / per > INT_MAX / 2) {
+        snprintf(err, errlen,
+                 "layout '%s': dp %d x %s %d does not divide the global batch of %lld tokens (%s): give %s too, or "
+                 "a %s that divides it",
+                 spec, lay->dp, has_tokens ? "tokens" : "accum", has_tokens ? lay->micro_batch_tokens : lay->grad_accum,
+                 global_tokens, batch_name, has_tokens ? "accum=" : "tokens=", has_tokens ? "tokens=" : "accum=");
+        return -1;
     }
-    return w > 0 && w < (1 << 30) ? (int)w : 1;
+    if (has_tokens)
+        lay->grad_accum = (int)(global_tokens / per);
+    else
+        lay->micro_batch_tokens = (int)(global_tokens / per);
+    return 0;
 }
 
 void plan_layout_resolve(const config_t *cfg, const char *spec, int world, const char *what, plan_layout_t *lay)
@@ -230,6 +264,13 @@ void plan_layout_resolve(const config_t *cfg, const char *spec, int world, const
     char err[768];
     if (spec) {
         if (plan_layout_parse(spec, cfg, lay, err, sizeof err) != 0)
+            fb_fatal(FB_EXIT_USAGE, "%s: %s", what, err);
+        /* the batch is train's on this layout's dp (config_load_plan) */
+        char name[160];
+        snprintf(name, sizeof name, "train_batch_size %d x data.seq_len %d", cfg->train_batch_size,
+                 cfg->data.seq_len);
+        if (plan_layout_batch(lay, spec, (long long)cfg->train_batch_size * cfg->data.seq_len, name, err,
+                              sizeof err) != 0)
             fb_fatal(FB_EXIT_USAGE, "%s: %s", what, err);
     } else {
         plan_layout_from_config(cfg, world, lay);

@@ -56,8 +56,8 @@ same np4-tp2-ep2-z3 4 $MID $TP2 --set parallel.expert_parallel_size=2 --set zero
 
 # pipeline parallelism: each stage's own layers (the embedding on the first,
 # the head on the last, a tied embedding's copy and its summing workspace on
-# both), its ZeRO shards (ZeRO 0-2: plan_layout_check still refuses ZeRO-3 with
-# pp, which train runs), and the activations of the min(pp - s, accum)
+# both), its ZeRO shards (ZeRO 0-2 here; ZeRO-3 in tests/e2e/plan_semantics.sh),
+# and the activations of the min(pp - s, accum)
 # micro-batches 1F1B keeps in flight on stage s: train's "memory bytes stage S:" lines
 # equal plan memory's stage_lines field by field
 same_pp() {
@@ -154,7 +154,6 @@ bad "layers" "does not divide model.num_hidden_layers = 2" --layout dp=1,pp=3
 bad "experts" "does not divide model.num_local_experts = 4" --layout dp=3,ep=3
 bad "ep vs dp" "ep = 4 does not divide dp = 2" --layout dp=2,ep=4,tp=2
 bad "sp without tp" "sequence parallelism needs tp > 1" --layout dp=2,sp
-bad "ZeRO-3 with pp" "ZeRO-3 with pp = 2" --layout dp=1,pp=2,zero=3
 bad "offload_param below stage 3" "offload=param needs zero = 3" --layout dp=2,zero=2,offload=param
 bad "ep on a dense model" "needs an MoE model" --layout dp=2,ep=2 --set model.num_local_experts=1
 bad "unknown part" "unknown part 'xp'" --layout dp=2,xp=2

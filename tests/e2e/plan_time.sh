@@ -335,18 +335,19 @@ sys.exit(not (a == b and a > 0))' \"$SCRATCH/tp32.json\" \"$SCRATCH/tp16.json\""
 # fewer kv heads than tp (replicated, docs/parallel.md): per layer and
 # micro-batch the d(k) and d(v) sums over a head's sharers, [T, head_dim]
 # fp32 each, on top of the tp 4 run with 4 kv heads (plan_small: 2 layers,
-# head_dim 32, 2048 tokens a micro-batch, 1 micro-batch)
+# head_dim 32; 16 sequences of 128 tokens on dp 1 at 4 a micro-batch: 4
+# micro-batches of 512 tokens)
 for kv in 4 2 1; do
     "$FABULA" plan time "$CFG" --layout dp=1,tp=4 --set model.num_key_value_heads=$kv --machine "$M" --json \
         >"$SCRATCH/kv$kv.json" 2>>"$SCRATCH/err.txt"
 done
-check "tp 4 with 2 and with 1 kv heads: 4 more tp calls of 2048 x 32 x 4 bytes than with 4 kv heads" \
+check "tp 4 with 2 and with 1 kv heads: 4 more tp calls a micro-batch, of 512 x 32 x 4 bytes, than with 4 kv heads" \
     "\"$PY\" -c '
 import json, sys
 a, b, c = (json.load(open(f))[\"comm\"][\"tp\"] for f in sys.argv[1:4])
 print(\"tp calls %s %s %s, bytes %s %s %s\" % (a[\"calls\"], b[\"calls\"], c[\"calls\"], a[\"bytes\"], b[\"bytes\"], c[\"bytes\"]))
-extra = 2 * 2 * 1 * 2048 * 32 * 4
-sys.exit(not all(x[\"calls\"] == a[\"calls\"] + 4 and x[\"bytes\"] == a[\"bytes\"] + extra for x in (b, c)))' \
+extra = 2 * 2 * 4 * 512 * 32 * 4
+sys.exit(not all(x[\"calls\"] == a[\"calls\"] + 4 * 4 and x[\"bytes\"] == a[\"bytes\"] + extra for x in (b, c)))' \
     \"$SCRATCH/kv4.json\" \"$SCRATCH/kv2.json\" \"$SCRATCH/kv1.json\""
 
 # the table form names every part
