@@ -288,9 +288,13 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
 
 void plan_memory_stage(const config_t *cfg, const plan_layout_t *lay, int stage, plan_memory_t *out)
 {
-    param_table_t t;
     /* the exact layouts size each stage's own tensors on tp rank 0
      * (exact_shapes); the predictions split the whole model's themselves */
+    if (plan_memory_exact(cfg, lay)) {
+        plan_stage(cfg, lay, NULL, stage, out);
+        return;
+    }
+    param_table_t t;
     param_table_build_tp(&t, &cfg->model, lay->ep, 0, 1, 0);
     plan_stage(cfg, lay, &t, stage, out);
     param_table_free(&t);

@@ -1,8 +1,11 @@
 /* The layout search: an exhaustive walk over the few divisors a world has,
  * which stays small even at 10,000 ranks (tp is bounded by a node, pp by
- * the layers), with one prune: activations grow with the micro-batch, so
- * once a layout is over device memory at some micro-batch size the larger
- * ones are not evaluated. */
+ * the layers), with two prunes of layouts that cannot fit: activations grow
+ * with the micro-batch, so once a layout is over device memory at some
+ * micro-batch size the larger ones are not evaluated; and what no ZeRO
+ * stage or offload moves off the device (the 16-bit weight copy, the
+ * activations, the expert buffers) over it at one state rules out every
+ * state of that split. */
 #include "plan/plan_search.h"
 
 #include <math.h>
@@ -77,8 +80,20 @@ typedef struct walk {
 
 #define NRECOMPUTE 3
 
+/* A rank's bytes that no ZeRO stage or offload takes off its device: the
+ * 16-bit weight copy (whole at every stage, docs/plan.md "Memory"), the
+ * activations and the expert-parallel buffers. Over the device memory
+ * allowed, so is every ZeRO stage and offload of the layout (the brute
+ * force of tests/e2e/plan_layout.sh checks it drops nothing that fits). */
+static int floor_over(const plan_memory_t *m, const plan_machine_t *mach, double headroom)
+{
+    const double floor = (double)m->weight_copy + (double)m->activations_peak + (double)m->moe_buffers_capacity;
+    return floor > mach->device_memory * (1.0 - headroom);
+}
+
 /* One layout with recomputation `lay.recompute`: 0 kept or dropped for
- * host memory or its divisions, 1 over device memory. */
+ * host memory or its divisions, 1 over device memory, 2 over it by what no
+ * state moves (floor_over). */
 static int walk_one(walk_t *w, const plan_layout_t *lay)
 {
     char err[256];
@@ -91,7 +106,7 @@ static int walk_one(walk_t *w, const plan_layout_t *lay)
     int fit = plan_search_fits(&c.mem, w->mach, w->o->headroom, &c.headroom);
     if (fit == 1) {
         w->st->device++;
-        return 1;
+        return floor_over(&c.mem, w->mach, w->o->headroom) ? 2 : 1;
     }
     if (fit == 2) {
         w->st->host++;
@@ -107,69 +122,113 @@ static int walk_one(walk_t *w, const plan_layout_t *lay)
     return 0;
 }
 
+/* The micro-batch of `samples` windows: 0 when the global batch divides
+ * into it over dp (its tokens and accumulation set in *lay), else -1. */
+static int micro_of(const walk_t *w, plan_layout_t *lay, int samples)
+{
+    const long long T = (long long)samples * w->cfg->data.seq_len, per_step = T * lay->dp;
+    if (w->o->global_batch_tokens % per_step != 0)
+        return -1;
+    lay->micro_batch_tokens = (int)T;
+    lay->grad_accum = (int)(w->o->global_batch_tokens / per_step);
+    /* interleaving needs whole rounds of pp micro-batches (Megatron's rule) */
+    return lay->virtual_stages > 1 && lay->grad_accum % lay->pp != 0 ? -1 : 0;
+}
+
 /* Every micro-batch size of one layout, smallest first, and at each the
  * recomputations from full to none. Activations grow with the micro-batch
  * and shrink with recomputation, so a layout over device memory ends the
  * lesser recomputations at its size, and with full recomputation every
- * larger size too. */
-static void walk_micro(walk_t *w, plan_layout_t lay)
+ * larger size too. Returns walk_one's answer for the first layout
+ * evaluated (full recomputation, the smallest micro-batch the batch
+ * divides into), -1 when none was. */
+static int walk_micro(walk_t *w, plan_layout_t lay)
 {
-    const int L = w->cfg->data.seq_len;
+    int first = -1;
     for (int i = 0; i < plan_search_n_micro_samples; i++) {
-        long long T = (long long)plan_search_micro_samples[i] * L;
-        long long per_step = T * lay.dp;
         w->st->evaluated += NRECOMPUTE;
-        if (w->o->global_batch_tokens % per_step != 0) {
-            w->st->batch += NRECOMPUTE;
-            continue;
-        }
-        lay.micro_batch_tokens = (int)T;
-        lay.grad_accum = (int)(w->o->global_batch_tokens / per_step);
-        /* interleaving needs whole rounds of pp micro-batches (Megatron's rule) */
-        if (lay.virtual_stages > 1 && lay.grad_accum % lay.pp != 0) {
+        if (micro_of(w, &lay, plan_search_micro_samples[i]) != 0) {
             w->st->batch += NRECOMPUTE;
             continue;
         }
         for (int r = PLAN_RECOMPUTE_FULL; r >= PLAN_RECOMPUTE_NONE; r--) {
             lay.recompute = (plan_recompute_t)r;
-            if (walk_one(w, &lay)) {
+            const int over = walk_one(w, &lay);
+            if (first < 0)
+                first = over;
+            if (over) {
                 /* the lesser recomputations at this size: skipped, not evaluated */
                 w->st->pruned += r;
                 w->st->evaluated -= r;
                 if (r == PLAN_RECOMPUTE_FULL) {
                     w->st->pruned += (long long)NRECOMPUTE * (plan_search_n_micro_samples - 1 - i);
-                    return;
+                    return first;
                 }
                 break;
             }
         }
     }
+    return first;
+}
+
+/* The layouts of a state walk_micro would have walked, counted as it
+ * counts a state over the device at its first: the sizes before it as not
+ * dividing the batch, the rest skipped. */
+static void skip_micro(walk_t *w, plan_layout_t lay)
+{
+    int i = 0;
+    for (; i < plan_search_n_micro_samples && micro_of(w, &lay, plan_search_micro_samples[i]) != 0; i++) {
+        w->st->evaluated += NRECOMPUTE;
+        w->st->batch += NRECOMPUTE;
+    }
+    w->st->pruned += (long long)NRECOMPUTE * (plan_search_n_micro_samples - i);
 }
 
 /* ZeRO stage, offload and sequence parallelism of one dp x tp x pp x ep x
- * vpp split. */
+ * vpp split. The states are walked from the one that moves the most off
+ * the device (ZeRO-3, both offloads) down, so that a floor_over at the
+ * first is of the least any state holds: then every state is skipped. And
+ * offloading moves bytes from the device to the host, never onto the
+ * device: with its own host memory (host_link_bandwidth > 0) a state over
+ * the device rules out the same ZeRO stage offloading less (a subset of its
+ * offloads), at the same micro-batch and recomputation. */
 static void walk_states(walk_t *w, plan_layout_t lay)
 {
     int z_lo = 0, z_hi = 3;
     if (w->o->keep_zero)
         z_lo = z_hi = w->base.zero;
-    for (int z = z_lo; z <= z_hi; z++)
-        for (int off = 0; off < 4; off++) {
-            int opt = off & 1, par = (off >> 1) & 1;
-            if (w->o->keep_zero && (opt != w->base.offload_optimizer || par != w->base.offload_param))
-                continue;
-            /* DeepSpeed's rules: optimizer offload from stage 1, parameter offload at stage 3 */
-            if ((opt && z < 1) || (par && z != 3))
-                continue;
-            for (int sp = 0; sp <= (lay.tp > 1); sp++) {
+    const int host_apart = w->mach->host_link_bandwidth > 0.0;
+    for (int sp = 0; sp <= (lay.tp > 1); sp++) {
+        int floor = 0, walked = 0;
+        for (int z = z_hi; z >= z_lo; z--) {
+            unsigned over_offloads = 0; /* bit k: the offload set k was over the device */
+            for (int off = 3; off >= 0; off--) {
+                int opt = off & 1, par = (off >> 1) & 1;
+                if (w->o->keep_zero && (opt != w->base.offload_optimizer || par != w->base.offload_param))
+                    continue;
+                /* DeepSpeed's rules: optimizer offload from stage 1, parameter offload at stage 3 */
+                if ((opt && z < 1) || (par && z != 3))
+                    continue;
                 plan_layout_t l = lay;
                 l.zero = z;
                 l.offload_optimizer = opt;
                 l.offload_param = par;
                 l.sequence_parallel = sp;
-                walk_micro(w, l);
+                int dominated = floor;
+                for (int k = off + 1; k < 4 && host_apart && !dominated; k++)
+                    dominated = (over_offloads >> k & 1u) && (off & ~k) == 0;
+                if (dominated) {
+                    skip_micro(w, l);
+                    continue;
+                }
+                const int first = walk_micro(w, l);
+                if (!walked++)
+                    floor = first == 2;
+                if (first >= 1)
+                    over_offloads |= 1u << off;
             }
         }
+    }
 }
 
 int plan_search_evaluate(const config_t *cfg, const plan_machine_t *mach, double headroom, const plan_layout_t *lay,

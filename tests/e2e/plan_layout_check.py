@@ -63,6 +63,13 @@ def search(out, machine, config, world, gbt, headroom):
     layers, L = m["num_hidden_layers"], cfg["data"]["seq_len"]
     zero = cfg.get("zero_optimization", {}).get("stage", 0)
     offload = any(x.startswith("zero_optimization.offload_optimizer.device=cpu") for x in SETS)
+    # FB_CHECK_STATES=all: the search was not given --keep-zero, so every
+    # ZeRO stage with the offloads DeepSpeed allows at it
+    if os.environ.get("FB_CHECK_STATES") == "all":
+        states = [(0, "none"), (1, "none"), (1, "optimizer"), (2, "none"), (2, "optimizer"), (3, "none"),
+                  (3, "optimizer"), (3, "param"), (3, "both")]
+    else:
+        states = [(zero, "optimizer" if offload else "none")]
 
     def fits(mm):
         dev = mm["device_total"] + (0 if link > 0 else mm["host_total"])
@@ -74,14 +81,15 @@ def search(out, machine, config, world, gbt, headroom):
     for tp in [t for t in range(1, dpn + 1) if dpn % t == 0 and world % t == 0]:
         for pp in [p for p in range(1, layers + 1) if layers % p == 0 and (world // tp) % p == 0]:
             dp = world // (tp * pp)
-            for vpp, sp, rec, k in itertools.product(range(1, 9), (0, 1), ("none", "selective", "full"), (1, 2, 4, 8)):
+            for vpp, sp, rec, k, (z, off) in itertools.product(range(1, 9), (0, 1), ("none", "selective", "full"),
+                                                             (1, 2, 4, 8), states):
                 T = k * L
                 if (vpp > 1 and (pp == 1 or (layers // pp) % vpp)) or (sp and tp == 1) or gbt % (dp * T):
                     continue
                 accum = gbt // (dp * T)
                 if vpp > 1 and accum % pp:
                     continue
-                spec = f"dp={dp},tp={tp},pp={pp},ep=1,zero={zero}" + (",offload=optimizer" if offload else "") + \
+                spec = f"dp={dp},tp={tp},pp={pp},ep=1,zero={z}" + (f",offload={off}" if off != "none" else "") + \
                     (",sp" if sp else "") + \
                     f",recompute={rec},vpp={vpp},tokens={T},accum={accum}"
                 mm = memory(config, spec, sets=SETS)
