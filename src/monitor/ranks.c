@@ -16,13 +16,16 @@ void rank_monitor_init(rank_monitor_t *m, comm_t *world)
     memset(m, 0, sizeof *m);
     m->rank = comm_rank(world);
     m->world = comm_size(world);
-    if (m->rank == 0)
+    if (m->rank == 0) {
         m->all = fb_calloc((size_t)m->world, sizeof *m->all);
+        m->scratch = fb_calloc((size_t)m->world, sizeof *m->scratch);
+    }
 }
 
 void rank_monitor_free(rank_monitor_t *m)
 {
     free(m->all);
+    free(m->scratch);
     memset(m, 0, sizeof *m);
 }
 
@@ -70,7 +73,22 @@ static const span_sums_t *pick(const rank_record_t *r, int which)
     return which == 0 ? &r->step : which == 1 ? &r->interval : &r->total;
 }
 
-static void over_ranks(const rank_record_t *all, int world, int which, span_over_ranks_t *o)
+static int by_value(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[n] (n >= 1), sorting v: the one rank in the middle says
+ * where most ranks are, which the mean of a few ranks with one straggler
+ * does not. */
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void over_ranks(const rank_record_t *all, int world, int which, double *scratch, span_over_ranks_t *o)
 {
     memset(o, 0, sizeof *o);
     o->counted = o->llc = 1;
@@ -100,6 +118,8 @@ static void over_ranks(const rank_record_t *all, int world, int which, span_over
             counter_sums_add(&o->ctr[p], &s->ctr[p]);
         for (int p = 0; p < PHASE_COUNT; p++) {
             o->mean[p] += s->s[p] / world;
+            if (r == 0 || s->s[p] < o->min[p])
+                o->min[p] = s->s[p];
             if (r == 0 || s->s[p] > o->max[p]) {
                 o->max[p] = s->s[p];
                 o->max_rank[p] = r;
@@ -117,6 +137,11 @@ static void over_ranks(const rank_record_t *all, int world, int which, span_over
             o->busy_max = s->busy;
             o->slowest_rank = r;
         }
+    }
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        for (int r = 0; r < world; r++)
+            scratch[r] = pick(&all[r], which)->s[p];
+        o->median[p] = median_of(scratch, world);
     }
     if (!cpu_known)
         o->cpu_share_min = o->cpu_share_max = -1.0;
@@ -165,9 +190,9 @@ void rank_monitor_gather(rank_monitor_t *m, comm_t *world, double rss_peak, doub
         return;
     memset(out, 0, sizeof *out);
     out->world = m->world;
-    over_ranks(m->all, m->world, 0, &out->step);
-    over_ranks(m->all, m->world, 1, &out->interval);
-    over_ranks(m->all, m->world, 2, &out->total);
+    over_ranks(m->all, m->world, 0, m->scratch, &out->step);
+    over_ranks(m->all, m->world, 1, m->scratch, &out->interval);
+    over_ranks(m->all, m->world, 2, m->scratch, &out->total);
     for (int r = 0; r < m->world; r++) {
         if (r == 0 || m->all[r].rss_peak > out->rss_max) {
             out->rss_max = m->all[r].rss_peak;

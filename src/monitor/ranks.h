@@ -37,11 +37,12 @@ typedef struct rank_record {
     nvml_sample_t gpu;      /* -1 fields without NVML */
 } rank_record_t;
 
-/* A span over all ranks. Phase sums are per rank; "mean" and "max" over
- * the ranks; the step time's min/mean/max likewise. slowest_rank is the
- * rank with the largest busy time (the one the others waited for). */
+/* A span over all ranks. Phase sums are per rank; "min", "median",
+ * "mean" and "max" over the ranks (the median of an even count is the mean
+ * of the middle two); the step time's min/mean/max likewise. slowest_rank
+ * is the rank with the largest busy time (the one the others waited for). */
 typedef struct span_over_ranks {
-    double mean[PHASE_COUNT], max[PHASE_COUNT];
+    double min[PHASE_COUNT], median[PHASE_COUNT], mean[PHASE_COUNT], max[PHASE_COUNT];
     int max_rank[PHASE_COUNT];
     double step_min, step_mean, step_max;
     double busy_min, busy_mean, busy_max;
@@ -75,6 +76,7 @@ typedef struct ranks_summary {
 typedef struct rank_monitor {
     rank_record_t rec;
     rank_record_t *all;     /* rank 0: world records */
+    double *scratch;        /* rank 0: world doubles, for the medians */
     int rank, world;
 } rank_monitor_t;
 

@@ -156,7 +156,7 @@ static char *command_line(void)
     return out;
 }
 
-void job_log_start(long step, long steps)
+void job_log_start(long step, long steps, int node_ranks, int node_cpus, int threads)
 {
     cur_step = start_step = step;
     if (my_rank != 0)
@@ -169,6 +169,9 @@ void job_log_start(long step, long steps)
     json_object_set_new(r, "host", json_string(host));
     json_object_set_new(r, "pid", json_integer((json_int_t)getpid()));
     json_object_set_new(r, "ranks", json_integer(world_size));
+    json_object_set_new(r, "node_ranks", json_integer(node_ranks));
+    json_object_set_new(r, "node_cpus", node_cpus > 0 ? json_integer(node_cpus) : json_null());
+    json_object_set_new(r, "threads", json_integer(threads));
     /* the scheduler's id of this job, for the reader of the log only */
     const char *id = getenv("SLURM_JOB_ID");
     if (!id)

@@ -2,7 +2,8 @@
  * ended, whatever the launcher reports (MPICH's mpiexec exits 0 after
  * forwarding a signal whose ranks exited 75). One JSON line when a job
  * starts and one when it ends (docs/run-dir.md, "jobs.jsonl"):
- *   {"event":"start", "time", "host", "pid", "ranks", "job_id", "step", "steps"}
+ *   {"event":"start", "time", "host", "pid", "ranks", "node_ranks", "node_cpus",
+ *    "threads", "job_id", "step", "steps"}
  *   {"event":"end", "time", "state": "finished" | "preempted" | "failed",
  *    "step", "steps_done", "exit_code", "signal", "checkpoint_step", "message"}
  * A start with no end after it is a job that was killed (SIGKILL, a node
@@ -16,8 +17,11 @@
  * by the failing rank (by rank 0 for fb_fatal_all). */
 void job_log_open(const char *run_dir, int rank, int world);
 /* Rank 0 (others return): the start line, once the run knows the step it
- * starts from and the step it runs to. */
-void job_log_start(long step, long steps);
+ * starts from and the step it runs to. node_ranks, node_cpus: the ranks on
+ * rank 0's node and the CPUs they may run on (0: unknown); threads: each
+ * rank's threads. They let a reader tell an oversubscribed run (a scaling
+ * point whose ranks share cores) from a slow one. */
+void job_log_start(long step, long steps, int node_ranks, int node_cpus, int threads);
 /* Every rank: the last step completed and the last step checkpointed (-1:
  * none), for a failure's end line. */
 void job_log_progress(long step, long checkpoint_step);

@@ -163,6 +163,8 @@ static json_t *ranks_json(const monitor_report_t *m)
     json_object_set_new(o, "rss_max_bytes", json_integer((json_int_t)rs->rss_max));
     if (m->device)
         json_object_set_new(o, "device_mem_max_bytes", json_integer((json_int_t)rs->device_max));
+    json_object_set_new(o, "time_min", phases_json(s->min));
+    json_object_set_new(o, "time_median", phases_json(s->median));
     json_object_set_new(o, "time_mean", phases_json(s->mean));
     json_object_set_new(o, "time_max", phases_json(s->max));
     json_t *mr = json_object();

@@ -12,6 +12,7 @@
 #include "hf/hf_import.h"
 #include "monitor/counters.h"
 #include "util/timer.h"
+#include "parallel/comm.h"
 #include "parallel/world.h"
 #include "tokenizer/bytetok.h"
 #include "train/job_log.h"
@@ -85,7 +86,7 @@ trainer_t *trainer_open(const config_t *cfg)
                             cfg->fp16.enabled ? zero_loss_scaler(tr->zero) : NULL};
     ckpt_policy_init(&tr->ckpt, &target);
     ckpt_policy_resume(&tr->ckpt, &tr->prog);
-    job_log_start(tr->prog.step, cfg->run.steps);
+    job_log_start(tr->prog.step, cfg->run.steps, parallel_local_size(), comm_node_cpus(), tr->threads);
     job_log_progress(tr->prog.step, tr->ckpt.last_saved);
     train_log_open(&tr->log, cfg, tr->rank == 0, tr->data.lens, tr->data.n);
     step_monitor_open(&tr->mon, cfg, &tr->be, tr->threads, &tr->groups);
