@@ -33,7 +33,7 @@ static void draw(strbuf_t *b, const report_run_t *r, const curve_t *c)
         ax.hline = c->hline;
         const report_run_t *runs[1] = {r};
         double *marks = charts_mark_resumes(&ax, runs, 1);
-        const svg_series_t s = {c->path, x, y, k, 0};
+        const svg_series_t s = {.name = c->path, .x = x, .y = y, .n = k};
         svg_lines(b, &ax, &s, 1);
         free(marks);
     }

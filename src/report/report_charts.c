@@ -32,7 +32,7 @@ static void add(series_set_t *ss, const report_run_t *r, const char *path, const
     ss->names[ss->n] = strdup(name);
     if (!ss->names[ss->n])
         fb_fatal(FB_EXIT_INTERNAL, "out of memory");
-    ss->s[ss->n] = (svg_series_t){ss->names[ss->n], x, y, k, dashed};
+    ss->s[ss->n] = (svg_series_t){.name = ss->names[ss->n], .x = x, .y = y, .n = k, .dashed = dashed};
     ss->bufs[ss->nbufs++] = x;
     ss->bufs[ss->nbufs++] = y;
     ss->n++;

@@ -18,18 +18,32 @@ const char *svg_color(size_t i)
     return palette[i % (sizeof palette / sizeof *palette)];
 }
 
+/* The plotted range, in axis units: log2 x and log10 y on log axes. */
 typedef struct frame {
     double x0, x1, y0, y1;
+    int xlog, ylog;
 } frame_t;
 
+/* a data value in axis units; NaN where a log axis has no place for it */
+static double tx(const frame_t *f, double x)
+{
+    return f->xlog ? (x > 0 ? log2(x) : NAN) : x;
+}
+
+static double ty(const frame_t *f, double y)
+{
+    return f->ylog ? (y > 0 ? log10(y) : NAN) : y;
+}
+
+/* pixel positions of data values */
 static double px(const frame_t *f, double x)
 {
-    return ML + (f->x1 > f->x0 ? (x - f->x0) / (f->x1 - f->x0) : 0.5) * (W - ML - MR);
+    return ML + (f->x1 > f->x0 ? (tx(f, x) - f->x0) / (f->x1 - f->x0) : 0.5) * (W - ML - MR);
 }
 
 static double py(const frame_t *f, double y)
 {
-    return H - MB - (f->y1 > f->y0 ? (y - f->y0) / (f->y1 - f->y0) : 0.5) * (H - MT - MB);
+    return H - MB - (f->y1 > f->y0 ? (ty(f, y) - f->y0) / (f->y1 - f->y0) : 0.5) * (H - MT - MB);
 }
 
 /* A tick step of 1, 2 or 5 times a power of ten giving about five ticks. */
@@ -61,25 +75,70 @@ static void open_svg(strbuf_t *b, const char *title)
     sb_printf(b, "</text>\n");
 }
 
+static void y_tick(strbuf_t *b, const frame_t *f, double v)
+{
+    char t[32];
+    fmt_num(t, sizeof t, v);
+    sb_printf(b,
+              "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
+              "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+              ML, W - MR, py(f, v), py(f, v), ML - 4, py(f, v) + 4, t);
+}
+
+static void x_tick(strbuf_t *b, const frame_t *f, double v)
+{
+    char t[32];
+    fmt_num(t, sizeof t, v);
+    sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", px(f, v), H - MB + 14, t);
+}
+
+/* Round values between lo and hi (data units) about five apart. */
+static void linear_y_ticks(strbuf_t *b, const frame_t *f, double lo, double hi)
+{
+    const double st = tick_step(hi - lo);
+    for (double v = ceil(lo / st) * st; v <= hi + st * 1e-9; v += st)
+        y_tick(b, f, v);
+}
+
+/* A log y axis: 1, 2 and 5 x each power of ten over a few decades, the
+ * powers alone over many; within one decade those are too few, and round
+ * linear steps read better. */
+static void log_y_ticks(strbuf_t *b, const frame_t *f)
+{
+    const double span = f->y1 - f->y0;
+    if (span < 1) {
+        linear_y_ticks(b, f, pow(10, f->y0), pow(10, f->y1));
+        return;
+    }
+    static const double some[] = {1, 2, 5};
+    const size_t nm = span > 4 ? 1 : 3;
+    for (double d = floor(f->y0); d <= ceil(f->y1); d++)
+        for (size_t i = 0; i < nm; i++) {
+            const double v = some[i] * pow(10, d), l = log10(v);
+            if (l >= f->y0 - 1e-9 && l <= f->y1 + 1e-9)
+                y_tick(b, f, v);
+        }
+}
+
 static void axes(strbuf_t *b, const frame_t *f, const svg_axes_t *ax)
 {
     sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n", ML, MT,
               W - ML - MR, H - MT - MB);
     char t[32];
-    double st = tick_step(f->y1 - f->y0);
-    for (double v = ceil(f->y0 / st) * st; v <= f->y1 + st * 1e-9; v += st) {
-        fmt_num(t, sizeof t, v);
-        sb_printf(b,
-                  "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
-                  "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-                  ML, W - MR, py(f, v), py(f, v), ML - 4, py(f, v) + 4, t);
-    }
-    st = tick_step(f->x1 - f->x0);
-    if (st < 1 && f->x0 >= 1)
-        st = 1; /* steps and ranks are integers */
-    for (double v = ceil(f->x0 / st) * st; v <= f->x1 + st * 1e-9; v += st) {
-        fmt_num(t, sizeof t, v);
-        sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", px(f, v), H - MB + 14, t);
+    if (f->ylog)
+        log_y_ticks(b, f);
+    else
+        linear_y_ticks(b, f, f->y0, f->y1);
+    if (f->xlog) { /* powers of two, every other one over a wide range */
+        const double every = f->x1 - f->x0 > 10 ? 2 : 1;
+        for (double k = ceil(f->x0 - 1e-9); k <= f->x1 + 1e-9; k += every)
+            x_tick(b, f, pow(2, k));
+    } else {
+        double st = tick_step(f->x1 - f->x0);
+        if (st < 1 && f->x0 >= 1)
+            st = 1; /* steps and ranks are integers */
+        for (double v = ceil(f->x0 / st) * st; v <= f->x1 + st * 1e-9; v += st)
+            x_tick(b, f, v);
     }
     if (ax->xlabel) {
         sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (ML + W - MR) / 2, H - 8);
@@ -163,17 +222,23 @@ static void pad(frame_t *f, int y_from_0)
 
 void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t ns)
 {
-    frame_t f = {0, 1, 0, 1};
+    frame_t f = {.x0 = 0, .x1 = 1, .y0 = 0, .y1 = 1, .xlog = ax->xlog2, .ylog = ax->ylog};
     int any = 0;
     for (size_t j = 0; j < ns; j++)
-        for (size_t i = 0; i < s[j].n; i++)
-            grow(&f, s[j].x[i], s[j].y[i], &any);
+        for (size_t i = 0; i < s[j].n; i++) {
+            const double x = tx(&f, s[j].x[i]);
+            grow(&f, x, ty(&f, s[j].y[i]), &any);
+            if (s[j].lo && s[j].hi) {
+                grow(&f, x, ty(&f, s[j].lo[i]), &any);
+                grow(&f, x, ty(&f, s[j].hi[i]), &any);
+            }
+        }
     if (ax->hline_name && any)
-        grow(&f, f.x0, ax->hline, &any);
-    pad(&f, ax->y_from_0);
+        grow(&f, f.x0, ty(&f, ax->hline), &any);
+    pad(&f, ax->y_from_0 && !ax->ylog);
     open_svg(b, ax->title);
     axes(b, &f, ax);
-    if (ax->hline_name && any && isfinite(ax->hline)) {
+    if (ax->hline_name && any && isfinite(ty(&f, ax->hline))) {
         sb_printf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-width=\"1.5\" "
                      "stroke-dasharray=\"6 3\"/>\n",
                   ML, W - MR, py(&f, ax->hline), py(&f, ax->hline));
@@ -188,7 +253,7 @@ void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t 
         for (size_t i = 0; i < s[j].n; i++) {
             if (i % k != 0 && i != s[j].n - 1)
                 continue;
-            if (!isfinite(s[j].x[i]) || !isfinite(s[j].y[i])) {
+            if (!isfinite(tx(&f, s[j].x[i])) || !isfinite(ty(&f, s[j].y[i]))) {
                 pen = 0;
                 continue;
             }
@@ -199,9 +264,15 @@ void svg_lines(strbuf_t *b, const svg_axes_t *ax, const svg_series_t *s, size_t 
         /* a dot per point helps to read a few; thousands only weigh the page */
         if ((ax->points && s[j].n <= MAX_DOTS) || s[j].n == 1)
             for (size_t i = 0; i < s[j].n; i++)
-                if (isfinite(s[j].x[i]) && isfinite(s[j].y[i]))
+                if (isfinite(tx(&f, s[j].x[i])) && isfinite(ty(&f, s[j].y[i])))
                     sb_printf(b, "<circle class=\"data\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
                               px(&f, s[j].x[i]), py(&f, s[j].y[i]), svg_color(j));
+        for (size_t i = 0; s[j].lo && s[j].hi && i < s[j].n; i++)
+            if (isfinite(tx(&f, s[j].x[i])) && isfinite(ty(&f, s[j].lo[i])) && isfinite(ty(&f, s[j].hi[i])))
+                sb_printf(b,
+                          "<line class=\"spread\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                          "stroke-width=\"1.2\"/>\n",
+                          px(&f, s[j].x[i]), px(&f, s[j].x[i]), py(&f, s[j].lo[i]), py(&f, s[j].hi[i]), svg_color(j));
         legend(b, j, s[j].name, s[j].dashed);
     }
     sb_printf(b, "</svg>\n");
@@ -233,7 +304,7 @@ void svg_histogram(strbuf_t *b, const svg_axes_t *ax, const double *v, size_t n)
         }
     for (size_t k = 0; k < nb; k++)
         top = counts[k] > top ? counts[k] : top;
-    frame_t f = {lo, hi, 0, (double)(top ? top : 1)};
+    frame_t f = {.x0 = lo, .x1 = hi, .y0 = 0, .y1 = (double)(top ? top : 1)};
     pad(&f, 1);
     open_svg(b, ax->title);
     axes(b, &f, ax);
@@ -254,7 +325,7 @@ void svg_histogram(strbuf_t *b, const svg_axes_t *ax, const double *v, size_t n)
 void svg_stacked(strbuf_t *b, const svg_axes_t *ax, const double *x, size_t n, const double *const *ys,
                  const char *const *names, size_t k)
 {
-    frame_t f = {0, 1, 0, 0};
+    frame_t f = {.x0 = 0, .x1 = 1, .y0 = 0, .y1 = 0};
     int any = 0;
     for (size_t i = 0; i < n; i++) {
         double top = 0;

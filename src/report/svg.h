@@ -13,12 +13,19 @@ typedef struct svg_series {
     const double *x, *y;
     size_t n;
     int dashed;
+    /* svg_lines: a vertical bar from lo[i] to hi[i] at each point (the
+     * spread of repeated measurements); none when NULL */
+    const double *lo, *hi;
 } svg_series_t;
 
 typedef struct svg_axes {
     const char *title, *xlabel, *ylabel;
     int points;   /* mark every point (few points: a scaling plot), up to 200 a series */
     int y_from_0; /* the y axis starts at 0 */
+    /* svg_lines: x on a log2 scale (ticks at powers of two: rank counts),
+     * y on a log10 scale (ticks at 1, 2, 5 x powers of ten); a value <= 0
+     * on a log axis is a gap. y_from_0 is ignored for a log y. */
+    int xlog2, ylog;
     /* dashed vertical lines at these x, each <line class="mark" data-x>
      * titled "mark_name x" (where a run resumed); none when nmarks is 0;
      * above 40, one unlabelled <path class="marks"> draws them all */
