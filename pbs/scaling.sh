@@ -8,19 +8,30 @@
 #   --ranks "1 2 4 8"    total ranks of each point (default "1 2 4")
 #   --ranks-per-node R   ranks per node (default 2): a point of n ranks asks
 #                        for select=ceil(n / R):ncpus=C:mpiprocs=min(n, R)
-#   --ncpus C            cores per node to ask for (default: R)
+#   --ncpus C            cores per node to ask for (default: R); below R
+#                        the points are oversubscribed, which it warns of
 #   --sweep S            strong, weak or both (default both)
 #   --micro-batch M      samples per micro-batch (default 2)
 #   --global-batch G     strong sweep: samples per step on every point
 #                        (default M x the largest rank count); every rank
 #                        count must divide G / M (gradient accumulation)
 #   --steps N            steps per point (default 20)
+#   --repeats K          runs of each point (default 1); the report gives
+#                        the median tokens/s of a point and its min-max
+#   --machine FILE       a machine file (docs/plan.md, "Machine files"): the
+#                        report puts `fabula plan time`'s predicted step
+#                        time and tokens/s beside the measured ones, with
+#                        the error in % (written to each run dir as
+#                        plan_time.json); without it, no prediction
 #   --out DIR            sweep directory (default runs/scaling): each point
-#                        trains into DIR/strong-nN or DIR/weak-nN, which must
-#                        not exist yet; the tables go to DIR/strong, DIR/weak
+#                        trains into DIR/strong-nN or DIR/weak-nN (with
+#                        --repeats K > 1, DIR/strong-nN-r1 ... -rK), which
+#                        must not exist yet; the tables go to DIR/strong,
+#                        DIR/weak
 #   --local              run the points one after the other here with
 #                        ${MPIEXEC:-mpiexec} -n N, no scheduler (OMP_NUM_THREADS
-#                        defaults to 1)
+#                        defaults to 1); warns of a point whose ranks x
+#                        threads exceed this machine's CPUs (nproc)
 #   --wait               PBS: wait for the report job (qsub -W block=true)
 #                        and print the tables
 #   --report             only print and write the tables of a sweep that has
@@ -31,10 +42,15 @@
 # of M): the same work split over more ranks. The weak sweep keeps each
 # rank's batch (M, no accumulation): n times the work on n ranks. Points do
 # not checkpoint (checkpoint.save_interval -1) and start from step 0
-# (run.resume "none"). When all points have ended, `fabula report --scaling`
-# prints each sweep's table (ranks, tokens/s, per rank, efficiency against
-# the smallest point, time split, memory per rank) and writes scaling.md
-# and scaling.svg into DIR/strong and DIR/weak.
+# (run.resume "none") and gather every rank's phase times at every step
+# (steps_per_print 1). When all points have ended, `fabula report
+# --scaling` prints each sweep's tables (ranks, runs, median tokens/s and
+# its spread over the repeats, per rank, efficiency against the smallest
+# point, time split, memory per rank, the node's ranks x threads / CPUs
+# flagged where oversubscribed; each phase's min/median/max over ranks;
+# the prediction with --machine) and writes scaling.md and scaling.svg
+# (throughput on log-log axes, efficiency against the ideal) into
+# DIR/strong and DIR/weak.
 #
 # On PBS every point is one pbs/train.pbs job (FABULA passes through; the
 # fabula arguments after -- travel in FABULA_ARGS, so they may not contain
@@ -57,12 +73,17 @@ for s in $SWEEPS; do
     for n in $RANKS; do
         rpn=$((n < RPN ? n : RPN))
         nodes=$(((n + RPN - 1) / RPN))
+        [ "$rpn" -le "$NCPUS_NODE" ] ||
+            echo "scaling.sh: warning: point $s-n$n is oversubscribed: $rpn rank(s) a node on ncpus=$NCPUS_NODE;" \
+                "its figures measure the sharing of cores, not the scaling" >&2
         args="${common[*]} $(batch_args "$s" "$n") $*"
-        id=$(qsub -N "fabula-$s-n$n" -l "select=$nodes:ncpus=$NCPUS_NODE:mpiprocs=$rpn" -j oe -o "$OUT/$s-n$n.out" \
-            -v "FABULA=$FABULA,FABULA_RUN_DIR=$OUT/$s-n$n,FABULA_MAX_RESTARTS=0,FABULA_ARGS=$args" \
-            "$here/train.pbs") || die "qsub of point $s-n$n failed"
-        echo "scaling.sh: $s, $n rank(s) on $nodes node(s): job $id, run dir $OUT/$s-n$n" >&2
-        ids="$ids:$id"
+        for r in $(run_names "$s" "$n"); do
+            id=$(qsub -N "fabula-$r" -l "select=$nodes:ncpus=$NCPUS_NODE:mpiprocs=$rpn" -j oe -o "$OUT/$r.out" \
+                -v "FABULA=$FABULA,FABULA_RUN_DIR=$OUT/$r,FABULA_MAX_RESTARTS=0,FABULA_ARGS=$args" \
+                "$here/train.pbs") || die "qsub of point $r failed"
+            echo "scaling.sh: $s, $n rank(s) on $nodes node(s): job $id, run dir $OUT/$r" >&2
+            ids="$ids:$id"
+        done
     done
 done
 # the report runs after every point has ended, however it ended
@@ -70,7 +91,8 @@ wait_opt=()
 [ -n "$WAIT" ] && wait_opt=(-W block=true)
 id=$(qsub "${wait_opt[@]}" -N fabula-scaling-report -l select=1:ncpus=1 -W "depend=afterany$ids" -j oe \
     -o "$OUT/report.md" -- "$here/scaling.sh" --report --out "$OUT" --ranks "$RANKS" --sweep "$SWEEP" \
-    --micro-batch "$MICRO" --global-batch "$GLOBAL" --steps "$STEPS") ||
+    --micro-batch "$MICRO" --global-batch "$GLOBAL" --steps "$STEPS" --repeats "$REPEATS" \
+    ${MACHINE:+--machine "$MACHINE"}) ||
     { [ -n "$WAIT" ] && cat "$OUT/report.md" 2>/dev/null; die "the report job failed (see $OUT/report.md)"; }
 echo "scaling.sh: report: job $id, output $OUT/report.md" >&2
 [ -n "$WAIT" ] && cat "$OUT/report.md"

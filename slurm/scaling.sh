@@ -13,12 +13,22 @@
 #                        (default M x the largest rank count); every rank
 #                        count must divide G / M (gradient accumulation)
 #   --steps N            steps per point (default 20)
+#   --repeats K          runs of each point (default 1); the report gives
+#                        the median tokens/s of a point and its min-max
+#   --machine FILE       a machine file (docs/plan.md, "Machine files"): the
+#                        report puts `fabula plan time`'s predicted step
+#                        time and tokens/s beside the measured ones, with
+#                        the error in % (written to each run dir as
+#                        plan_time.json); without it, no prediction
 #   --out DIR            sweep directory (default runs/scaling): each point
-#                        trains into DIR/strong-nN or DIR/weak-nN, which must
-#                        not exist yet; the tables go to DIR/strong, DIR/weak
+#                        trains into DIR/strong-nN or DIR/weak-nN (with
+#                        --repeats K > 1, DIR/strong-nN-r1 ... -rK), which
+#                        must not exist yet; the tables go to DIR/strong,
+#                        DIR/weak
 #   --local              run the points one after the other here with
 #                        ${MPIEXEC:-mpiexec} -n N, no scheduler (OMP_NUM_THREADS
-#                        defaults to 1)
+#                        defaults to 1); warns of a point whose ranks x
+#                        threads exceed this machine's CPUs (nproc)
 #   --wait               Slurm: wait for the report job and print the tables
 #   --report             only print and write the tables of a sweep that has
 #                        run (the same options; what the report job runs)
@@ -28,10 +38,15 @@
 # of M): the same work split over more ranks. The weak sweep keeps each
 # rank's batch (M, no accumulation): n times the work on n ranks. Points do
 # not checkpoint (checkpoint.save_interval -1) and start from step 0
-# (run.resume "none"). When all points have ended, `fabula report --scaling`
-# prints each sweep's table (ranks, tokens/s, per rank, efficiency against
-# the smallest point, time split, memory per rank) and writes scaling.md
-# and scaling.svg into DIR/strong and DIR/weak.
+# (run.resume "none") and gather every rank's phase times at every step
+# (steps_per_print 1). When all points have ended, `fabula report
+# --scaling` prints each sweep's tables (ranks, runs, median tokens/s and
+# its spread over the repeats, per rank, efficiency against the smallest
+# point, time split, memory per rank, the node's ranks x threads / CPUs
+# flagged where oversubscribed; each phase's min/median/max over ranks;
+# the prediction with --machine) and writes scaling.md and scaling.svg
+# (throughput on log-log axes, efficiency against the ideal) into
+# DIR/strong and DIR/weak.
 #
 # On Slurm every point is one slurm/train.sbatch job (FABULA, FABULA_LAUNCHER
 # pass through), with --exclusive so that points never share a node, and the
@@ -47,19 +62,20 @@ for s in $SWEEPS; do
     for n in $RANKS; do
         rpn=$((n < RPN ? n : RPN))
         nodes=$(((n + RPN - 1) / RPN))
-        # shellcheck disable=SC2046
-        id=$(sbatch --parsable --exclusive --job-name="fabula-$s-n$n" --nodes="$nodes" --ntasks="$n" --ntasks-per-node="$rpn" \
-            --output="$OUT/$s-n$n.out" --export="ALL,FABULA_RUN_DIR=$OUT/$s-n$n,FABULA_MAX_RESTARTS=0" \
-            "$here/train.sbatch" "${common[@]}" $(batch_args "$s" "$n") "$@") || die "sbatch of point $s-n$n failed"
-        id=${id%%;*}
-        echo "scaling.sh: $s, $n rank(s) on $nodes node(s): job $id, run dir $OUT/$s-n$n" >&2
-        ids="$ids:$id"
+        for r in $(run_names "$s" "$n"); do
+            # shellcheck disable=SC2046
+            id=$(sbatch --parsable --exclusive --job-name="fabula-$r" --nodes="$nodes" --ntasks="$n" --ntasks-per-node="$rpn" \
+                --output="$OUT/$r.out" --export="ALL,FABULA_RUN_DIR=$OUT/$r,FABULA_MAX_RESTARTS=0" \
+                "$here/train.sbatch" "${common[@]}" $(batch_args "$s" "$n") "$@") || die "sbatch of point $r failed"
+            id=${id%%;*}
+            echo "scaling.sh: $s, $n rank(s) on $nodes node(s): job $id, run dir $OUT/$r" >&2
+            ids="$ids:$id"
+        done
     done
 done
 # the report runs after every point has ended, however it ended: a point
 # without metrics shows in the report's own error
-wrap=$(printf '%q ' "$here/scaling.sh" --report --out "$OUT" --ranks "$RANKS" --sweep "$SWEEP" \
-    --micro-batch "$MICRO" --global-batch "$GLOBAL" --steps "$STEPS")
+wrap="$(printf '%q ' "$here/scaling.sh")$(report_args)"
 wait_opt=()
 [ -n "$WAIT" ] && wait_opt=(--wait)
 id=$(sbatch --parsable "${wait_opt[@]}" --job-name=fabula-scaling-report --ntasks=1 --dependency="afterany$ids" \

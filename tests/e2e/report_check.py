@@ -3,7 +3,8 @@
 and config.json (docs/run-dir.md, docs/monitoring.md) what the report
 prints, and compares.
 
-  report_check.py scaling TABLE RUN_DIR...   the --scaling table (stdout)
+  report_check.py scaling TABLE RUN_DIR...   the --scaling tables (stdout): points, time over ranks,
+                                              prediction or its note, oversubscription warnings
   report_check.py summary SUMMARY.md RUN_DIR  the summary of `fabula report RUN_DIR`
   report_check.py html REPORT.html RUN_DIR    the page: XML, charts with data, notes for what is missing,
                                               resume marks, histograms, the config table, collapsed verdicts
@@ -13,6 +14,7 @@ import json
 import math
 import os
 import re
+import statistics
 import sys
 
 
@@ -130,59 +132,156 @@ def measured(steps, run=None):
     return [steps[i] for i in keep]
 
 
-def scaling_rows(runs):
-    rows = []
-    for run in runs:
-        cfg, steps = load(run)
-        m = measured(steps, run)
-        tok = 0.0
-        sec = 0.0
-        for s in m:
-            tok += s["tokens"]
-            sec += s["step_time"]
-        r = world(cfg, steps)
-        tps = tok / sec
-        split = None
-        tot = comp = comm = imb = 0.0
-        for s in m:
-            t = s.get("time")
-            if not t or "forward" not in t or "backward" not in t:
-                continue
-            tot += s["step_time"] + t.get("checkpoint", 0)
-            comp += t["forward"] + t["backward"] + t.get("optimizer", 0)
-            comm += t.get("comm_wait", 0)
-            imb += t.get("imbalance", 0)
-            split = True
-        mem = [get(s, "ranks.rss_max_bytes") for s in steps]
-        mem = [v for v in mem if v is not None] or [v for v in (get(s, "rss_bytes") for s in steps) if v is not None]
-        rows.append({
-            "ranks": r, "tps": tps, "tpr": tps / r,
-            "split": (100 * comp / tot, 100 * comm / tot, 100 * imb / tot) if split and tot > 0 else None,
-            "mem": max(mem) / (1024.0 * 1024.0) if mem else None,
+def scaling_run(run):
+    """one run directory's figures, as docs/monitoring.md "Scaling table" defines them"""
+    cfg, steps = load(run)
+    m = measured(steps, run)
+    tok = sum(s["tokens"] for s in m)
+    sec = sum(s["step_time"] for s in m)
+    with_tokens = [s["tokens"] for s in steps if "tokens" in s]
+    x = {"dir": run, "ranks": world(cfg, steps), "tps": tok / sec, "step_s": sec / len(m),
+         "tokens_per_step": sum(with_tokens) / len(with_tokens)}
+    x["split"] = [0.0, 0.0, 0.0, 0.0, 0]  # wall, compute, comm, imbalance, lines
+    for s in m:
+        t = s.get("time")
+        if not t or "forward" not in t or "backward" not in t:
+            continue
+        sp = x["split"]
+        sp[0] += s["step_time"] + t.get("checkpoint", 0)
+        sp[1] += t["forward"] + t["backward"] + t.get("optimizer", 0)
+        sp[2] += t.get("comm_wait", 0)
+        sp[3] += t.get("imbalance", 0)
+        sp[4] += 1
+    x["rank"] = {}
+    for p in PHASES:
+        got = [(get(s, "ranks.time_min." + p), get(s, "ranks.time_median." + p), get(s, "ranks.time_max." + p))
+               for s in m]
+        x["rank"][p] = [g for g in got if None not in g]
+    mem = [get(s, "ranks.rss_max_bytes") for s in steps]
+    mem = [v for v in mem if v is not None] or [v for v in (get(s, "rss_bytes") for s in steps) if v is not None]
+    x["mem"] = max(mem) if mem else None
+    x["node"] = None
+    for j in load_jobs(run):
+        nr, nc, th = j.get("node_ranks"), j.get("node_cpus"), j.get("threads") or 1
+        if j.get("event") != "start" or not nr or not nc:
+            continue
+        if x["node"] is None or nr * th / nc > x["node"][0] * x["node"][1] / x["node"][2]:
+            x["node"] = (nr, th, nc)
+    x["pred"] = None
+    if os.path.exists(os.path.join(run, "plan_time.json")):
+        with open(os.path.join(run, "plan_time.json")) as f:
+            x["pred"] = json.load(f)
+    return x
+
+
+def scaling_points(runs):
+    """the runs grouped into points (one rank count and batch), each reduced"""
+    groups = []
+    for x in map(scaling_run, runs):
+        for g in groups:
+            a, b = g[0]["tokens_per_step"], x["tokens_per_step"]
+            if g[0]["ranks"] == x["ranks"] and abs(a - b) <= 0.01 * max(abs(a), abs(b)):
+                g.append(x)
+                break
+        else:
+            groups.append([x])
+    points = []
+    for g in groups:
+        tps = [x["tps"] for x in g]
+        med = statistics.median(tps)
+        sp = [sum(x["split"][i] for x in g) for i in range(5)]
+        rank = {}
+        for p in PHASES:
+            v = [t for x in g for t in x["rank"][p]]
+            rank[p] = [sum(t[i] for t in v) / len(v) for i in range(3)] if v else None
+        mem = [x["mem"] for x in g if x["mem"] is not None]
+        nodes = [x["node"] for x in g if x["node"]]
+        node = max(nodes, key=lambda n: n[0] * n[1] / n[2]) if nodes else None
+        preds = [x["pred"] for x in g if x["pred"]]
+        points.append({
+            "ranks": g[0]["ranks"], "n": len(g), "tps": med, "min": min(tps), "max": max(tps),
+            "tokens_per_step": g[0]["tokens_per_step"], "tpr": med / g[0]["ranks"],
+            "split": (100 * sp[1] / sp[0], 100 * sp[2] / sp[0], 100 * sp[3] / sp[0]) if sp[4] and sp[0] > 0 else None,
+            "rank": rank, "mem": max(mem) / (1024.0 * 1024.0) if mem else None, "node": node,
+            "over": node is not None and (node[0] > node[2] or node[0] * node[1] > node[2]),
+            "step": statistics.median([x["step_s"] for x in g]), "pred": preds[0] if preds else None,
         })
-    rows.sort(key=lambda x: x["ranks"])  # stable, as qsort need not be: the tests use distinct rank counts
-    base = rows[0]["tpr"]
-    out = []
-    for x in rows:
-        cells = [str(x["ranks"]), "%.1f" % x["tps"], "%.1f" % x["tpr"], "%.3f" % (x["tpr"] / base)]
-        cells += ["%.1f" % v for v in x["split"]] if x["split"] else ["-"] * 3
-        cells.append("%.1f" % x["mem"] if x["mem"] is not None else "-")
-        out.append(cells)
-    return out
+    points.sort(key=lambda p: (p["ranks"], p["tokens_per_step"]))
+    return points
 
 
-def table_rows(path):
-    rows = []
+def scaling_tables(runs):
+    """the three tables of --scaling as lists of cell lists, the prediction's
+    machines, the oversubscribed points' rank counts"""
+    pts = scaling_points(runs)
+    base = pts[0]["tpr"]
+    main, rank, pred = [], [], []
+    for p in pts:
+        cells = [str(p["ranks"]), str(p["n"]), "%.1f" % p["tps"], "%.1f-%.1f" % (p["min"], p["max"]),
+                 "%.1f" % (100 * (p["max"] - p["min"]) / p["tps"]), "%.1f" % p["tpr"], "%.3f" % (p["tpr"] / base)]
+        cells += ["%.1f" % v for v in p["split"]] if p["split"] else ["-"] * 3
+        cells.append("%.1f" % p["mem"] if p["mem"] is not None else "-")
+        cells.append("%d x %d / %d%s" % (p["node"] + (" oversubscribed" if p["over"] else "",))
+                     if p["node"] else "-")
+        main.append(cells)
+        rank.append([str(p["ranks"])] + ["%.3g / %.3g / %.3g" % tuple(1e3 * v for v in p["rank"][ph])
+                                         if p["rank"][ph] else "-" for ph in PHASES])
+        q = p["pred"]
+        pred.append([str(p["ranks"]), "%.4g" % p["step"]] +
+                    (["%.4g" % q["step_s"], "%+.1f" % (100 * (q["step_s"] - p["step"]) / p["step"])]
+                     if q else ["-", "-"]) +
+                    ["%.1f" % p["tps"], "%.1f" % q["tokens_per_s"] if q else "-"])
+    machines = {p["pred"]["machine"] for p in pts if p["pred"]}
+    return main, rank, pred, machines, [p["ranks"] for p in pts if p["over"]]
+
+
+SCALING_HEADS = [
+    ["ranks", "runs", "tokens/s", "min-max", "spread %", "tokens/s per rank", "efficiency", "compute %", "comm %",
+     "imbalance %", "memory/rank (MiB)", "node ranks x threads / CPUs"],
+    ["ranks", "data", "forward", "backward", "comm_wait", "optimizer", "checkpoint", "imbalance"],
+    ["ranks", "measured step (s)", "predicted step (s)", "error %", "tokens/s", "predicted tokens/s"],
+]
+
+
+def md_tables(path):
+    """the Markdown tables of a file: [(header, rows)], tables apart by any other line"""
+    tables, cur = [], None
     with open(path) as f:
-        lines = [l.rstrip("\n") for l in f if l.startswith("|")]
-    head = [c.strip() for c in lines[0].strip("|").split("|")]
-    want = ["ranks", "tokens/s", "tokens/s per rank", "efficiency", "compute %", "comm %", "imbalance %",
-            "memory/rank (MiB)"]
-    if head != want:
-        sys.exit("header %r, expected %r" % (head, want))
-    for l in lines[2:]:
-        rows.append([c.strip() for c in l.strip("|").split("|")])
-    return rows
+        for line in f:
+            if not line.startswith("|"):
+                cur = None
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if cur is None:
+                cur = (cells, [])
+                tables.append(cur)
+            elif not all(set(c) <= set("-:") for c in cells):
+                cur[1].append(cells)
+    return tables
+
+
+def check_scaling(path, runs):
+    """the --scaling output in `path` against the reference from the runs"""
+    main, rank, pred, machines, over = scaling_tables(runs)
+    want = [main, rank] + ([pred] if machines else [])
+    got = md_tables(path)
+    ok = [h for h, _ in got] == SCALING_HEADS[:len(want)] and [r for _, r in got] == want
+    with open(path) as f:
+        text = f.read()
+    if machines:
+        note = "Predicted by `fabula plan time` on machine %s" % (sorted(machines)[0] if len(machines) == 1 else "files")
+    else:
+        note = "No prediction: no run directory holds plan_time.json"
+    ok = ok and note in text
+    warned = sorted(int(w) for w in re.findall(r"^warning: the (\d+)-rank point is oversubscribed", text, re.M))
+    ok = ok and warned == over
+    for h, rows in zip(SCALING_HEADS, want):
+        print("  " + " | ".join(h))
+        for r in rows:
+            print("  " + " | ".join(r))
+    if not ok:
+        print("got:      %r\nexpected: %r\nnote %r; warnings for %r, expected %r" % (got, want, note, warned, over))
+    return 0 if ok else 1
 
 
 PHASES = ["data", "forward", "backward", "comm_wait", "optimizer", "checkpoint", "imbalance"]
@@ -502,14 +601,7 @@ def compare_rows(runs):
 def main():
     mode = sys.argv[1]
     if mode == "scaling":
-        got = table_rows(sys.argv[2])
-        want = scaling_rows(sys.argv[3:])
-        if got != want:
-            print("table:    %r\nexpected: %r" % (got, want))
-            return 1
-        for r in want:
-            print("  " + " | ".join(r))
-        return 0
+        return check_scaling(sys.argv[2], sys.argv[3:])
     if mode == "summary":
         got = [tuple(r) for r in md_rows(sys.argv[2], 2)]
         want = summary_items(sys.argv[3])

@@ -217,8 +217,8 @@ if "$FABULA" report --help >/dev/null 2>&1; then
     rc=$?
     cat scaling.txt
     for j in $(sed -n 's/.*: job \([0-9]*\)[,:].*/\1/p' scaling.txt); do JOBS="$JOBS $j"; done
-    # a table row: | ranks | tokens/s | ...
-    rows() { awk -v t="$1" '/^## /{ on = index($0, t) > 0 } on && /^\| *[0-9]+ *\|/' scaling.txt | wc -l; }
+    # a row of the points' table: | ranks | runs (1) | tokens/s | ...
+    rows() { awk -v t="$1" '/^## /{ on = index($0, t) > 0 } on && /^\| *[0-9]+ *\| 1 \|/' scaling.txt | wc -l; }
     check "slurm/scaling.sh on Slurm: exit 0, a strong and a weak table of 2 rows each, scaling.md and .svg" \
         '[ $rc -eq 0 ] && [ "$(rows strong)" = 2 ] && [ "$(rows weak)" = 2 ] &&
          [ -s scaling/strong/scaling.md ] && [ -s scaling/weak/scaling.svg ]'
