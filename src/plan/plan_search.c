@@ -80,11 +80,14 @@ typedef struct walk {
 
 #define NRECOMPUTE 3
 
-/* A rank's bytes that no ZeRO stage or offload takes off its device: the
- * 16-bit weight copy (whole at every stage, docs/plan.md "Memory"), the
- * activations and the expert-parallel buffers. Over the device memory
- * allowed, so is every ZeRO stage and offload of the layout (the brute
- * force of tests/e2e/plan_layout.sh checks it drops nothing that fits). */
+/* A rank's bytes that no ZeRO stage or offload takes off its device, as
+ * the first state walked has them: the device part of its 16-bit weights
+ * (ZeRO-3 with both offloads keeps none there; every other state keeps at
+ * least as much, docs/zero.md "Mixed precision"), the activations and the
+ * expert-parallel buffers. Over the device memory allowed, so is every ZeRO
+ * stage and offload of the layout (the brute force of
+ * tests/e2e/plan_layout.sh and plan_semantics.sh checks it drops nothing
+ * that fits). */
 static int floor_over(const plan_memory_t *m, const plan_machine_t *mach, double headroom)
 {
     const double floor = (double)m->weight_copy + (double)m->activations_peak + (double)m->moe_buffers_capacity;
