@@ -5,10 +5,12 @@
 #include "parallel/comm.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "parallel/comm_internal.h"
+#include "parallel/heartbeat.h"
 #include "parallel/mpi_check.h"
 #include "util/error.h"
 
@@ -56,6 +58,7 @@ comm_t *comm_wrap(MPI_Comm mpi)
     c->mpi = mpi;
     CHECK_MPI(MPI_Comm_rank(mpi, &c->rank));
     CHECK_MPI(MPI_Comm_size(mpi, &c->size));
+    snprintf(c->label, sizeof c->label, "%s", "group");
     return c;
 }
 
@@ -68,7 +71,11 @@ comm_t *comm_create_world(void)
 
 static comm_t *world;
 
-void comm_world_open(void) { world = comm_create_world(); }
+void comm_world_open(void)
+{
+    world = comm_create_world();
+    comm_set_label(world, "world");
+}
 
 void comm_world_close(void) { comm_free(&world); }
 
@@ -105,6 +112,7 @@ comm_request_t *comm_request_new(comm_t *c, comm_kind_t kind, int n, int *ints)
     comm_request_t *r = fb_calloc(1, sizeof *r);
     r->comm = c;
     r->kind = kind;
+    r->seq = c->seq;
     r->n = n;
     r->reqs = fb_malloc((size_t)(n > 0 ? n : 1) * sizeof *r->reqs);
     for (int i = 0; i < n; i++)
@@ -118,6 +126,7 @@ void comm_wait(comm_request_t **req)
     if (!req || !*req)
         return;
     comm_request_t *r = *req;
+    heartbeat_wait_begin(r->comm->label, comm_kind_name(r->kind), r->seq);
     double t0 = MPI_Wtime();
     if (r->comm->backend)
         r->comm->backend->finish(r);
@@ -155,6 +164,7 @@ int comm_test(comm_request_t *req)
 
 void comm_stats_count(comm_t *c, comm_kind_t kind, uint64_t bytes)
 {
+    c->seq++;
     c->stats[kind].calls++;
     c->stats[kind].bytes += bytes;
 }
@@ -167,6 +177,29 @@ void comm_stats_add_wait(comm_t *c, comm_kind_t kind, double seconds)
 {
     c->stats[kind].wait_seconds += seconds;
     wait_total += seconds;
+    heartbeat_wait_end();
+}
+
+double comm_wait_begin(comm_t *c, comm_kind_t kind)
+{
+    heartbeat_wait_begin(c->label, comm_kind_name(kind), c->seq);
+    return MPI_Wtime();
+}
+
+void comm_set_label(comm_t *c, const char *label)
+{
+    if (!c)
+        return;
+    /* one label names every instance of a kind of group (each stage has its
+     * dp group): the world rank of the group's first member tells them apart */
+    MPI_Group mine, all;
+    int zero = 0, first = 0;
+    CHECK_MPI(MPI_Comm_group(c->mpi, &mine));
+    CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &all));
+    CHECK_MPI(MPI_Group_translate_ranks(mine, 1, &zero, all, &first));
+    CHECK_MPI(MPI_Group_free(&mine));
+    CHECK_MPI(MPI_Group_free(&all));
+    snprintf(c->label, sizeof c->label, "%.10s@%d", label, first);
 }
 
 double comm_wait_seconds_total(void) { return wait_total; }

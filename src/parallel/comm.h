@@ -52,6 +52,10 @@ comm_t *comm_split(comm_t *parent, int color, int key);
 void comm_free(comm_t **c);
 int comm_rank(const comm_t *c);
 int comm_size(const comm_t *c);
+/* The group's name in the hang watchdog's reports: `label` ("dp", "tp",
+ * ...), "@", and the world rank of its first member ("dp@0", "dp@2" for two
+ * stages' dp groups); "group" until set. NULL c is ignored. */
+void comm_set_label(comm_t *c, const char *label);
 
 /* ---- device buffers ----------------------------------------------------- */
 

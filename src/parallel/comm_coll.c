@@ -96,7 +96,7 @@ static void device_blocking(comm_t *c, comm_kind_t kind, double t0, comm_request
 void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_t op)
 {
     if (c->backend) {
-        double t0 = MPI_Wtime();
+        double t0 = comm_wait_begin(c, COMM_KIND_ALLREDUCE);
         device_blocking(c, COMM_KIND_ALLREDUCE, t0, c->backend->allreduce(c, buf, count, t, op));
         return;
     }
@@ -109,7 +109,7 @@ void comm_allreduce(comm_t *c, void *buf, size_t count, comm_dtype_t t, comm_op_
     MPI_Op mop = mpi_op(t, op, "comm_allreduce");
     size_t es = comm_dtype_size(t);
     comm_stats_count(c, COMM_KIND_ALLREDUCE, (uint64_t)(count * es));
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_ALLREDUCE);
     char *p = buf;
     for (size_t done = 0; done < count;) {
         int n = comm_piece(count, done);
@@ -159,7 +159,7 @@ void comm_exscan_sum(comm_t *c, void *buf, size_t count, comm_dtype_t t)
         }
         comm_wait(&r);
     } else {
-        double t0 = MPI_Wtime();
+        double t0 = comm_wait_begin(c, COMM_KIND_EXSCAN);
         for (size_t done = 0; c->size > 1 && done < count;) {
             int n = comm_piece(count, done);
             CHECK_MPI(MPI_Exscan(MPI_IN_PLACE, p + done * es, n, type, mop, c->mpi));
@@ -191,7 +191,7 @@ void comm_reduce_scatter(comm_t *c, const void *send, void *recv, const size_t *
                          comm_op_t op)
 {
     if (c->backend) {
-        double t0 = MPI_Wtime();
+        double t0 = comm_wait_begin(c, COMM_KIND_REDUCE_SCATTER);
         device_blocking(c, COMM_KIND_REDUCE_SCATTER, t0, c->backend->reduce_scatter(c, send, recv, recvcounts, t, op));
         return;
     }
@@ -202,7 +202,7 @@ void comm_reduce_scatter(comm_t *c, const void *send, void *recv, const size_t *
     }
     MPI_Op mop = mpi_op(t, op, "comm_reduce_scatter");
     int *ic = scatter_counts(c, send, recv, recvcounts, t, "comm_reduce_scatter");
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_REDUCE_SCATTER);
     CHECK_MPI(MPI_Reduce_scatter(send, recv, ic, comm_mpi_type(t), mop, c->mpi));
     waited(c, COMM_KIND_REDUCE_SCATTER, t0);
     free(ic);
@@ -251,7 +251,7 @@ void comm_allgatherv(comm_t *c, const void *send, size_t sendcount, void *recv, 
 {
     FB_ASSERT(counts[c->rank] == sendcount);
     if (c->backend) {
-        double t0 = MPI_Wtime();
+        double t0 = comm_wait_begin(c, COMM_KIND_ALLGATHER);
         device_blocking(c, COMM_KIND_ALLGATHER, t0, c->backend->allgatherv(c, send, recv, counts, displs, t));
         return;
     }
@@ -266,7 +266,7 @@ void comm_allgatherv(comm_t *c, const void *send, size_t sendcount, void *recv, 
         return;
     }
     MPI_Datatype type = comm_mpi_type(t);
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_ALLGATHER);
     CHECK_MPI(MPI_Allgatherv(send, iv[c->rank], type, recv, iv, iv + c->size, type, c->mpi));
     waited(c, COMM_KIND_ALLGATHER, t0);
     free(iv);
@@ -291,7 +291,7 @@ void comm_allgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const s
 {
     if (c->backend) {
         const char *mine = (const char *)buf + displs[c->rank] * comm_dtype_size(t);
-        double t0 = MPI_Wtime();
+        double t0 = comm_wait_begin(c, COMM_KIND_ALLGATHER);
         device_blocking(c, COMM_KIND_ALLGATHER, t0, c->backend->allgatherv(c, mine, buf, counts, displs, t));
         return;
     }
@@ -301,7 +301,7 @@ void comm_allgatherv_inplace(comm_t *c, void *buf, const size_t *counts, const s
         return;
     }
     int *iv = gather_layout(c, counts, displs, t, "comm_allgatherv_inplace");
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_ALLGATHER);
     CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, iv, iv + c->size, comm_mpi_type(t), c->mpi));
     waited(c, COMM_KIND_ALLGATHER, t0);
     free(iv);
@@ -341,7 +341,7 @@ void comm_alltoallv(comm_t *c, const void *send, const size_t *sendcounts, const
                     const size_t *recvcounts, const size_t *rdispls, comm_dtype_t t)
 {
     if (c->backend) {
-        double t0 = MPI_Wtime();
+        double t0 = comm_wait_begin(c, COMM_KIND_ALLTOALLV);
         device_blocking(c, COMM_KIND_ALLTOALLV, t0,
                         c->backend->alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t));
         return;
@@ -354,7 +354,7 @@ void comm_alltoallv(comm_t *c, const void *send, const size_t *sendcounts, const
     int p = c->size;
     int *iv = alltoallv_layout(c, sendcounts, sdispls, recvcounts, rdispls, t, "comm_alltoallv");
     MPI_Datatype type = comm_mpi_type(t);
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_ALLTOALLV);
     CHECK_MPI(MPI_Alltoallv(send, iv, iv + p, type, recv, iv + 2 * p, iv + 3 * p, type, c->mpi));
     waited(c, COMM_KIND_ALLTOALLV, t0);
     free(iv);
@@ -383,7 +383,7 @@ static int alltoall_count(comm_t *c, size_t count, comm_dtype_t t, const char *c
 void comm_alltoall(comm_t *c, const void *send, void *recv, size_t count, comm_dtype_t t)
 {
     if (c->backend) {
-        double t0 = MPI_Wtime();
+        double t0 = comm_wait_begin(c, COMM_KIND_ALLTOALL);
         device_blocking(c, COMM_KIND_ALLTOALL, t0, c->backend->alltoall(c, send, recv, count, t));
         return;
     }
@@ -394,7 +394,7 @@ void comm_alltoall(comm_t *c, const void *send, void *recv, size_t count, comm_d
     }
     int n = alltoall_count(c, count, t, "comm_alltoall");
     MPI_Datatype type = comm_mpi_type(t);
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_ALLTOALL);
     CHECK_MPI(MPI_Alltoall(send, n, type, recv, n, type, c->mpi));
     waited(c, COMM_KIND_ALLTOALL, t0);
 }
@@ -416,7 +416,7 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root)
 {
     FB_ASSERT(root >= 0 && root < c->size);
     if (c->backend) {
-        double t0 = MPI_Wtime();
+        double t0 = comm_wait_begin(c, COMM_KIND_BCAST);
         device_blocking(c, COMM_KIND_BCAST, t0, c->backend->bcast(c, buf, bytes, root));
         return;
     }
@@ -426,7 +426,7 @@ void comm_bcast(comm_t *c, void *buf, size_t bytes, int root)
         return;
     }
     comm_stats_count(c, COMM_KIND_BCAST, (uint64_t)bytes);
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_BCAST);
     char *p = buf;
     for (size_t done = 0; done < bytes;) {
         int n = comm_piece(bytes, done);
@@ -466,7 +466,7 @@ void comm_barrier(comm_t *c)
         comm_wait(&r);
         return;
     }
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_BARRIER);
     CHECK_MPI(MPI_Barrier(c->mpi));
     waited(c, COMM_KIND_BARRIER, t0);
 }

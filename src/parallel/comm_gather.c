@@ -19,7 +19,7 @@ void comm_gather_bytes(comm_t *c, const void *buf, size_t n, int root, comm_byte
     if (c->backend)
         fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_gather_bytes", "takes host comms only");
     comm_stats_count(c, COMM_KIND_GATHER, (uint64_t)n);
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_GATHER);
     if (c->rank != root) {
         uint64_t n64 = n;
         CHECK_MPI(MPI_Send(&n64, 1, MPI_UINT64_T, root, TAG_SIZE, c->mpi));
@@ -60,7 +60,7 @@ void comm_gather(comm_t *c, const void *send, size_t bytes, void *recv, int root
         fb_fail_call(FB_EXIT_INTERNAL, __FILE__, __LINE__, "comm_gather", "record larger than one MPI count");
     FB_ASSERT(c->rank != root || recv);
     comm_stats_count(c, COMM_KIND_GATHER, (uint64_t)bytes);
-    double t0 = MPI_Wtime();
+    double t0 = comm_wait_begin(c, COMM_KIND_GATHER);
     CHECK_MPI(MPI_Gather(send, (int)bytes, MPI_BYTE, c->rank == root ? recv : NULL, (int)bytes, MPI_BYTE, root,
                          c->mpi));
     comm_stats_add_wait(c, COMM_KIND_GATHER, MPI_Wtime() - t0);

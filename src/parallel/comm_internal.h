@@ -19,6 +19,8 @@ struct comm_device_request;
 struct comm {
     MPI_Comm mpi;
     int rank, size;
+    char label[24];     /* the group's name in hang reports (comm_set_label) */
+    uint64_t seq;       /* calls started on this group: the same numbering on every rank */
     comm_stats_t stats[COMM_KIND_COUNT];
     const struct comm_backend *backend;
     struct comm_device *device;
@@ -30,6 +32,7 @@ struct comm {
 struct comm_request {
     comm_t *comm;
     comm_kind_t kind;
+    uint64_t seq;       /* the group's call number (struct comm's seq) when it started */
     int n;
     MPI_Request *reqs;
     int *ints;
@@ -94,5 +97,9 @@ comm_request_t *comm_request_new(comm_t *c, comm_kind_t kind, int n, int *ints);
 /* Counts the call and its payload in c's statistics. */
 void comm_stats_count(comm_t *c, comm_kind_t kind, uint64_t bytes);
 void comm_stats_add_wait(comm_t *c, comm_kind_t kind, double seconds);
+
+/* A blocking call of kind `kind` on c begins: the heartbeat says so (its
+ * end is comm_stats_add_wait's); returns MPI_Wtime(). */
+double comm_wait_begin(comm_t *c, comm_kind_t kind);
 
 #endif

@@ -32,7 +32,7 @@ void comm_recv(comm_t *c, void *buf, size_t count, comm_dtype_t t, int src, int 
     FB_ASSERT(!c->backend && src >= 0 && src < c->size && src != c->rank);
     const size_t esz = comm_dtype_size(t);
     comm_stats_count(c, COMM_KIND_RECV, (uint64_t)(count * esz));
-    const double t0 = MPI_Wtime();
+    const double t0 = comm_wait_begin(c, COMM_KIND_RECV);
     char *p = buf;
     if (comm_wait_yields(c)) {
         /* the wait policy's test-and-yield loop (docs/parallel.md, "Waiting") */

@@ -110,6 +110,12 @@ void groups_create_pp(groups_t *g, int pp_size, int tp_size, int ep_size, int nu
     g->pp = comm_split(g->world, q, rank);
     if (pp_size > 1)
         g->emb = comm_split(g->pp, stage == 0 || stage == pp_size - 1 ? 0 : 1, stage);
+    comm_set_label(g->tp, "tp");
+    comm_set_label(g->dp, "dp");
+    comm_set_label(g->ep, "ep");
+    comm_set_label(g->edp, "edp");
+    comm_set_label(g->pp, "pp");
+    comm_set_label(g->emb, "emb");
 
     g->world_rank = rank;
     g->world_size = size;
@@ -139,6 +145,10 @@ void groups_attach_device(groups_t *g)
     /* a size-1 tp group carries nothing: no device comm for it */
     if (g->tp_size > 1)
         g->tp_dev = comm_device_create(g->tp);
+    comm_set_label(g->dp_dev, "dp-dev");
+    comm_set_label(g->ep_dev, "ep-dev");
+    comm_set_label(g->edp_dev, "edp-dev");
+    comm_set_label(g->tp_dev, "tp-dev");
 }
 
 void groups_free(groups_t *g)
