@@ -38,7 +38,7 @@ static void print_usage(FILE *f)
             "\n"
             "exit codes: 0 ok, 1 internal error, 2 usage or config, 3 input data,\n"
             "            4 I/O, 5 diverged (NaN/Inf), 6 validation failed,\n"
-            "            75 preempted after a checkpoint\n");
+            "            75 preempted after a checkpoint, 76 a step hung (RUN_DIR/hang.txt)\n");
 }
 
 int main(int argc, char **argv)

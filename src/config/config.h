@@ -210,6 +210,11 @@ typedef struct monitor_config {
     int debug_delay_rank;       /* the rank debug_delay_s slows; -1 = every rank */
     double debug_delay_s;       /* seconds of sleep added to each step's compute (tests of the verdicts) */
     double debug_delay_data_s;  /* seconds of sleep added to each step's data phase, every rank */
+    int hang_check;             /* the hang watchdog (docs/reliability.md, "Hangs") */
+    double hang_factor;         /* a step is hung past hang_factor x the median step time ... */
+    double hang_min_s;          /* ... and past at least this */
+    double hang_first_s;        /* the bound before a step time is known (the first steps warm up) */
+    long debug_hang_step;       /* tests: at this step debug_delay_rank sleeps until the watchdog ends it; 0 = never */
 } monitor_config_t;
 /* "tensorboard" and "csv_monitor" (DeepSpeed's blocks; docs/monitoring.md). */
 typedef struct tboard_config {

@@ -13,6 +13,7 @@
 #include "monitor/counters.h"
 #include "util/timer.h"
 #include "parallel/comm.h"
+#include "parallel/heartbeat.h"
 #include "parallel/world.h"
 #include "tokenizer/bytetok.h"
 #include "train/job_log.h"
@@ -90,6 +91,7 @@ trainer_t *trainer_open(const config_t *cfg)
     job_log_progress(tr->prog.step, tr->ckpt.last_saved);
     train_log_open(&tr->log, cfg, tr->rank == 0, tr->data.lens, tr->data.n);
     step_monitor_open(&tr->mon, cfg, &tr->be, tr->threads, &tr->groups);
+    tr->watchdog = watchdog_start(&cfg->monitor, cfg->run.run_dir, tr->rank, tr->world);
 
     tr->code = FB_EXIT_OK;
     tr->t_start = timer_now();
@@ -142,6 +144,7 @@ int trainer_step(trainer_t *tr, step_record_t *rec)
     memset(rec, 0, sizeof *rec);
     rec->step = step + 1;
     const double t0 = timer_now(), c0 = timer_process_cpu();
+    heartbeat_step_begin(rec->step);
     step_monitor_begin(&tr->mon);
     zero_begin_step(tr->zero);
     trainer_forward_backward(tr, step, rec);
@@ -172,6 +175,8 @@ int trainer_step(trainer_t *tr, step_record_t *rec)
     const step_monitor_step_t ms = {rec->step, rec->step_time, rec->step_cpu_time, rec->model_flops, rec->imbalance,
                                     (long)tr->plan.bins, tr->plan.nbins_max, tr->plan.max_len};
     step_monitor_end(&tr->mon, &ms, &tr->mrep);
+    heartbeat_step_end();
+    watchdog_step_done(tr->watchdog, timer_now() - t0);
     rec->mon = &tr->mrep;
     rec->valid_lm_loss = NAN;
     if (cfg->run.eval_interval > 0 && (rec->step % cfg->run.eval_interval == 0 || rec->step == cfg->run.steps)) {
@@ -214,6 +219,7 @@ int trainer_close(trainer_t *tr)
     trainer_report_tp_comm(tr);
     train_log_close(&tr->log, code);
     step_monitor_close(&tr->mon);
+    watchdog_stop(&tr->watchdog);
     job_log_end(code, tr->sig, tr->message[0] ? tr->message : NULL);
     if (tr->pipe)
         trainer_report_pipeline(tr);

@@ -15,6 +15,7 @@
 #include "loader/step_plan.h"
 #include "model/model.h"
 #include "monitor/phase.h"
+#include "monitor/watchdog.h"
 #include "parallel/groups.h"
 #include "train/backend.h"
 #include "train/ckpt_policy.h"
@@ -59,6 +60,7 @@ struct trainer {
     long skipped;           /* steps skipped by the scaler in this process */
     int64_t skip_hash;      /* of the skipped steps' numbers, in order (trainer_report_skipped) */
     step_monitor_t mon;     /* phase times, MFU, the gather and the verdicts */
+    watchdog_t *watchdog;   /* ends a hung step (monitor.hang_check); NULL when off */
     pipeline_t *pipe;       /* pipeline parallelism; NULL without */
     /* the step in progress: the figures its micro-batch passes add up */
     long step;              /* 0-based */

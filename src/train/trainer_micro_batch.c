@@ -119,6 +119,10 @@ static void debug_delays(const trainer_t *tr)
         phase_sleep(mo->debug_delay_data_s);
         PHASE_END(PHASE_DATA);
     }
+    /* monitor.debug_hang_step: this rank never arrives (the watchdog's tests) */
+    if (mo->debug_hang_step == tr->prog.step + 1 && mo->debug_delay_rank == tr->rank)
+        for (;;)
+            phase_sleep(3600.0);
     if (mo->debug_delay_s > 0 && (mo->debug_delay_rank < 0 || mo->debug_delay_rank == tr->rank)) {
         PHASE_BEGIN(PHASE_FORWARD);
         phase_sleep(mo->debug_delay_s);

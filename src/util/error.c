@@ -1,7 +1,9 @@
 #include "util/error.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@ static const char *code_meaning(int code)
     case FB_EXIT_IO: return "I/O";
     case FB_EXIT_DIVERGED: return "diverged";
     case FB_EXIT_PREEMPTED: return "preempted";
+    case FB_EXIT_HUNG: return "hang";
     default: return "internal";
     }
 }
@@ -76,6 +79,23 @@ void fb_abort(int code)
     if (abort_hook)
         abort_hook(code);
     exit(code);
+}
+
+void fb_exit_now(int code, const char *msg)
+{
+    note_fatal_fmt(code, 0, "%s", msg);
+    fflush(stdout);
+    fflush(stderr);
+    void (*cleanup)(void) = abort_cleanup;
+    abort_cleanup = NULL;
+    if (cleanup)
+        cleanup();
+    if (abort_hook)
+        abort_hook(code);
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    _Exit(code);
 }
 
 /* "fabula: <kind>: <message>" on stderr. A fatal error never reaches the

@@ -29,7 +29,8 @@ enum fb_exit_code {
     FB_EXIT_IO = 4,        /* file system: cannot read, write, rename */
     FB_EXIT_DIVERGED = 5,  /* NaN/Inf in loss or gradients */
     FB_EXIT_VALIDATION = 6, /* `fabula validate`: a loss outside its curve's tolerance */
-    FB_EXIT_PREEMPTED = 75 /* checkpoint written after SIGUSR1/SIGTERM */
+    FB_EXIT_PREEMPTED = 75, /* checkpoint written after SIGUSR1/SIGTERM */
+    FB_EXIT_HUNG = 76       /* the hang watchdog ended a step that ran past its bound (docs/reliability.md) */
 };
 
 /* Prints "fabula: error: <msg>" on stderr and terminates the process (and,
@@ -75,6 +76,14 @@ void fb_set_fatal_note(void (*note)(int code, const char *msg, int all));
 /* Runs the cleanup and ends the job with `code` like fb_fatal, for a caller
  * that printed its own message. */
 FB_NORETURN void fb_abort(int code);
+
+/* Ends the job with `code` from a thread other than the one running MPI
+ * (the hang watchdog, whose main thread is stuck inside an MPI call): the
+ * fatal note records `msg` as this rank's own failure, the cleanup runs,
+ * then the abort hook (MPI_Abort: the one MPI call made off the main
+ * thread, as the launcher then ends every rank with this code whatever
+ * state the main thread is in), else every signal blocked and _Exit. */
+FB_NORETURN void fb_exit_now(int code, const char *msg);
 
 /* Runs fn(arg) with fb_fatal and fb_fail_call caught instead of ending the
  * job: returns 0 when fn returns, else the exit code, with the message
