@@ -19,6 +19,8 @@
 #    preempted by SIGTERM, and the job ends CANCELLED, not requeued
 #    (Restarts=0; the script used to requeue it like a preemption);
 #  - a bad config: FAILED with ExitCode 2, not requeued (Restarts=0);
+#  - a hang (a rank that never arrives): the watchdog's exit 76, requeued
+#    once, FAILED with ExitCode 76 after FABULA_MAX_RESTARTS;
 #  - slurm/prep.sbatch on 2 tasks writes the corpus;
 #  - slurm/scaling.sh --ranks "1 2" --wait: two points per sweep, the table
 #    of `fabula report --scaling` (only where the binary has `report`).
@@ -199,6 +201,28 @@ show "$BAD"
 check "bad config: FAILED with ExitCode 2:0, not requeued (Restarts=0)" \
     '[ "$(field $BAD JobState)" = FAILED ] && [ "$(field $BAD ExitCode)" = 2:0 ] && [ "$(field $BAD Restarts)" = 0 ] &&
      grep -q "train.sbatch: fabula exited 2: not requeued" bad.out'
+
+# a hang: rank 1 never arrives at step 3; the watchdog ends the attempt with
+# 76, the script requeues it (one node: its host is the whole allocation,
+# not excluded), the second attempt hangs alike, and FABULA_MAX_RESTARTS=1
+# ends the job
+# shellcheck disable=SC2086
+FABULA_MAX_RESTARTS=1 submit hang $ARGS --set monitor.debug_hang_step=3 --set monitor.debug_delay_rank=1 \
+    --set monitor.hang_min_s=3 --set monitor.hang_factor=2
+HANG=$ID
+wait_for 90 "grep -q 'requeueing job $HANG after the hang' hang.out 2>/dev/null"
+wait_for 60 "[ \"\$(field $HANG JobState)\" = PENDING ] && [ \"\$(field $HANG Restarts)\" = 1 ]"
+wait_for 30 "grep -q '\[$HANG.batch\] done with job' '$D/slurmd.log'"
+sleep 2
+scontrol update JobId="$HANG" StartTime=now
+wait_for 120 "ended $HANG"
+show "$HANG"
+check "hang: exit 76 with hang.txt naming rank 1, requeued once without excluding the only node, then FAILED 76:0" \
+    '[ "$(field $HANG JobState)" = FAILED ] && [ "$(field $HANG ExitCode)" = 76:0 ] && [ "$(field $HANG Restarts)" = 1 ] &&
+     [ "$(grep -c "train.sbatch: a step hung (exit 76" hang.out)" = 2 ] &&
+     grep -q "requeued without excluding them" hang.out &&
+     grep -q "train.sbatch: not requeued (FABULA_HANG_REQUEUE=1, restart 1 of 1)" hang.out &&
+     grep -q "not arrived: rank 1 " runs/hang/hang.txt'
 
 ID=$(sbatch --parsable -J prep -n 2 --ntasks-per-node=2 --output="$SCRATCH/prep.out" "$FB_SRCDIR/slurm/prep.sbatch" \
     --output "$SCRATCH/corpus.h5" "$FB_SRCDIR/inputs/sample.jsonl")
