@@ -80,14 +80,15 @@ typedef struct walk {
 
 #define NRECOMPUTE 3
 
-/* A rank's bytes that no ZeRO stage or offload takes off its device, as
- * the first state walked has them: the device part of its 16-bit weights
- * (ZeRO-3 with both offloads keeps none there; every other state keeps at
- * least as much, docs/zero.md "Mixed precision"), the activations and the
- * expert-parallel buffers. Over the device memory allowed, so is every ZeRO
- * stage and offload of the layout (the brute force of
- * tests/e2e/plan_layout.sh and plan_semantics.sh checks it drops nothing
- * that fits). */
+/* A rank's bytes that no ZeRO state or offload walked after this one takes
+ * off its device: the device part of its 16-bit weights, the activations
+ * and the expert-parallel buffers. The walk goes from ZeRO-3 with both
+ * offloads (no 16-bit weights on the device, a floor under every state) down
+ * to ZeRO-0, and every state of stages 0-2 keeps the 16-bit weights whole
+ * on the device (docs/zero.md "Mixed precision"), so over the device memory
+ * allowed at the first state walked, or at the first of stages 0-2, so is
+ * every state after it (the brute force of tests/e2e/plan_layout.sh and
+ * plan_semantics.sh checks the prunes drop nothing that fits). */
 static int floor_over(const plan_memory_t *m, const plan_machine_t *mach, double headroom)
 {
     const double floor = (double)m->weight_copy + (double)m->activations_peak + (double)m->moe_buffers_capacity;
@@ -202,7 +203,7 @@ static void walk_states(walk_t *w, plan_layout_t lay)
         z_lo = z_hi = w->base.zero;
     const int host_apart = w->mach->host_link_bandwidth > 0.0;
     for (int sp = 0; sp <= (lay.tp > 1); sp++) {
-        int floor = 0, walked = 0;
+        int floor = 0, walked = 0, walked_low = 0;
         for (int z = z_hi; z >= z_lo; z--) {
             unsigned over_offloads = 0; /* bit k: the offload set k was over the device */
             for (int off = 3; off >= 0; off--) {
@@ -225,8 +226,12 @@ static void walk_states(walk_t *w, plan_layout_t lay)
                     continue;
                 }
                 const int first = walk_micro(w, l);
-                if (!walked++)
-                    floor = first == 2;
+                /* floor_over's bytes at the first state walked bound every
+                 * state from below; at the first of stages 0-2 (the 16-bit
+                 * weights whole, as at every stage below it) they bound
+                 * the stages left, all of which are below 3 */
+                if (!walked++ || (z <= 2 && !walked_low++))
+                    floor |= first == 2;
                 if (first >= 1)
                     over_offloads |= 1u << off;
             }
