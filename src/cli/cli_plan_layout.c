@@ -180,14 +180,15 @@ static void describe_ref(const plan_candidate_t *ref, int fit, const plan_candid
     char spec[256], why[1024];
     plan_search_layout_spec(&ref->lay, spec, sizeof spec);
     if (fit == 1) {
-        double dev = (double)ref->mem.device_total + (m->host_link_bandwidth > 0 ? 0.0 : (double)ref->mem.host_total);
+        double dev = m->host_link_bandwidth > 0 ? (double)ref->mem.stage_device_max
+                                                : (double)ref->mem.device_total + (double)ref->mem.host_total;
         snprintf(buf, n, "cmp (%s) does not fit: %.2f GiB per device, more than the %.2f GiB allowed.", spec,
                  dev / (1024.0 * 1024 * 1024), m->device_memory * (1 - headroom) / (1024.0 * 1024 * 1024));
         return;
     }
     if (fit == 2) {
         snprintf(buf, n, "cmp (%s) does not fit: %.2f GiB of host memory per device, more than %.2f GiB.", spec,
-                 (double)ref->mem.host_total / (1024.0 * 1024 * 1024),
+                 (double)ref->mem.stage_host_max / (1024.0 * 1024 * 1024),
                  m->host_memory / m->devices_per_node / (1024.0 * 1024 * 1024));
         return;
     }

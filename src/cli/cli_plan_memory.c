@@ -65,9 +65,10 @@ static void stage_lines(const config_t *cfg, const plan_layout_t *lay, int json)
         const size_t acts = m.activations_peak + m.moe_buffers;
         if (json)
             printf("%s{\"stage\":%d,\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
-                   "\"activations\":%zu,\"inflight_microbatches\":%zu,\"predicted\":%s}",
+                   "\"activations\":%zu,\"inflight_microbatches\":%zu,\"predicted\":%s,\"device_total\":%zu,"
+                   "\"host_total\":%zu}",
                    s ? "," : "", s, params, m.grads + m.host_grads, optimizer, m.workspace_zero, acts, m.inflight_microbatches,
-                   m.predicted ? "true" : "false");
+                   m.predicted ? "true" : "false", m.device_total, m.host_total);
         else
             printf("memory bytes stage %d: params=%zu grads=%zu optimizer=%zu workspace=%zu activations=%zu\n", s,
                    params, m.grads + m.host_grads, optimizer, m.workspace_zero, acts);
@@ -132,7 +133,7 @@ int cli_plan_memory(int argc, char **argv)
                "\"host_weight_copy\":%zu,\"activations\":%zu,"
                "\"inflight_microbatches\":%zu,\"activations_peak\":%zu,\"moe_buffers\":%zu,"
                "\"moe_buffers_capacity\":%zu,"
-               "\"device_total\":%zu,\"host_total\":%zu,"
+               "\"device_total\":%zu,\"host_total\":%zu,\"stage_device_max\":%zu,\"stage_host_max\":%zu,"
                "\"train_line\":{\"params\":%zu,\"grads\":%zu,\"optimizer\":%zu,\"workspace\":%zu,"
                "\"activations\":%zu,\"weights16\":%zu}",
                lay.world, lay.dp, lay.tp, lay.pp, lay.ep, lay.zero, lay.offload_optimizer ? "true" : "false",
@@ -142,8 +143,8 @@ int cli_plan_memory(int argc, char **argv)
                m.predicted ? "true" : "false", m.params, m.grads, m.optimizer,
                m.host_params, m.host_optimizer, m.host_staging, m.workspace_zero, m.comm_buckets, m.weight_copy,
                m.host_grads, m.host_weight_copy, m.activations, m.inflight_microbatches, m.activations_peak, m.moe_buffers, m.moe_buffers_capacity,
-               m.device_total,
-               m.host_total, params, grads, optimizer, m.workspace_zero, acts, weights16);
+               m.device_total, m.host_total, m.stage_device_max, m.stage_host_max, params, grads, optimizer,
+               m.workspace_zero, acts, weights16);
         if (lay.pp > 1)
             stage_lines(&cfg, &lay, 1);
         printf("}\n");

@@ -46,6 +46,9 @@ typedef struct plan_memory {
     size_t activations_peak;            /* activations x in-flight, plus what recomputation keeps */
     size_t moe_buffers;                 /* expert-parallel dispatch/compute buffers at the configured capacity */
     size_t device_total, host_total;
+    /* under pp, the largest device_total and host_total of any stage (the two
+     * may be different stages' figures); equal to them with one stage */
+    size_t stage_device_max, stage_host_max;
     /* added by plan_memory.c */
     size_t weight_copy;                 /* 16-bit weights (cuda, cpu16): whole at ZeRO 0-2, the shard at 3 */
     size_t host_weight_copy;            /* their host-resident part (ZeRO-3 offload_param) */

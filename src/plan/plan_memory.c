@@ -284,6 +284,8 @@ static void plan_stage(const config_t *cfg, const plan_layout_t *lay, const para
     }
     o->device_total = device_total(o);
     o->host_total = o->host_params + o->host_optimizer + o->host_staging + o->host_grads + o->host_weight_copy;
+    o->stage_device_max = o->device_total;
+    o->stage_host_max = o->host_total;
 }
 
 void plan_memory_stage(const config_t *cfg, const plan_layout_t *lay, int stage, plan_memory_t *out)
@@ -303,10 +305,15 @@ void plan_memory_stage(const config_t *cfg, const plan_layout_t *lay, int stage,
 void plan_memory(const config_t *cfg, const plan_layout_t *lay, plan_memory_t *out)
 {
     plan_memory_stage(cfg, lay, 0, out);
+    size_t dev = out->device_total, host = out->host_total;
     for (int s = 1; s < lay->pp; s++) {
         plan_memory_t m;
         plan_memory_stage(cfg, lay, s, &m);
+        dev = m.device_total > dev ? m.device_total : dev;
+        host = m.host_total > host ? m.host_total : host;
         if (m.device_total + m.host_total > out->device_total + out->host_total)
             *out = m;
     }
+    out->stage_device_max = dev;
+    out->stage_host_max = host;
 }

@@ -29,11 +29,14 @@ void plan_search_workload(const config_t *cfg, int tokens, plan_workload_t *w)
 
 int plan_search_fits(const plan_memory_t *mem, const plan_machine_t *mach, double headroom, double *free_frac)
 {
-    double dev = (double)mem->device_total, host = (double)mem->host_total;
+    /* every stage must fit: the fullest device and the fullest host, which
+     * under pp may be two stages */
+    double dev = (double)mem->stage_device_max, host = (double)mem->stage_host_max;
     double cap = mach->device_memory;
-    /* one memory (the CPU machine): what is "offloaded" is still in it */
+    /* one memory (the CPU machine): what is "offloaded" is still in it; the
+     * stage with the most of both (plan_memory's) */
     if (mach->host_link_bandwidth <= 0.0)
-        dev += host;
+        dev = (double)mem->device_total + (double)mem->host_total;
     *free_frac = cap > 0 ? 1.0 - dev / cap : -INFINITY;
     if (dev > cap * (1.0 - headroom))
         return 1;

@@ -72,10 +72,14 @@ def search(out, machine, config, world, gbt, headroom):
         states = [(zero, "optimizer" if offload else "none")]
 
     def fits(mm):
-        dev = mm["device_total"] + (0 if link > 0 else mm["host_total"])
-        if dev > dev_mem * (1 - headroom):
-            return False
-        return link <= 0 or mm["host_total"] <= host_mem / dpn
+        # every pipeline stage must fit, each on its own (stage_lines); one
+        # memory: device and host bytes of a stage together
+        stages = mm.get("stage_lines") or [mm]
+        for s in stages:
+            dev = s["device_total"] + (0 if link > 0 else s["host_total"])
+            if dev > dev_mem * (1 - headroom) or (link > 0 and s["host_total"] > host_mem / dpn):
+                return False
+        return True
 
     want = {}
     for tp in [t for t in range(1, dpn + 1) if dpn % t == 0 and world % t == 0]:

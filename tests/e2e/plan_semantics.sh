@@ -218,4 +218,31 @@ crc=$?
 sed 's/^/  /' "$SCRATCH/g3.txt"
 check "(g) every ZeRO stage and offload: the search keeps what the brute force keeps (exit $rc, check $crc)" \
     '[ $rc -eq 0 ] && [ $crc -eq 0 ]'
+# ---- every pipeline stage fits on its own ----------------------------------
+# pp 2, ZeRO-1 with the optimizer offloaded, a 512-token vocabulary: stage 0
+# has the most device bytes and the most of both, stage 1 16 KiB more host
+# bytes (its head and norm). A host memory between the two stages' figures
+# must refuse the layout: the fit was checked on the fullest stage's figures
+# alone, so this one was said to fit.
+"$FABULA" plan memory --json --layout dp=1,tp=1,pp=2,zero=1,offload=optimizer,tokens=256,accum=4,recompute=none \
+    --set run.backend=cpu16 --set model.vocab_size=512 "$SCRATCH/model.json" >"$SCRATCH/h1.json" 2>"$SCRATCH/h1.err"
+hosts=$("$PY" -c 'import json, sys; s = json.load(open(sys.argv[1]))["stage_lines"]; print(s[0]["host_total"], s[1]["host_total"], int(s[0]["device_total"] > s[1]["device_total"]))' "$SCRATCH/h1.json")
+h0=${hosts%% *}; rest=${hosts#* }; h1=${rest%% *}; d0=${rest#* }
+cat >"$SCRATCH/mh.json" <<JSON
+{"format": "fabula-machine-1", "name": "test-host-between-stages",
+ "devices_per_node": {"value": 8, "source": "test"},
+ "flops": {"value": 1e14, "source": "test"},
+ "device_memory": {"value": 1e10, "source": "test"},
+ "host_memory": {"value": $((8 * (h0 + h1) / 2)), "source": "test"},
+ "host_link_bandwidth": {"value": 2e10, "source": "test"},
+ "intra": {"latency_s": {"value": 1e-5, "source": "test"}, "bandwidth": {"value": 1e11, "source": "test"}},
+ "inter": {"latency_s": {"value": 2e-5, "source": "test"}, "bandwidth": {"value": 1e10, "source": "test"}}}
+JSON
+"$FABULA" plan layout --gpus 2 --machine "$SCRATCH/mh.json" --global-batch-tokens 1024 --set run.backend=cpu16 \
+    --set model.vocab_size=512 --compare dp=1,tp=1,pp=2,zero=1,offload=optimizer,tokens=256,accum=4,recompute=none \
+    "$SCRATCH/model.json" >"$SCRATCH/h2.txt" 2>&1
+rc=$?
+grep "^cmp" "$SCRATCH/h2.txt"
+check "(h) stage 1's host bytes ($h1) over the host memory a device gets, stage 0's ($h0, with more device bytes) under: refused" \
+    '[ $rc -eq 0 ] && [ "$h0" -lt "$h1" ] && [ "$d0" = 1 ] && grep -q "^cmp (.*) does not fit: .* of host memory per device" "$SCRATCH/h2.txt"'
 finish
