@@ -91,7 +91,11 @@ assert abs((meas[0][1] - meas[1][1]) - per_decade * math.log10(t2 / t1)) < 0.5, 
 bars = [l for l in charts[0].iter(ns + "line") if l.get("class") == "spread"]
 assert len(bars) == 2 and all(float(b.get("y1")) != float(b.get("y2")) for b in bars)
 eff, one = paths(charts[1])
-assert one[0][1] == one[1][1] == eff[0][1] and eff[1][1] > eff[0][1], (eff, one)
+# the 2-rank point below the ideal line when slower per rank, above it when
+# faster: on a loaded 2-core machine either happens (CI saw 1.29)
+e2 = t2 / 2 / t1
+assert one[0][1] == one[1][1] == eff[0][1], (eff, one)
+assert abs(e2 - 1) < 1e-3 or (eff[1][1] > eff[0][1]) == (e2 < 1), (eff, one, e2)
 PYEOF'
 
 # three repeats 1x, 1.1x and 1.3x as slow: the point's tokens/s is the
