@@ -62,6 +62,9 @@ ALLOWED["plan"] = {"zero", "loader", "model", "corpus", "tokenizer", "config", "
 # measuring this machine for the planner: model passes on train's backend,
 # the ops table's rates, the links between ranks
 ALLOWED["probe"] = {"train", "hf", "loader", "model", "monitor", "parallel", "config", "util", "kernels"}
+# `fabula validate`: reference jobs run through the trainer (and prep's
+# corpus and tokenizer jobs), compared with committed curves
+ALLOWED["validate"] = {"train", "corpus", "tokenizer", "model", "config", "parallel", "io", "util", "kernels"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}
 ALLOWED["main"] = {"cli", "util"}
 

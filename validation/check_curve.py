@@ -89,7 +89,7 @@ def main():
         for group in opt.param_groups:
             group["lr"] = lr
         opt.step()
-        ref, got = float(total), curve["loss"][s - 1]
+        ref, got = float(total), curve["records"][s - 1]["loss"]
         rel = abs(got - ref) / abs(ref)
         worst = max(worst, rel)
         print(f"  step {s:3d}: reference {ref:.12f}  curve {got:.12f}  rel diff {rel:.2e}  lr {lr:.3e}")

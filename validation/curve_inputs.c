@@ -6,8 +6,8 @@
  * depend on the layout) and the lr of each update. The losses, gradients
  * and AdamW updates are then the reference's own.
  *
- * usage: curve_inputs OUT.h5 STEPS   (from the source tree: the job reads
- * inputs/sample.jsonl; one rank)
+ * usage: curve_inputs JOB OUT.h5 STEPS   (from the source tree: the job
+ * reads inputs/sample.jsonl; one rank; a job without a corpus of its own)
  *
  * OUT.h5: /weights/<HF name> float32; root attributes config_json (the
  * job's effective config) and steps; /steps/<s>/lr (float64 scalar) and
@@ -26,26 +26,29 @@
 #include "parallel/groups.h"
 #include "parallel/world.h"
 #include "model/config_resolve.h"
-#include "train/validate.h"
 #include "util/error.h"
+#include "validate/validate_jobs.h"
 #include "zero/schedule.h"
 #include "zero/zero.h"
 
 int main(int argc, char **argv)
 {
     parallel_init(&argc, &argv);
-    if (argc != 3 || parallel_size() != 1)
-        fb_fatal(FB_EXIT_USAGE, "usage: curve_inputs OUT.h5 STEPS (one rank, from the source tree)");
-    const long steps = atol(argv[2]);
-    if (steps < 1 || steps > VALIDATE_JOB_STEPS)
-        fb_fatal(FB_EXIT_USAGE, "STEPS must be 1..%d", VALIDATE_JOB_STEPS);
+    if (argc != 4 || parallel_size() != 1)
+        fb_fatal(FB_EXIT_USAGE, "usage: curve_inputs JOB OUT.h5 STEPS (one rank, from the source tree)");
+    const validate_job_def_t *job = validate_job_find(argv[1]);
+    if (!job || job->corpus)
+        fb_fatal(FB_EXIT_USAGE, "JOB must be a reference job without a corpus of its own, not '%s'", argv[1]);
+    const long steps = atol(argv[3]);
+    if (steps < 1 || steps > job->steps)
+        fb_fatal(FB_EXIT_USAGE, "STEPS must be 1..%ld", job->steps);
 
-    /* the whole job, as `fabula validate` loads it (only its first steps are
-     * planned here) */
-    validate_job_t job;
-    validate_job_make(&job, VALIDATE_JOB_STEPS, "cpu", "runs/validate-unused");
+    /* the whole job, as `fabula validate` loads it on one rank (only its
+     * first steps are planned here) */
+    validate_sets_t sets;
+    validate_sets_make(&sets, job, 1, 0, job->steps, job->backend, "runs/validate-unused", NULL, NULL);
     config_t cfg;
-    config_load(&cfg, NULL, 0, job.sets, job.nsets, 1, 0);
+    config_load(&cfg, NULL, 0, sets.v, sets.n, 1, 0);
     model_config_resolve(&cfg, 0);
 
     data_source_t data;
@@ -55,7 +58,7 @@ int main(int argc, char **argv)
     zero_t *z = zero_create(&cfg, &groups, ops_cpu(), cfg.loader.max_tokens_per_batch, cfg.run.seed);
     model_t *m = zero_model(z);
 
-    hid_t f = h5_create(argv[1]);
+    hid_t f = h5_create(argv[2]);
     h5_write_attr_string(f, "config_json", cfg.effective_json);
     h5_write_attr_i64(f, "steps", steps);
     const param_table_t *t = model_params_table(m);
@@ -98,14 +101,14 @@ int main(int argc, char **argv)
         }
     }
     h5_close(f);
-    printf("curve_inputs: wrote %s: %d tensors, %ld steps\n", argv[1], t->n, steps);
+    printf("curve_inputs: wrote %s: %d tensors, %ld steps\n", argv[2], t->n, steps);
     batch_free(&b);
     step_plan_free(&plan);
     zero_free(z);
     groups_free(&groups);
     data_source_close(&data);
     config_free(&cfg);
-    validate_job_free(&job);
+    validate_sets_free(&sets);
     parallel_finalize();
     return 0;
 }
