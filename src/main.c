@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "util/error.h"
+#include "util/test_defect.h"
 
 static void print_usage(FILE *f)
 {
@@ -43,6 +44,9 @@ static void print_usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* before any command, so that a misspelled defect fails every command
+     * alike and a test's run says that it trains the wrong thing */
+    fb_test_defect_check();
     if (argc < 2) {
         print_usage(stderr);
         return FB_EXIT_USAGE;

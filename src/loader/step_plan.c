@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/test_defect.h"
 
 void step_plan_init(step_plan_t *p, const config_t *cfg, const int64_t *lens, int64_t nsamples, int dp_size,
                     int dp_rank)
@@ -169,7 +170,13 @@ void step_plan_state_set(step_plan_t *p, const step_plan_state_t *s)
     char why[256];
     if (step_plan_state_check(p, s, why, sizeof why) < 0)
         fb_fatal(FB_EXIT_DATA, "checkpoint: %s", why);
-    sampler_state_set(&p->sampler, s->sampler_epoch, s->sampler_position);
+    int64_t position = s->sampler_position;
+    /* test-only defect (docs/testing.md "Injected defects") */
+    if (p->nsamples > 0 && fb_test_defect("resume_data_position"))
+        /* one step's samples back, within the epoch: the resumed run
+         * trains on the last step's samples again */
+        position = (position + p->nsamples - p->cfg->train_batch_size % p->nsamples) % p->nsamples;
+    sampler_state_set(&p->sampler, s->sampler_epoch, position);
     if (p->use_curriculum)
         curriculum_state_set(&p->cur, s->curriculum_epoch, s->curriculum_pos);
     if (s->ndeferred > 0)

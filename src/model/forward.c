@@ -4,6 +4,7 @@
 
 #include "model/model_impl.h"
 #include "util/error.h"
+#include "util/test_defect.h"
 
 static void load_inputs(model_t *m, const model_input_t *in)
 {
@@ -43,7 +44,16 @@ static void attention_block(model_t *m, int l)
     o->rope_fwd(a->k, m->positions, T, KV, m->hd, theta);
     o->attention_fwd(a->att, a->lse, a->q, a->k, a->v, m->cu_seqlens, m->nseq, T, H, KV, m->hd);
     o->copy(a->x_mid, a->x_in, ACT_BYTES(m, (size_t)Ts * D));
-    model_tp_row_matmul_add(m, a->x_mid, a->att, w->wo, T, D, m->qdim);
+    /* test-only defect (docs/testing.md "Injected defects") */
+    if (m->tp_size > 1 && fb_test_defect("tp_reduce_group")) {
+        /* the output projection's partial sums "reduced" over a group of
+         * one, this rank alone, instead of the tp group (its own rows of
+         * them under sequence parallelism) */
+        o->matmul(m->dtmp, a->att, w->wo, T, D, m->qdim, 0, 1, 0.0f);
+        o->act_axpy(a->x_mid, ACT(m, m->dtmp, (size_t)model_sp_off(m) * D), (size_t)Ts * D, 1.0f);
+    } else {
+        model_tp_row_matmul_add(m, a->x_mid, a->att, w->wo, T, D, m->qdim);
+    }
 }
 
 /* h2: the FFN's normed input, all T rows */

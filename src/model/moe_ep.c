@@ -36,6 +36,7 @@
 #include "model/model_impl.h"
 #include "model/model_memory.h"
 #include "util/error.h"
+#include "util/test_defect.h"
 
 typedef struct ep_layer {
     int64_t *send, *recv;       /* [P*El]: rows to rank j for its local expert x at j*El+x; from rank i for mine */
@@ -563,6 +564,14 @@ void moe_ep_forward(model_t *m, int l, const int32_t *offsets)
     const int P = x->P, El = x->El;
     for (int j = 0; j < P * El; j++)
         ly->send[j] = offsets ? offsets[j + 1] - offsets[j] : 0;
+    /* test-only defect (docs/testing.md "Injected defects") */
+    if (fb_test_defect("ep_route_off_by_one")) {
+        /* the boundary between ep rank 0's rows and rank 1's one expert
+         * early: the rows of rank 0's last expert (global El - 1) go to
+         * rank 1's first (global El), forward and backward alike */
+        ly->send[El] += ly->send[El - 1];
+        ly->send[El - 1] = 0;
+    }
     comm_alltoall(m->ep_host, ly->send, ly->recv, (size_t)El, COMM_I64);
     layout_build(m, x, ly, m->a2a_chunks);
     if (model_expert_dropout_on(m))

@@ -16,6 +16,7 @@
 #include "model/stages.h"
 #include "util/timer.h"
 #include "util/error.h"
+#include "util/test_defect.h"
 
 struct pipeline {
     comm_t *pp;
@@ -122,6 +123,17 @@ model_t *pipeline_chunk_model(pipeline_t *p, int mb, int chunk)
     return m;
 }
 
+model_t *pipeline_backward_model(pipeline_t *p, int mb, int chunk)
+{
+    /* test-only defect (docs/testing.md "Injected defects") */
+    if (mb == 0 && p->nslots >= 2 && p->nchunks == 1 && fb_test_defect("pp_microbatch_order"))
+        /* with two slots in flight (1F1B, one chunk) micro-batch 1's
+         * forward ran before 0's backward and its activations are still
+         * stored: 0's backward takes them (and 1's uses them again) */
+        mb = 1;
+    return pipeline_chunk_model(p, mb, chunk);
+}
+
 void pipeline_run(pipeline_t *p, int nmicro, void (*fwd)(void *ctx, int mb, int chunk),
                   void (*bwd)(void *ctx, int mb, int chunk), void *ctx)
 {
@@ -181,7 +193,7 @@ void pipeline_send_output(pipeline_t *p, int mb, int chunk, int T)
 
 void pipeline_recv_grad(pipeline_t *p, int mb, int chunk, int T)
 {
-    model_t *m = pipeline_chunk_model(p, mb, chunk);
+    model_t *m = pipeline_backward_model(p, mb, chunk);
     FB_ASSERT(pipeline_has_next(p, chunk));
     const int src = p->stage < p->nstages - 1 ? p->stage + 1 : 0;
     recv_into(p, model_stage_grad(m), model_ops(m), src, mb, chunk, 1, model_stage_bytes(m, T));
@@ -189,7 +201,7 @@ void pipeline_recv_grad(pipeline_t *p, int mb, int chunk, int T)
 
 void pipeline_send_grad(pipeline_t *p, int mb, int chunk, int T)
 {
-    model_t *m = pipeline_chunk_model(p, mb, chunk);
+    model_t *m = pipeline_backward_model(p, mb, chunk);
     const int s = slot_of(p, mb);
     FB_ASSERT(pipeline_has_prev(p, chunk));
     send_from(p, p->grad_buf[s], &p->grad_req[s], model_stage_grad(m), model_ops(m),

@@ -25,6 +25,10 @@ int pipeline_stages(const pipeline_t *p);
 model_t *pipeline_model(pipeline_t *p, int mb);
 /* The same, set to run chunk `chunk` (model_set_chunk). */
 model_t *pipeline_chunk_model(pipeline_t *p, int mb, int chunk);
+/* The model the backward of micro-batch mb runs on: pipeline_chunk_model's,
+ * the one its forward ran on (but under the test-only defect
+ * pp_microbatch_order, docs/testing.md). */
+model_t *pipeline_backward_model(pipeline_t *p, int mb, int chunk);
 /* Interleaved stages (m a model_create_chunks model of v chunks): v, the
  * models kept (one per micro-batch in flight), and whether chunk c's pass
  * receives its input from another stage (every one but the first stage's

@@ -168,7 +168,7 @@ static void backward_pass(void *ctx, int mb, int chunk)
     zero_begin_micro(tr->zero, mb, tr->plan.nmicro);
     if (p && pipeline_has_next(p, chunk))
         pipeline_recv_grad(p, mb, chunk, T);
-    TIMED(tr, PHASE_BACKWARD, model_backward(pass_model(tr, mb, chunk)));
+    TIMED(tr, PHASE_BACKWARD, model_backward(p ? pipeline_backward_model(p, mb, chunk) : tr->model));
     if (p && pipeline_has_prev(p, chunk))
         pipeline_send_grad(p, mb, chunk, T);
 }

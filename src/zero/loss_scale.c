@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "util/test_defect.h"
+
 void loss_scale_init(loss_scale_t *s, const fp16_config_t *c)
 {
     s->enabled = c->enabled != 0;
@@ -47,7 +49,11 @@ static void dynamic_update(loss_scale_t *s, int overflow)
         st->cur_hysteresis = s->hysteresis;
     /* Clean steps before this one since the last overflow (or the start). */
     long stable = st->cur_iter - st->last_overflow_iter - 1;
-    if (stable > 0 && stable % s->scale_window == 0) {
+    long window = s->scale_window;
+    /* test-only defect (docs/testing.md "Injected defects") */
+    if (window > 1 && fb_test_defect("loss_scale_rule"))
+        window--; /* grows after window - 1 clean steps */
+    if (stable > 0 && stable % window == 0) {
         if (!s->consecutive_hysteresis)
             st->cur_hysteresis = s->hysteresis;
         /* An infinite scale would turn every gradient into inf/NaN and then

@@ -6,6 +6,7 @@
 #include "model/stages.h"
 #include "zero/zero_impl.h"
 #include "util/error.h"
+#include "util/test_defect.h"
 
 static void *balloc_bytes(zero_t *z, size_t bytes)
 {
@@ -105,6 +106,13 @@ static void launch_reduce(zero_t *z, int gi, float *src, size_t a, size_t b, int
         size_t own_start = a + g->displs[g->rank];
         f->dest = z->stage >= 2 ? g->grad_shard + (own_start - g->lo)
                                 : model_grads(z->model, gi) + own_start;
+        /* test-only defect (docs/testing.md "Injected defects") */
+        if (g->size > 1 && mine > 1 && fb_test_defect("zero_shard_offset")) {
+            /* the owner's reduced piece lands one element late: its first
+             * element is not written, its last is lost */
+            f->dest++;
+            f->n--;
+        }
         f->req = comm_ireduce_scatter(g->comm, src, f->bounce, g->counts, COMM_F32, COMM_SUM);
     }
     if (!z->overlap)
