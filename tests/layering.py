@@ -64,7 +64,9 @@ ALLOWED["plan"] = {"zero", "loader", "model", "corpus", "tokenizer", "config", "
 ALLOWED["probe"] = {"train", "hf", "loader", "model", "monitor", "parallel", "config", "util", "kernels"}
 # `fabula validate`: reference jobs run through the trainer (and prep's
 # corpus and tokenizer jobs), compared with committed curves
-ALLOWED["validate"] = {"train", "corpus", "tokenizer", "model", "config", "parallel", "io", "util", "kernels"}
+# (and the reference's inputs: the data, the initial weights, the step plan)
+ALLOWED["validate"] = {"train", "zero", "loader", "corpus", "tokenizer", "model", "config", "parallel", "io", "util",
+                       "kernels"}
 ALLOWED["cli"] = set(ALLOWED) - {"cli"}
 ALLOWED["main"] = {"cli", "util"}
 

@@ -56,7 +56,8 @@ def main():
     cfg = json.loads(f.attrs["config_json"])
     mc = model_config(cfg)
     opt_p = cfg["optimizer"]["params"]
-    assert cfg["optimizer"]["type"] == "AdamW" and cfg["zero_optimization"]["stage"] == 0
+    # any ZeRO stage: the partitions hold the same update, element for element
+    assert cfg["optimizer"]["type"] == "AdamW"
     assert not cfg.get("fp16", {}).get("enabled") and not cfg.get("bf16", {}).get("enabled")
     steps = int(f.attrs["steps"])
     params = {n: torch.as_tensor(f["weights"][n][()]).to(rm.DTYPE).requires_grad_(True) for n in f["weights"]}

@@ -5,8 +5,8 @@
 # world size), then on 1 rank with every other OpenBLAS kernel set this CPU
 # runs (OPENBLAS_CORETYPE), and derives each job's bands from the spread of
 # all of them (validation/derive_bands.py); the float64 PyTorch reference
-# recomputes the first steps of the fp32 jobs it models (check_curve.py),
-# and each job's bands.json says so.
+# recomputes the first steps of the fp32 jobs it models (validate
+# --reference on, check_curve.py), and each job's bands.json says so.
 #
 # usage: validation/make_curves.sh [OUTDIR]   from the source tree, after make;
 #        FABULA (default ./fabula), MPIEXEC (default mpiexec), PYTHON
@@ -16,7 +16,6 @@ FABULA=${FABULA:-./fabula}
 MPIEXEC=${MPIEXEC:-mpiexec}
 PYTHON=${PYTHON:-/usr/bin/python3}
 OUT=${1:-validation/curves}
-CURVE_INPUTS=${CURVE_INPUTS:-./validation/curve_inputs}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=1
@@ -27,7 +26,8 @@ echo "make_curves: this machine's OpenBLAS kernels: ${DEFAULT:-unknown}"
 dirs=""
 for n in 1 2 4; do
     echo "make_curves: the suite on $n rank(s)"
-    $MPIEXEC -n "$n" "$FABULA" validate --curves-dir "$TMP/none" --run-dir "$TMP/run" \
+    ref=off; [ "$n" -eq 1 ] && ref=on
+    $MPIEXEC -n "$n" "$FABULA" validate --curves-dir "$TMP/none" --run-dir "$TMP/run$n" --reference $ref \
         --write-curves "$TMP/np$n" >"$TMP/np$n.log" 2>&1 || { tail -n 30 "$TMP/np$n.log"; exit 1; }
     dirs="$dirs $TMP/np$n"
 done
@@ -36,24 +36,28 @@ for k in SkylakeX Haswell Sandybridge Prescott; do
     # a kernel set this CPU cannot run is replaced by OpenBLAS: skip it
     [ "$(OPENBLAS_CORETYPE=$k kernel)" = "$k" ] || continue
     echo "make_curves: the suite on 1 rank with OPENBLAS_CORETYPE=$k"
-    OPENBLAS_CORETYPE=$k $MPIEXEC -n 1 "$FABULA" validate --curves-dir "$TMP/none" --run-dir "$TMP/run" \
+    OPENBLAS_CORETYPE=$k $MPIEXEC -n 1 "$FABULA" validate --curves-dir "$TMP/none" --run-dir "$TMP/runk" \
         --write-curves "$TMP/k$k" >"$TMP/k$k.log" 2>&1 || { tail -n 30 "$TMP/k$k.log"; exit 1; }
     dirs="$dirs $TMP/k$k"
 done
 
-# the float64 PyTorch reference on the first 20 steps of each fp32 job it
-# models (not the corpus job's ZeRO 3, global aux or expert dropout)
+# the float64 PyTorch reference: the 1-rank run recomputed it (validate
+# --reference on); the 2- and 4-rank curves are checked against the same
+# inputs (the micro-batches and initial weights do not depend on the layout)
 set --
 torch=$("$PYTHON" -c 'import torch; print(torch.__version__)')
-for job in base tp-pp; do
-    "$MPIEXEC" -n 1 "$CURVE_INPUTS" "$job" "$TMP/$job-inputs.h5" 20 >/dev/null
-    for n in 1 2 4; do
-        "$PYTHON" validation/check_curve.py "$TMP/$job-inputs.h5" "$TMP/np$n/$job/cpu-np$n.json" --tol 1e-6 \
-            >"$TMP/$job-check$n.log" || { cat "$TMP/$job-check$n.log"; exit 1; }
+for job in $("$PYTHON" -c 'import json, sys
+for j in json.load(open(sys.argv[1]))["jobs"]:
+    if j.get("reference", {}).get("ran"): print(j["name"])' "$TMP/run1/validate.json"); do
+    for n in 2 4; do
+        "$PYTHON" validation/check_curve.py "$TMP/run1/$job/reference/inputs.h5" "$TMP/np$n/$job/cpu-np$n.json" \
+            --tol 1e-6 >"$TMP/$job-check$n.log" || { cat "$TMP/$job-check$n.log"; exit 1; }
     done
+    cp "$TMP/run1/$job/reference/check.txt" "$TMP/$job-check1.log"
     worst=$(sed -n 's/^check_curve: worst relative difference \([^:]*\):.*/\1/p' "$TMP"/$job-check*.log | sort -g | tail -n 1)
-    echo "make_curves: $job: the float64 reference agrees to $worst relative over 20 steps"
-    set -- "$@" --checked "$job=the first 20 steps of cpu-np1, cpu-np2 and cpu-np4 recomputed by validation/check_curve.py (the float64 PyTorch $torch reference of validation/reference_model.py, from fabula's initial weights, batches and lrs): losses within $worst relative"
+    steps=$(grep -c "^  step" "$TMP/$job-check1.log")
+    echo "make_curves: $job: the float64 reference agrees to $worst relative over $steps steps"
+    set -- "$@" --checked "$job=the first $steps steps of cpu-np1, cpu-np2 and cpu-np4 recomputed by validation/check_curve.py (the float64 PyTorch $torch reference of validation/reference_model.py, from fabula's initial weights, batches and lrs): losses within $worst relative"
 done
 
 mkdir -p "$OUT"

@@ -51,13 +51,18 @@ static void validate_usage(FILE *f)
             "                     dir)\n"
             "  --write-curves DIR also write each job's records as DIR/JOB/BACKEND-npN.json\n"
             "                     (how the committed curves are made: validation/make_curves.sh)\n"
+            "  --reference MODE   auto (default), on or off: on 1 rank, the float64 PyTorch\n"
+            "                     reference (validation/check_curve.py) recomputes the first\n"
+            "                     %d losses of each fp32 job it models from this run's own\n"
+            "                     weights, batches and lrs, within %g relative; auto where a\n"
+            "                     Python with torch and h5py is found (PYTHON, /usr/bin/python3)\n"
             "  --ranks-note TEXT  a note on how the ranks are placed, printed with the\n"
             "                     environment (e.g. \"2 nodes x 2 ranks, srun\")\n"
             "  -h, --help         this help\n"
             "\n"
             "exit codes: 0 PASS, 6 FAIL (a quantity outside its tolerance, or a job that did\n"
             "not finish), 2 usage, 3 a curve or bands file missing or unreadable, 4 I/O\n",
-            VALIDATE_TOL_OTHER_BACKEND);
+            VALIDATE_TOL_OTHER_BACKEND, VALIDATE_REFERENCE_STEPS, VALIDATE_REFERENCE_TOL);
 }
 
 static void list_jobs(void)
@@ -94,16 +99,18 @@ int cli_validate(int argc, char **argv)
         OPT_RUN_DIR,
         OPT_REPORT,
         OPT_WRITE,
-        OPT_NOTE
+        OPT_NOTE,
+        OPT_REFERENCE
     };
     static const cli_option_t options[] = {
         {"steps", 0, 1, OPT_STEPS},       {"job", 0, 1, OPT_JOB},           {"quick", 0, 0, OPT_QUICK},
         {"list", 0, 0, OPT_LIST},         {"curve", 0, 1, OPT_CURVE},       {"curves-dir", 0, 1, OPT_CURVES_DIR},
         {"backend", 0, 1, OPT_BACKEND},   {"run-dir", 0, 1, OPT_RUN_DIR},   {"report", 0, 1, OPT_REPORT},
-        {"write-curves", 0, 1, OPT_WRITE}, {"ranks-note", 0, 1, OPT_NOTE}, {0, 0, 0, 0},
+        {"write-curves", 0, 1, OPT_WRITE}, {"ranks-note", 0, 1, OPT_NOTE},
+        {"reference", 0, 1, OPT_REFERENCE}, {0, 0, 0, 0},
     };
     long steps = 0;
-    int quick = 0, list = 0;
+    int quick = 0, list = 0, reference = VALIDATE_REFERENCE_AUTO;
     const char *backend = "cpu", *run_dir = "runs/validate", *write = NULL, *note = NULL, *dir_opt = NULL,
                *report = NULL;
     const char **curves = fb_calloc((size_t)argc + 1, sizeof *curves);
@@ -151,6 +158,16 @@ int cli_validate(int argc, char **argv)
         case OPT_NOTE:
             note = a.value;
             break;
+        case OPT_REFERENCE:
+            if (!strcmp(a.value, "auto"))
+                reference = VALIDATE_REFERENCE_AUTO;
+            else if (!strcmp(a.value, "on"))
+                reference = VALIDATE_REFERENCE_ON;
+            else if (!strcmp(a.value, "off"))
+                reference = VALIDATE_REFERENCE_OFF;
+            else
+                cli_args_fail(&a, 0, "--reference: expected auto, on or off, got '%s'", a.value);
+            break;
         }
     }
     if (a.npositional > 0)
@@ -175,7 +192,8 @@ int cli_validate(int argc, char **argv)
                          .run_dir = run_dir,
                          .write = write,
                          .report = report,
-                         .note = note};
+                         .note = note,
+                         .reference = reference};
     const int code = validate_run(&o);
     free(curves);
     free(jobs);

@@ -23,7 +23,8 @@ static int same_backend(const loss_curve_t *a, const loss_curve_t *b)
 /* The worst step of a real quantity: with per-step bands, the one furthest
  * out of (or least inside) its band, whose band becomes the tolerance;
  * without, the largest difference. */
-static void compare_real(validate_qresult_t *r, const double *x, const double *y, long steps, const double *band)
+static void compare_real(validate_qresult_t *r, const double *x, const double *y, long steps, const double *band,
+                         double tol)
 {
     double worst_ratio = -1.0;
     for (long i = 0; i < steps; i++) {
@@ -35,6 +36,9 @@ static void compare_real(validate_qresult_t *r, const double *x, const double *y
         double d = isnan(x[i]) || isnan(y[i]) ? INFINITY : fabs(x[i] - y[i]);
         int differs = memcmp(&x[i], &y[i], sizeof(double)) != 0;
         double ratio = band ? (d == 0.0 ? 0.0 : band[i] > 0.0 ? d / band[i] : INFINITY) : d;
+        /* without bands: a tolerance the caller applies (0: equal doubles) */
+        if (r->first_out == 0 && (band ? ratio > 1.0 : differs && d > tol))
+            r->first_out = i + 1;
         if (ratio > worst_ratio || (r->worst_step == 0 && differs)) {
             worst_ratio = ratio;
             r->max_diff = d;
@@ -107,14 +111,14 @@ validate_result_t validate_compare(const loss_curve_t *run, long steps, const lo
         validate_qresult_t *x = &r.q[q];
         x->compared = 1;
         if (r.exact) {
-            compare_real(x, run->real[q], ref->real[q], r.compared, NULL);
+            compare_real(x, run->real[q], ref->real[q], r.compared, NULL, 0.0);
             x->tolerance = 0.0;
             x->pass = x->worst_step == 0;
         } else if (same) {
-            compare_real(x, run->real[q], ref->real[q], r.compared, bands->band_by_step[q]);
+            compare_real(x, run->real[q], ref->real[q], r.compared, bands->band_by_step[q], 0.0);
             x->pass = x->max_diff <= x->tolerance;
         } else {
-            compare_real(x, run->real[q], ref->real[q], r.compared, NULL);
+            compare_real(x, run->real[q], ref->real[q], r.compared, NULL, VALIDATE_TOL_OTHER_BACKEND);
             x->compared = q != CURVE_LR && q != CURVE_LOSS_SCALE;
             x->tolerance = VALIDATE_TOL_OTHER_BACKEND;
             x->pass = !x->compared || x->max_diff <= x->tolerance;
@@ -136,6 +140,8 @@ validate_result_t validate_compare(const loss_curve_t *run, long steps, const lo
             compare_counts(x, run->tokens_per_expert, ref->tokens_per_expert, steps,
                            (size_t)run->moe_layers * (size_t)run->experts);
         x->pass = x->worst_step == 0 || (!r.exact && r.routing_flip > VALIDATE_MIN_SAME_ROUTING);
+        if (!x->pass)
+            x->first_out = x->worst_step;
     }
     r.pass = 1;
     for (int q = 0; q < VALIDATE_NQ; q++)

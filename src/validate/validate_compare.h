@@ -28,6 +28,7 @@ typedef struct validate_qresult {
     long worst_step;        /* 1-based step of max_diff; 0 when every value is equal */
     double tolerance;       /* 0: equal values required */
     double run_value, curve_value; /* at the worst step (counts: the first differing count) */
+    long first_out;         /* the first step outside its tolerance; 0: none */
     int pass;
 } validate_qresult_t;
 

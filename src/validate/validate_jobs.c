@@ -28,7 +28,7 @@ const validate_job_def_t validate_jobs[] = {
     {"base", "base-v1",
      "the trainer's core: the default MoE (capacity, load-balancing and z losses) on the byte tokenizer, AdamW, "
      "WarmupDecayLR, clipping; data parallelism at ZeRO 0 over 300 steps",
-     300, 40, "", {"", "", ""}, {NULL, NULL, NULL}, 0, 0, 0, "cpu", "fp32", 0},
+     300, 40, "", {"", "", ""}, {NULL, NULL, NULL}, 0, 0, 0, "cpu", "fp32", 0, 1},
     {"corpus-zero3-ep", "corpus-zero3-ep-v1",
      "a BPE tokenizer and an HDF5 corpus made by fabula's own tokenizer and prep jobs; ZeRO 3 with expert "
      "parallelism; a checkpoint written on that layout at step 12 and resumed on another (ZeRO 1 or 2, "
@@ -37,24 +37,25 @@ const validate_job_def_t validate_jobs[] = {
      {"zero_optimization.stage=3", "zero_optimization.stage=3 parallel.expert_parallel_size=2",
       "zero_optimization.stage=3 parallel.expert_parallel_size=2"},
      {"zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=1 parallel.expert_parallel_size=4"},
-     12, 10, 1, "cpu", "fp32", 0},
+     12, 10, 1, "cpu", "fp32", 0, 1},
     {"tp-pp", "tp-pp-v1",
      "tensor parallelism with sequence parallelism, pipeline parallelism (tp 2 x pp 2 on 4 ranks, tp 2 on 2), "
      "full activation recomputation",
      100, 15, "model.recompute=full",
      {"", "parallel.tensor_parallel_size=2 parallel.sequence_parallel=true",
       "parallel.tensor_parallel_size=2 parallel.sequence_parallel=true parallel.pipeline_parallel_size=2"},
-     {NULL, NULL, NULL}, 0, 0, 0, "cpu", "fp32", 0},
+     {NULL, NULL, NULL}, 0, 0, 0, "cpu", "fp32", 0, 1},
     {"global-aux", "global-aux-v1",
      "the load-balancing loss over the whole step's tokens (one more routing pass per step, its counts "
      "summed over every rank) with expert parallelism",
-     100, 15, "model.router_aux_loss_scope=global_batch", EP_UP_TO_2, {NULL, NULL, NULL}, 0, 0, 0, "cpu", "fp32", 0},
+     100, 15, "model.router_aux_loss_scope=global_batch", EP_UP_TO_2, {NULL, NULL, NULL}, 0, 0, 0, "cpu", "fp32", 0,
+     0},
     {"expert-dropout", "expert-dropout-v1",
      "expert dropout 0.1, its masks keyed by each token's origin, with the experts spread over every rank "
      "(ep = the world size)",
      100, 15, "model.expert_dropout=0.1",
      {"", "parallel.expert_parallel_size=2", "parallel.expert_parallel_size=4"}, {NULL, NULL, NULL}, 0, 0, 0, "cpu",
-     "fp32", 0},
+     "fp32", 0, 0},
     /* The 16-bit jobs are dense: bf16 router logits tie often (8 bits of
      * mantissa), and a tie that another layout's rounding breaks the other
      * way changes the routing within a few steps (measured: step 6 at ep 2),
@@ -64,7 +65,7 @@ const validate_job_def_t validate_jobs[] = {
      "ZeRO 2 over data parallelism",
      100, 15, "bf16.enabled=true model.num_local_experts=0",
      {"zero_optimization.stage=2", "zero_optimization.stage=2", "zero_optimization.stage=2"},
-     {NULL, NULL, NULL}, 0, 0, 0, "cpu16", "bf16", 1},
+     {NULL, NULL, NULL}, 0, 0, 0, "cpu16", "bf16", 1, 0},
     {"fp16", "fp16-v1",
      "fp16 mixed precision on a dense model with the dynamic loss scaler: overflow steps skipped and the scale "
      "halved, doubled after 8 clean steps; ZeRO 1 over data parallelism",
@@ -72,7 +73,7 @@ const validate_job_def_t validate_jobs[] = {
      "fp16.enabled=true fp16.initial_scale_power=20 fp16.loss_scale_window=8 fp16.hysteresis=1 "
      "model.num_local_experts=0",
      {"zero_optimization.stage=1", "zero_optimization.stage=1", "zero_optimization.stage=1"}, {NULL, NULL, NULL},
-     0, 0, 0, "cpu16", "fp16", 1},
+     0, 0, 0, "cpu16", "fp16", 1, 0},
 };
 const int validate_njobs = (int)(sizeof validate_jobs / sizeof *validate_jobs);
 

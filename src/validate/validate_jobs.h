@@ -28,6 +28,7 @@ typedef struct validate_job_def {
     const char *backend;    /* "cpu" or "cpu16": on --backend cuda, the jobs with gpu 1 run on cuda */
     const char *precision;  /* "fp32", "bf16" or "fp16" */
     int gpu;                /* runs on --backend cuda (16-bit jobs only) */
+    int reference;          /* the float64 PyTorch reference models it (fp32, micro-batch aux, no dropout) */
 } validate_job_def_t;
 
 /* The suite, in the order it runs. */

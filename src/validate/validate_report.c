@@ -70,39 +70,55 @@ void validate_report_job(const validate_outcome_t *o)
             const validate_qresult_t *x = &o->results[c].q[q];
             if (x->pass)
                 continue;
-            printf("  FAIL %s %s: worst step %ld: this run %.17g, curve %.17g (%s)\n", o->curves[c].name,
-                   validate_quantity_name(q), x->worst_step, x->run_value, x->curve_value, o->results[c].rule);
+            printf("  FAIL %s %s: outside its tolerance from step %ld; worst step %ld: this run %.17g, curve "
+                   "%.17g (%s)\n", o->curves[c].name, validate_quantity_name(q), x->first_out, x->worst_step,
+                   x->run_value, x->curve_value, o->results[c].rule);
         }
     if (o->ncurves > 0 && !o->results[0].exact)
         printf("  bands: %s\n", o->bands.derivation);
-    printf("  curves checked: %s\n", o->bands.checked);
+    if (o->ncurves > 0)
+        printf("  curves checked: %s\n", o->bands.checked);
+    if (o->ref_ran)
+        printf("  reference: this run's first %ld losses recomputed by the float64 PyTorch reference (%s): worst "
+               "relative difference %.2e %s %g: %s\n",
+               o->ref_steps, o->ref_why, o->ref_worst, o->ref_pass ? "<=" : ">", o->ref_tol,
+               o->ref_pass ? "PASS" : "FAIL");
+    else if (o->job->reference)
+        printf("  reference: not run (%s)\n", o->ref_why);
 }
 
-/* The first failing (curve, quantity) of o, for the summary; 0 when none. */
+/* The (curve, quantity) of o that left its tolerance first; 0 when none. */
 static int first_fail(const validate_outcome_t *o, int *c_out, int *q_out)
 {
+    long best = 0;
     for (int c = 0; c < o->ncurves; c++)
-        for (int q = 0; q < VALIDATE_NQ; q++)
-            if (!o->results[c].q[q].pass) {
+        for (int q = 0; q < VALIDATE_NQ; q++) {
+            const validate_qresult_t *x = &o->results[c].q[q];
+            long at = x->first_out ? x->first_out : x->worst_step;
+            if (!x->pass && (best == 0 || at < best)) {
+                best = at;
                 *c_out = c;
                 *q_out = q;
-                return 1;
             }
-    return 0;
+        }
+    return best > 0;
 }
 
 void validate_report_summary(const validate_outcome_t *o, int n, int pass)
 {
-    printf("\n%-16s %6s  %-44s %7s  %s\n", "job", "steps", "layout", "curves", "verdict");
+    printf("\n%-16s %6s  %-52s %6s  %s\n", "job", "steps", "layout", "curves", "verdict");
     for (int i = 0; i < n; i++) {
         int c, q;
         char why[256] = "";
         if (o[i].code)
             snprintf(why, sizeof why, " (the training ended with exit %d)", o[i].code);
+        else if (o[i].ref_ran && !o[i].ref_pass)
+            snprintf(why, sizeof why, " (the float64 reference: %.2e relative)", o[i].ref_worst);
         else if (first_fail(&o[i], &c, &q))
-            snprintf(why, sizeof why, " (%s against %s, step %ld)", validate_quantity_name(q), o[i].curves[c].name,
-                     o[i].results[c].q[q].worst_step);
-        printf("%-16s %6ld  %-44s %7d  %s%s\n", o[i].job->name, o[i].steps, o[i].layout, o[i].ncurves,
+            snprintf(why, sizeof why, " (%s against %s from step %ld)", validate_quantity_name(q),
+                     o[i].curves[c].name,
+                     o[i].results[c].q[q].first_out ? o[i].results[c].q[q].first_out : o[i].results[c].q[q].worst_step);
+        printf("%-16s %6ld  %-52s %6d  %s%s\n", o[i].job->name, o[i].steps, o[i].layout, o[i].ncurves,
                o[i].pass ? "PASS" : "FAIL", why);
     }
     printf("\nfabula validate: %s\n", pass ? "PASS" : "FAIL");
@@ -126,6 +142,20 @@ static json_t *job_json(const validate_outcome_t *o)
         json_object_set_new(j, "bands_derivation", json_string(o->bands.derivation));
         json_object_set_new(j, "curves_checked", json_string(o->bands.checked));
     }
+    if (o->job->reference) {
+        json_t *r = json_object();
+        json_object_set_new(r, "ran", json_boolean(o->ref_ran));
+        if (o->ref_ran) {
+            json_object_set_new(r, "steps", json_integer(o->ref_steps));
+            json_object_set_new(r, "worst_relative_difference", num(o->ref_worst));
+            json_object_set_new(r, "tolerance", json_real(o->ref_tol));
+            json_object_set_new(r, "reference", json_string(o->ref_why));
+            json_object_set_new(r, "verdict", json_string(o->ref_pass ? "PASS" : "FAIL"));
+        } else {
+            json_object_set_new(r, "why_not", json_string(o->ref_why));
+        }
+        json_object_set_new(j, "reference", r);
+    }
     json_t *cs = json_array();
     for (int c = 0; c < o->ncurves; c++) {
         const validate_result_t *r = &o->results[c];
@@ -142,6 +172,7 @@ static json_t *job_json(const validate_outcome_t *o)
             json_object_set_new(qj, "compared", json_boolean(x->compared));
             json_object_set_new(qj, "max_diff", num(x->max_diff));
             json_object_set_new(qj, "worst_step", json_integer(x->worst_step));
+            json_object_set_new(qj, "first_step_out", json_integer(x->first_out));
             json_object_set_new(qj, "tolerance", json_real(x->tolerance));
             if (x->worst_step) {
                 json_object_set_new(qj, "run", num(x->run_value));
@@ -235,6 +266,18 @@ static void write_markdown(const char *path, const validate_outcome_t *o, int n,
         }
         if (o[i].bands.derivation)
             sb_printf(&b, "\nBands: %s\n\nCurves checked: %s\n", o[i].bands.derivation, o[i].bands.checked);
+        if (o[i].ref_ran)
+            sb_printf(&b, "\nReference: this run's first %ld losses recomputed by the float64 PyTorch reference "
+                          "(%s): worst relative difference %.2e (tolerance %g): %s\n",
+                      o[i].ref_steps, o[i].ref_why, o[i].ref_worst, o[i].ref_tol, o[i].ref_pass ? "PASS" : "FAIL");
+        else if (o[i].job->reference)
+            sb_printf(&b, "\nReference: not run (%s)\n", o[i].ref_why);
+        for (int c = 0; c < o[i].ncurves; c++)
+            if (o[i].results[c].routing_flip > 0)
+                sb_printf(&b, "\n%s: routing differs from step %ld; steps 1-%ld compared%s\n", o[i].curves[c].name,
+                          o[i].results[c].routing_flip, o[i].results[c].compared,
+                          o[i].results[c].routing_flip > VALIDATE_MIN_SAME_ROUTING ? "" : " (FAIL: within the first "
+                                                                                           "steps)");
     }
     atomic_write_file(path, b.s, b.n);
     sb_free(&b);

@@ -21,7 +21,15 @@ typedef struct validate_outcome {
     loss_curve_t *curves;   /* [ncurves] the job's curves compared */
     validate_result_t *results; /* [ncurves] */
     curve_bands_t bands;
-    int pass;               /* ran, and every curve passed */
+    /* the float64 PyTorch reference on this run's first steps */
+    int ref_ran;            /* 1: recomputed; 0: not (ref_why says why) */
+    long ref_steps;
+    double ref_worst;       /* the largest relative difference of a step's loss */
+    double ref_tol;
+    int ref_pass;
+    int ref_failed;         /* it did not finish: the job fails */
+    char ref_why[256];      /* why not run, or the reference's version */
+    int pass;               /* ran, and every curve (and the reference, where run) passed */
 } validate_outcome_t;
 
 /* One job's block on the console: what it covers, a row per quantity with a

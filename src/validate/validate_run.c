@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "config/config.h"
 #include "corpus/prep.h"
@@ -23,6 +24,7 @@
 #include "util/timer.h"
 #include "validate/validate_compare.h"
 #include "validate/validate_env.h"
+#include "validate/validate_inputs.h"
 #include "validate/validate_jobs.h"
 #include "validate/validate_report.h"
 
@@ -198,9 +200,88 @@ static void make_corpus(const char *dir, char **tokenizer, char **corpus)
     free(sample);
 }
 
+/* A Python that imports torch and h5py (PYTHON first), or NULL. */
+static const char *find_reference_python(void)
+{
+    const char *cands[3] = {getenv("PYTHON"), "/usr/bin/python3", "python3"};
+    for (int i = 0; i < 3; i++) {
+        if (!cands[i] || !cands[i][0] || strchr(cands[i], '\''))
+            continue;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import torch, h5py' >/dev/null 2>&1", cands[i]);
+        if (system(cmd) == 0)
+            return cands[i];
+    }
+    return NULL;
+}
+
+/* The float64 PyTorch reference (validation/check_curve.py) recomputes the
+ * first steps of this 1-rank run from its own inputs (validate_inputs.h),
+ * into out->ref_*; rank 0 is the world. */
+static void run_reference(validate_outcome_t *out, const validate_job_def_t *job, const validate_opts_t *o,
+                          const char *python, loss_curve_t *run, const char *tokenizer, const char *corpus)
+{
+    const long steps = out->steps < VALIDATE_REFERENCE_STEPS ? out->steps : VALIDATE_REFERENCE_STEPS;
+    char *jdir = path_join(o->run_dir, job->name);
+    char *dir = path_join(jdir, "reference");
+    fs_mkdirs(dir);
+    char *inputs = path_join(dir, "inputs.h5"), *curve = path_join(dir, "run.json"), *log = path_join(dir, "check.txt");
+    char *script = data_path_resolve("validation/check_curve.py");
+    validate_sets_t s;
+    validate_sets_make(&s, job, 1, 0, job->steps, job->backend, dir, tokenizer, corpus);
+    config_t cfg;
+    config_load(&cfg, NULL, 0, s.v, s.n, 1, 0);
+    model_config_resolve(&cfg, 0);
+    validate_write_inputs(&cfg, inputs, steps);
+    config_free(&cfg);
+    validate_sets_free(&s);
+    char err[1024];
+    loss_curve_t c = *run;
+    c.name = (char *)"run";
+    c.job = (char *)job->id;
+    c.layout = out->layout;
+    c.backend = (char *)job->backend;
+    c.precision = (char *)job->precision;
+    c.world_size = 1;
+    c.blas = c.fabula_version = c.environment = (char *)"";
+    if (loss_curve_write(curve, &c, err, sizeof err) != 0)
+        fb_fatal(FB_EXIT_IO, "%s", err);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' --tol %g >'%s' 2>&1", python, script, inputs, curve,
+             VALIDATE_REFERENCE_TOL, log);
+    const int rc = system(cmd);
+    FILE *f = fopen(log, "r");
+    char line[1024];
+    double worst = NAN;
+    while (f && fgets(line, sizeof line, f))
+        sscanf(line, "check_curve: worst relative difference %lf", &worst);
+    if (f)
+        fclose(f);
+    if (isnan(worst) || (rc != 0 && WEXITSTATUS(rc) != 1)) {
+        out->ref_ran = 0;
+        snprintf(out->ref_why, sizeof out->ref_why, "validation/check_curve.py did not finish (exit status %d): %s",
+                 rc, log);
+        out->ref_failed = 1;
+    } else {
+        out->ref_ran = 1;
+        out->ref_steps = steps;
+        out->ref_worst = worst;
+        out->ref_tol = VALIDATE_REFERENCE_TOL;
+        out->ref_pass = worst <= VALIDATE_REFERENCE_TOL && rc == 0;
+        snprintf(out->ref_why, sizeof out->ref_why, "validation/check_curve.py with %s", python);
+    }
+    free(script);
+    free(log);
+    free(curve);
+    free(inputs);
+    free(dir);
+    free(jdir);
+}
+
 /* Runs `job` on this world: the corpus first where it has one, then one
  * training run, or two around a checkpoint; the records in *run. */
-static int run_job(const validate_job_def_t *job, const validate_opts_t *o, loss_curve_t *run, double *seconds)
+static int run_job(validate_outcome_t *out, const validate_job_def_t *job, const validate_opts_t *o,
+                   const char *python, loss_curve_t *run, double *seconds)
 {
     const double t0 = timer_now();
     const long steps = job_steps(job, o);
@@ -222,6 +303,18 @@ static int run_job(const validate_job_def_t *job, const validate_opts_t *o, loss
     if (code == FB_EXIT_OK && job->eval_interval > 0 && steps < job->steps && steps % job->eval_interval != 0 &&
         !(resume == 0 && steps == job->resume_at))
         run->real[CURVE_VALID_LM_LOSS][steps - 1] = NAN;
+    if (code == FB_EXIT_OK && job->reference) {
+        if (o->reference == VALIDATE_REFERENCE_OFF)
+            snprintf(out->ref_why, sizeof out->ref_why, "--reference off");
+        else if (parallel_size() > 1)
+            snprintf(out->ref_why, sizeof out->ref_why, "it runs on 1 rank: the micro-batches and initial weights "
+                                                        "do not depend on the layout, the 1-rank curve is checked");
+        else if (!python)
+            snprintf(out->ref_why, sizeof out->ref_why, "no Python with torch and h5py: PYTHON, /usr/bin/python3, "
+                                                        "python3");
+        else
+            run_reference(out, job, o, python, run, tokenizer, corpus);
+    }
     free(tokenizer);
     free(corpus);
     free(trun);
@@ -305,6 +398,16 @@ int validate_run(const validate_opts_t *o)
         out[i].steps = job_steps(sel[i], o);
         load_curves(&out[i], sel[i], dir, o);
     }
+    const char *python = NULL;
+    if (o->reference != VALIDATE_REFERENCE_OFF && world == 1) {
+        python = find_reference_python();
+        if (!python && o->reference == VALIDATE_REFERENCE_ON)
+            fb_fatal_all(FB_EXIT_USAGE, "--reference on: no Python with torch and h5py (tried PYTHON, "
+                                        "/usr/bin/python3, python3)");
+    }
+    if (o->reference == VALIDATE_REFERENCE_ON && world > 1)
+        fb_fatal_all(FB_EXIT_USAGE, "--reference on: the float64 reference runs on 1 rank (the inputs do not "
+                                    "depend on the layout), not on %d", world);
     /* One thread per rank: OpenBLAS splits a matmul by its thread count,
      * which changes the rounding, so the layout of a bit-exact comparison
      * is ranks x 1 thread. The tiny models gain nothing from more. */
@@ -337,7 +440,7 @@ int validate_run(const validate_opts_t *o)
             fflush(stdout);
         }
         loss_curve_t run = {0};
-        r->code = run_job(job, o, &run, &r->seconds);
+        r->code = run_job(r, job, o, python, &run, &r->seconds);
         const char *backend = strcmp(o->backend, "cpu") ? o->backend : job->backend;
         run.backend = (char *)backend;
         run.precision = (char *)job->precision;
@@ -348,6 +451,10 @@ int validate_run(const validate_opts_t *o)
                 r->results[c] = validate_compare(&run, r->steps, &r->curves[c], &r->bands, env.blas);
                 r->pass &= r->results[c].pass;
             }
+        if (r->ref_ran)
+            r->pass &= r->ref_pass;
+        if (r->ref_failed)
+            r->pass = 0;
         all &= r->pass;
         if (rank == 0) {
             validate_report_job(r);

@@ -17,7 +17,15 @@ typedef struct validate_opts {
     const char *write;          /* write each job's curve into write/JOB/ (NULL: not) */
     const char *report;         /* where validate.json and validate.md go (NULL: run_dir) */
     const char *note;           /* how the ranks are placed, printed with the environment */
+    int reference;              /* VALIDATE_REFERENCE_*: the float64 PyTorch reference on each job it models */
 } validate_opts_t;
+
+/* --reference: auto runs it on 1 rank where a Python with torch and h5py is
+ * found (PYTHON, /usr/bin/python3, python3); on requires it; off skips it. */
+enum { VALIDATE_REFERENCE_AUTO = 0, VALIDATE_REFERENCE_ON, VALIDATE_REFERENCE_OFF };
+/* the steps it recomputes, and the relative tolerance on each step's loss */
+#define VALIDATE_REFERENCE_STEPS 20
+#define VALIDATE_REFERENCE_TOL 1e-6
 
 /* Collective; MPI is started. Every curve and bands file is read (fatal,
  * exit 3, on a missing or damaged one) before any job trains. Returns 0
