@@ -4,7 +4,8 @@
 # NCCL when found), (p) `fabula plan time`'s step-time prediction against
 # measured training steps on one GPU (bench/plan_validate.sh with
 # run.backend=cuda on the GPU plan configs; docs/plan.md, "Validation on a
-# GPU"), (c) the CUDA tests, (d) the throughput benchmarks, fabula
+# GPU"), (c) the CUDA tests, (v) `fabula validate --backend cuda` (its
+# 16-bit jobs, the GPU's curves kept for its bands), (d) the throughput benchmarks, fabula
 # (bench/fabula-model-bench) against PyTorch (bench/torch_model.py: eager,
 # compile, and for MoE grouped and grouped-compile), (e) a table with the
 # speedups and the goals. Every step has a timeout and a share of one overall
@@ -509,6 +510,30 @@ step_plan() {
   [ "$DRY" = 1 ] || record step "-" "plan small-model split" "$rc" "" "table in plan.log"
 }
 
+# ---------------------------------------------------------------- (v) validate on the GPU
+# `fabula validate --backend cuda` (its bf16 and fp16 jobs on the device,
+# against the cpu16 curves with the unmeasured 0.1 rule): the verdict, the
+# report and the GPU's own curves (--write-curves) land in LOGS/validate,
+# from which the GPU bands are derived (docs/validation-format.md "The rule").
+step_validate() {
+  local rc launcher verdict
+  say "== (v) fabula validate --backend cuda"
+  if [ -n "$SMOKE" ] || [ "$SKIP_TESTS" = 1 ]; then
+    say "   skipped"; record step "-" validate SKIP "" "$([ -n "$SMOKE" ] && echo "cpu smoke" || echo --skip-tests)"; return 0
+  fi
+  if [ "$DRY" = 0 ] && [ "$BUILT" != yes ] && [ ! -x "$BUILD/fabula" ]; then
+    say "   not run: no build"; record step "-" validate SKIP "" "no build"; return 1
+  fi
+  launcher=$BUILD/../bin/mpiexec
+  [ -n "$BUNDLE" ] || launcher=$(command -v mpiexec.mpich || command -v mpiexec || echo mpiexec)
+  run_step "validate cuda" 60 "$LOGS/validate.log" env -C "$ROOT" "$launcher" -n 1 "$BUILD/fabula" validate \
+    --backend cuda --run-dir "$LOGS/validate/run" --report "$LOGS/validate" --write-curves "$LOGS/validate/curves"
+  rc=$?
+  [ "$DRY" = 1 ] && { record step "-" validate DRY "" ""; return 0; }
+  verdict=$(grep -E '^(bf16|fp16) ' "$LOGS/validate.log" 2>/dev/null | tr -s ' ' | tr '\n' ';')
+  record step "-" validate "$rc" "" "${verdict:-no table (see validate.log)}"
+}
+
 # ---------------------------------------------------------------- (d) benchmarks
 # bench MODEL IMPL WANT LOG CMD...: stdout's last JSON line is the result.
 bench() {
@@ -677,6 +702,7 @@ step_env
 step_build
 step_plan
 step_tests
+step_validate
 step_bench
 if [ "$DRY" = 0 ]; then say "== (e) table (also in $TABLE; logs in $LOGS)"; else say "== (e) table"; fi
 step_table
