@@ -112,12 +112,21 @@ void validate_report_summary(const validate_outcome_t *o, int n, int pass)
         char why[256] = "";
         if (o[i].code)
             snprintf(why, sizeof why, " (the training ended with exit %d)", o[i].code);
-        else if (o[i].ref_ran && !o[i].ref_pass)
-            snprintf(why, sizeof why, " (the float64 reference: %.2e relative)", o[i].ref_worst);
-        else if (first_fail(&o[i], &c, &q))
-            snprintf(why, sizeof why, " (%s against %s from step %ld)", validate_quantity_name(q),
-                     o[i].curves[c].name,
-                     o[i].results[c].q[q].first_out ? o[i].results[c].q[q].first_out : o[i].results[c].q[q].worst_step);
+        else {
+            size_t k = 0;
+            if (first_fail(&o[i], &c, &q))
+                k += (size_t)snprintf(why, sizeof why, " (%s against %s from step %ld", validate_quantity_name(q),
+                                      o[i].curves[c].name,
+                                      o[i].results[c].q[q].first_out ? o[i].results[c].q[q].first_out
+                                                                     : o[i].results[c].q[q].worst_step);
+            if (o[i].ref_ran && !o[i].ref_pass && k < sizeof why)
+                k += (size_t)snprintf(why + k, sizeof why - k, "%sthe float64 reference: %.2e relative", k ? "; " : " (",
+                                      o[i].ref_worst);
+            else if (o[i].ref_failed && k < sizeof why)
+                k += (size_t)snprintf(why + k, sizeof why - k, "%sthe float64 reference did not finish", k ? "; " : " (");
+            if (k > 0 && k < sizeof why)
+                snprintf(why + k, sizeof why - k, ")");
+        }
         printf("%-16s %6ld  %-52s %6d  %s%s\n", o[i].job->name, o[i].steps, o[i].layout, o[i].ncurves,
                o[i].pass ? "PASS" : "FAIL", why);
     }

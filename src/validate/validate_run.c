@@ -353,10 +353,10 @@ static int select_jobs(const validate_opts_t *o, const validate_job_def_t **sel)
 }
 
 static void write_curve(const validate_opts_t *o, const validate_job_def_t *job, loss_curve_t *run,
-                        const validate_env_t *env, const char *backend, char *layout)
+                        const validate_env_t *env, const char *layout)
 {
     char name[64], err[1024];
-    snprintf(name, sizeof name, "%s-np%d", backend, env->world);
+    snprintf(name, sizeof name, "%s-np%d", run->backend, env->world);
     char *dir = path_join(o->write, job->name);
     fs_mkdirs(dir);
     size_t len = strlen(dir) + strlen(name) + 8;
@@ -364,9 +364,6 @@ static void write_curve(const validate_opts_t *o, const validate_job_def_t *job,
     snprintf(path, len, "%s/%s.json", dir, name);
     run->name = fb_strdup(name);
     run->job = fb_strdup(job->id);
-    run->backend = fb_strdup(backend);
-    run->precision = fb_strdup(job->precision);
-    run->world_size = env->world;
     run->layout = fb_strdup(layout);
     run->blas = fb_strdup(env->blas);
     run->fabula_version = fb_strdup(env->fabula);
@@ -442,8 +439,8 @@ int validate_run(const validate_opts_t *o)
         loss_curve_t run = {0};
         r->code = run_job(r, job, o, python, &run, &r->seconds);
         const char *backend = strcmp(o->backend, "cpu") ? o->backend : job->backend;
-        run.backend = (char *)backend;
-        run.precision = (char *)job->precision;
+        run.backend = fb_strdup(backend);
+        run.precision = fb_strdup(job->precision);
         run.world_size = world;
         r->pass = r->code == FB_EXIT_OK;
         if (r->code == FB_EXIT_OK)
@@ -459,15 +456,10 @@ int validate_run(const validate_opts_t *o)
         if (rank == 0) {
             validate_report_job(r);
             if (o->write && r->code == FB_EXIT_OK)
-                write_curve(o, job, &run, &env, backend, r->layout);
+                write_curve(o, job, &run, &env, r->layout);
             fflush(stdout);
         }
-        if (run.name) {
-            loss_curve_free(&run);
-        } else {
-            run.backend = run.precision = NULL;
-            loss_curve_free(&run);
-        }
+        loss_curve_free(&run);
     }
     int code = all ? FB_EXIT_OK : FB_EXIT_VALIDATION;
     if (rank == 0) {
