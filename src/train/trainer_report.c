@@ -9,6 +9,7 @@
 
 #include "model/stages.h"
 #include "parallel/comm.h"
+#include "parallel/group_nodes.h"
 #include "parallel/world.h"
 #include "train/trainer_impl.h"
 #include "util/error.h"
@@ -127,6 +128,26 @@ static void print_setup(const trainer_t *tr, const int64_t stage_mem[][7])
     fflush(stdout);
 }
 
+/* Which groups stay inside a node: a tp group that spans nodes sends its
+ * every-layer all-reduces over the network (collective). */
+static void report_nodes(const trainer_t *tr)
+{
+    if (tr->groups.world_size == 1)
+        return;
+    group_nodes_t n;
+    group_nodes_find(&tr->groups, &n);
+    if (tr->rank != 0)
+        return;
+    char line[512];
+    group_nodes_text(&n, line, sizeof line);
+    printf("fabula: nodes: %s\n", line);
+    if (n.nodes > 1 && n.inside[GROUP_NODES_TP] == 0)
+        fb_warn("tp groups span nodes: their all-reduces, every layer, cross the network; give each node a multiple "
+                "of parallel.tensor_parallel_size (%d) ranks, placed in order (docs/parallel.md \"Groups and nodes\")",
+                tr->groups.tp_size);
+    fflush(stdout);
+}
+
 void trainer_report_setup(trainer_t *tr)
 {
     int64_t stage_mem[PARALLEL_MAX_STAGES][7];
@@ -134,6 +155,7 @@ void trainer_report_setup(trainer_t *tr)
         stage_memory(tr, stage_mem);
     if (tr->rank == 0)
         print_setup(tr, stage_mem);
+    report_nodes(tr);
 }
 
 /* fp16: every rank must have skipped the same steps (the overflow flag is
