@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "corpus/prep.h"
@@ -215,6 +216,16 @@ static const char *find_reference_python(void)
     return NULL;
 }
 
+/* validation/check_curve.py (with reference_model.py beside it), from the
+ * working directory or the installed copy. */
+static int reference_script_found(void)
+{
+    char *p = data_path_resolve("validation/check_curve.py");
+    const int ok = access(p, R_OK) == 0;
+    free(p);
+    return ok;
+}
+
 /* The float64 PyTorch reference (validation/check_curve.py) recomputes the
  * first steps of this 1-rank run from its own inputs (validate_inputs.h),
  * into out->ref_*; rank 0 is the world. */
@@ -312,6 +323,8 @@ static int run_job(validate_outcome_t *out, const validate_job_def_t *job, const
         else if (!python)
             snprintf(out->ref_why, sizeof out->ref_why, "no Python with torch and h5py: PYTHON, /usr/bin/python3, "
                                                         "python3");
+        else if (!reference_script_found())
+            snprintf(out->ref_why, sizeof out->ref_why, "no validation/check_curve.py here or in %s", FB_PKGDATADIR);
         else
             run_reference(out, job, o, python, run, tokenizer, corpus);
     }

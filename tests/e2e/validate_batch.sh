@@ -45,6 +45,19 @@ assert r[\"verdict\"] == \"PASS\" and [j[\"name\"] for j in r[\"jobs\"]] == [\"f
 assert e[\"ranks\"] == 2 and e[\"note\"] == \"1 node(s), 2 rank(s), mpiexec, PBS job 77\", e" \
          "$SCRATCH/sub/validate-77/validate.json"'
 
+# 1 rank where the curves are but validation/check_curve.py is not (as from a
+# directory of one's own with an installed fabula, whose copy of the
+# reference sits in PKGDATADIR): the reference runs from the installed copy,
+# or is not run, saying why; the job passes either way (it used to FAIL on
+# the reference script it could not open)
+(cd "$SCRATCH/sub" && timeout 600 $MPIEXEC -n 1 "$FABULA" validate --quick --job base --run-dir run1) \
+    >"$SCRATCH/one.txt" 2>&1
+RC=$?
+grep "reference" "$SCRATCH/one.txt"
+check "1 rank away from the source tree: PASS, the reference run from the installed copy or not run, saying why" \
+    '[ $RC -eq 0 ] && grep -q "^fabula validate: PASS" "$SCRATCH/one.txt" &&
+     grep -q "reference: \(not run (\|this run.s first 20 losses .*PASS\)" "$SCRATCH/one.txt"'
+
 # a FAIL comes back as the job's exit status
 mkdir -p "$SCRATCH/sub/bad/fp16"
 cp "$FB_SRCDIR/validation/curves/fp16/"*.json "$SCRATCH/sub/bad/fp16/"
