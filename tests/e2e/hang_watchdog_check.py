@@ -46,8 +46,20 @@ want("suspect hosts named", len(h["suspect_hosts"]) >= 1)
 # every rank of the world is in exactly one of the lists
 world = len(outside) + len(waiting) + len(elsewhere)
 txt = open(run + "/hang.txt").read()
-want(f"hang.txt lists the waiting ranks {w_ranks}", f"ranks {w_ranks.replace(',', ',')}" in txt
-     or f"ranks {min(waiting)}-{max(waiting)}" in txt)
+def ranges(ranks):
+    """0,1,3 as hang.txt writes it: runs of consecutive ranks as a-b, "0-1,3"."""
+    out, rs = [], sorted(ranks)
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+want(f"hang.txt lists the waiting ranks {w_ranks}", f"ranks {ranges(waiting)}" in txt)
 for r in outside:
     want(f"hang.txt: rank {r} not arrived", f"not arrived: rank {r} " in txt)
 for r, (call, group) in elsewhere.items():

@@ -15,6 +15,8 @@
 #   - preemption of the allocation: SIGUSR1 to every rank on both nodes, a
 #     checkpoint, exit 75; the job run again resumes and ends with the
 #     uninterrupted run's losses;
+#   - a rank on the other node that never arrives: the watchdog names it and
+#     its host, exit 76;
 #   - the loss of a node: its ranks SIGKILLed together; the job ends within
 #     60 s with a message, `latest` names a checkpoint that verifies, and the
 #     run resumes from it on one node.
@@ -108,6 +110,19 @@ check "pp 2 x tp 2 on 2 nodes: tp groups inside a node, pp groups across, the on
 train "$ROUND" rr 2 $NOCKPT --set parallel.tensor_parallel_size=2 --set run.resume=none
 check "hosts round-robin: the tp groups span nodes, and a warning says so" \
     '[ $RC -eq 0 ] && grep -q "tp groups across nodes" "$SCRATCH/rr.txt" && grep -q "warning: tp groups span nodes" "$SCRATCH/rr.txt"'
+
+# a hung rank on the other node: rank 2 (nodeB) never arrives at step 3;
+# the watchdog names it and its host, and the job ends with 76
+T0=$(date +%s)
+train "$ACROSS" hang 8 $NOCKPT --set run.resume=none --set monitor.hang_min_s=3 --set monitor.hang_factor=2 \
+    --set monitor.debug_hang_step=3 --set monitor.debug_delay_rank=2
+T1=$(date +%s)
+sed -n '/^hang:/,/^fabula: error: hang/p' "$SCRATCH/hang.txt"
+check "rank 2 hung on nodeB: exit 76 in $((T1 - T0)) s; hang.json names rank 2 and host nodeB, ranks 0, 1, 3 in dp@0's allreduce" \
+    '[ $RC -eq 76 ] && ${PYTHON:-/usr/bin/python3} "$FB_SRCDIR/tests/e2e/hang_watchdog_check.py" "$SCRATCH/hang" 3 "2" \
+         "0,1,3:allreduce:dp@0" "" &&
+     ${PYTHON:-/usr/bin/python3} -c "import json, sys; h = json.load(open(sys.argv[1])); assert h[\"suspect_hosts\"] == [\"nodeB\"], h" \
+         "$SCRATCH/hang/hang.json"'
 
 # the ranks' pids on the given nodes (the fabula processes, not the proxies)
 rank_pids() {
