@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/regular_file.h"
+#include "io/json_file.h"
 #include "util/error.h"
 
 static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -42,19 +42,9 @@ static int get_nonneg(json_t *o, const char *key, double *out)
 int curve_bands_read(const char *path, curve_bands_t *b, char *err, size_t cap)
 {
     memset(b, 0, sizeof *b);
-    char why[1024];
-    if (regular_file_check(path, why, sizeof why) == FB_EXIT_DATA)
-        return fail(err, cap, "bands file %s", why);
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        FILE *f = fopen(path, "r");
-        if (!f)
-            return fail(err, cap, "cannot read bands file %s", path);
-        fclose(f);
-        return fail(err, cap, "bands file %s: not JSON: %s at line %d column %d", path, je.text, je.line,
-                    je.column);
-    }
+    json_t *root = json_file_load(path, "bands file", err, cap);
+    if (!root)
+        return -1;
     int rc = -1;
     json_t *fmt = json_object_get(root, "format"), *ver = json_object_get(root, "version");
     json_t *qs = json_object_get(root, "quantities");

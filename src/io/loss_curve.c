@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "io/atomic_file.h"
-#include "io/regular_file.h"
+#include "io/json_file.h"
 #include "util/error.h"
 #include "util/strbuf.h"
 
@@ -109,19 +109,9 @@ static int read_record(json_t *r, long i, loss_curve_t *c, const char *path, cha
 int loss_curve_read(const char *path, loss_curve_t *c, char *err, size_t cap)
 {
     memset(c, 0, sizeof *c);
-    char why[1024];
-    if (regular_file_check(path, why, sizeof why) == FB_EXIT_DATA)
-        return fail(err, cap, "loss curve %s", why);
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        FILE *f = fopen(path, "r");
-        if (!f)
-            return fail(err, cap, "cannot read loss curve %s", path);
-        fclose(f);
-        return fail(err, cap, "loss curve %s: not JSON: %s at line %d column %d", path, je.text, je.line,
-                    je.column);
-    }
+    json_t *root = json_file_load(path, "loss curve", err, cap);
+    if (!root)
+        return -1;
     int rc = -1;
     json_t *fmt = json_object_get(root, "format");
     json_t *ver = json_object_get(root, "version");

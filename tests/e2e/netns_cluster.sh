@@ -29,34 +29,11 @@
 command -v ip >/dev/null && command -v unshare >/dev/null || { echo "SKIP: no ip or unshare"; exit 77; }
 $MPIEXEC -info 2>/dev/null | grep -q "Launchers available:.*ssh" || { echo "SKIP: the launcher is not Hydra"; exit 77; }
 
-# names of at most 15 characters, unique per run
-ID=$(($$ % 100000))
-NETA=fbn${ID}a NETB=fbn${ID}b BR=fbb${ID}
-SUB=10.$((200 + $$ % 50)).$(($$ / 50 % 250)).
-IPA=${SUB}11 IPB=${SUB}12
-cleanup() {
-    for n in $NETA $NETB; do
-        for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        ip netns del "$n" 2>/dev/null
-    done
-    ip link del "$BR" 2>/dev/null
-    true
-}
-trap 'cleanup' EXIT
-trap 'cleanup; exit 1' INT TERM
-setup() {
-    ip link add "$BR" type bridge && ip addr add "${SUB}1/24" dev "$BR" && ip link set "$BR" up || return 1
-    for x in a b; do
-        n=fbn${ID}$x
-        ip=${SUB}12
-        [ $x = a ] && ip=${SUB}11
-        ip netns add "$n" && ip link add "fbv${ID}$x" type veth peer name "fbw${ID}$x" &&
-            ip link set "fbw${ID}$x" netns "$n" && ip link set "fbv${ID}$x" master "$BR" &&
-            ip link set "fbv${ID}$x" up && ip netns exec "$n" ip addr add "$ip/24" dev "fbw${ID}$x" &&
-            ip netns exec "$n" ip link set "fbw${ID}$x" up && ip netns exec "$n" ip link set lo up || return 1
-    done
-}
-setup >"$SCRATCH/setup.txt" 2>&1 ||
+. "$FB_SRCDIR/tests/e2e/netns_lib.sh"
+netns_names n 200
+trap 'netns_remove' EXIT
+trap 'netns_remove; exit 1' INT TERM
+netns_setup >"$SCRATCH/setup.txt" 2>&1 ||
     { cat "$SCRATCH/setup.txt"; echo "SKIP: this kernel refuses network namespaces, veth or bridges"; exit 77; }
 
 # Hydra's ssh launcher runs: SSH [-x] HOST COMMAND...; here HOST picks the

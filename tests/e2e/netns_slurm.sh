@@ -24,11 +24,8 @@ for c in munged slurmctld slurmd sbatch scontrol scancel squeue sinfo ip nsenter
 done
 [ "$(id -u)" -eq 0 ] || skip "namespaces and the daemons need root"
 
-# names of at most 15 characters, unique per run
-ID=$(($$ % 100000))
-NETA=fbs${ID}a NETB=fbs${ID}b BR=fbt${ID}
-SUB=10.$((150 + $$ % 40)).$(($$ / 40 % 250)).
-IPA=${SUB}11 IPB=${SUB}12
+. "$FB_SRCDIR/tests/e2e/netns_lib.sh"
+netns_names s 150
 D=$(mktemp -d /tmp/fabula-nsslurm.XXXXXX) || exit 99
 PIDS=
 JOBS=
@@ -42,11 +39,7 @@ cleanup() {
         while [ $n -gt 0 ] && kill -0 "$p" 2>/dev/null; do sleep 0.1; n=$((n - 1)); done
         kill -KILL "$p" 2>/dev/null
     done
-    for n in $NETA $NETB; do
-        for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        ip netns del "$n" 2>/dev/null
-    done
-    ip link del "$BR" 2>/dev/null
+    netns_remove
     mkdir -p "$SCRATCH/daemon-logs" && cp "$D"/*.log "$D/slurm.conf" "$SCRATCH/daemon-logs/" 2>/dev/null
     rm -rf "$D"
 }
@@ -54,19 +47,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 daemon_logs() { for f in "$D"/*.log; do echo "--- $f"; tail -n 15 "$f"; done; }
 
-setup() {
-    ip link add "$BR" type bridge && ip addr add "${SUB}1/24" dev "$BR" && ip link set "$BR" up || return 1
-    for x in a b; do
-        n=fbs${ID}$x
-        ip=${SUB}12
-        [ $x = a ] && ip=${SUB}11
-        ip netns add "$n" && ip link add "fbu${ID}$x" type veth peer name "fbx${ID}$x" &&
-            ip link set "fbx${ID}$x" netns "$n" && ip link set "fbu${ID}$x" master "$BR" &&
-            ip link set "fbu${ID}$x" up && ip netns exec "$n" ip addr add "$ip/24" dev "fbx${ID}$x" &&
-            ip netns exec "$n" ip link set "fbx${ID}$x" up && ip netns exec "$n" ip link set lo up || return 1
-    done
-}
-setup >"$SCRATCH/setup.txt" 2>&1 ||
+netns_setup >"$SCRATCH/setup.txt" 2>&1 ||
     { cat "$SCRATCH/setup.txt"; skip "this kernel refuses network namespaces, veth or bridges"; }
 
 HOST=$(hostname -s)
